@@ -1,0 +1,171 @@
+// summary_bench: update throughput of each summary on one core, and the same summaries fed end
+// to end over loopback gRPC (an in-process streamstatsd and the C++ client).
+//
+//   summary_bench [--items=N] [--batch=B]
+//
+// Prints one table; results are recorded in bench/RESULTS.md with date, machine and command.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "client/client.h"
+#include "core/summary.h"
+#include "grpcpp/grpcpp.h"
+#include "server/convert.h"
+#include "server/executor.h"
+#include "server/service.h"
+#include "server/session_manager.h"
+
+namespace {
+
+using namespace streamstats;
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+struct Case {
+  std::string name;
+  std::string cli;  // as in --summary=
+  core::SummaryOptions options;
+  core::ValueKind kind;
+};
+
+std::vector<double> NormalValues(size_t n) {
+  std::mt19937_64 rng(1);
+  std::normal_distribution<double> d(1000, 100);
+  std::vector<double> v(n);
+  for (double& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint64_t> ZipfKeys(size_t n, uint64_t universe, double s) {
+  // Inverse-CDF sampling over a precomputed table.
+  std::vector<double> cdf(universe);
+  double sum = 0;
+  for (uint64_t i = 0; i < universe; ++i) cdf[i] = (sum += 1 / std::pow(i + 1.0, s));
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> u(0, sum);
+  std::vector<uint64_t> keys(n);
+  for (auto& k : keys) k = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+  return keys;
+}
+
+double InProcess(const Case& c, const std::vector<double>& values,
+                 const std::vector<uint64_t>& keys, size_t batch) {
+  auto summary = *core::CreateSummary(c.options, c.kind);
+  const size_t n = c.kind == core::ValueKind::kNumeric ? values.size() : keys.size();
+  auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < n; i += batch) {
+    core::Batch b;
+    b.kind = c.kind;
+    size_t len = std::min(batch, n - i);
+    if (c.kind == core::ValueKind::kNumeric) {
+      b.values = absl::MakeConstSpan(values).subspan(i, len);
+    } else {
+      b.keys = absl::MakeConstSpan(keys).subspan(i, len);
+    }
+    if (!summary->Update(b).ok()) std::abort();
+  }
+  return n / Seconds(start);
+}
+
+double Loopback(const Case& c, const std::string& address, const std::vector<double>& values,
+                const std::vector<uint64_t>& keys, size_t batch, int round) {
+  auto client = client::Client::Connect(address);
+  v1::SessionSpec spec;
+  spec.set_name(absl::StrFormat("bench-%d", round));
+  spec.set_value_kind(c.kind == core::ValueKind::kNumeric ? v1::VALUE_KIND_NUMERIC
+                                                          : v1::VALUE_KIND_UINT64);
+  // The same options through the API.
+  v1::SummarySpec* s = spec.add_summaries();
+  if (c.options.kind == core::SummaryKind::kQuantiles) {
+    s->mutable_quantiles()->set_epsilon(c.options.quantiles.epsilon);
+  } else {
+    s->mutable_lossy_counting()->set_epsilon(c.options.lossy_counting.epsilon);
+  }
+  if (!client->CreateSession(spec).ok()) std::abort();
+  const size_t n = c.kind == core::ValueKind::kNumeric ? values.size() : keys.size();
+  // Requests are built before the clock starts: this measures the server path.
+  std::vector<v1::IngestRequest> requests;
+  for (size_t i = 0; i < n; i += batch) {
+    v1::IngestRequest r;
+    r.set_session(spec.name());
+    r.set_sequence(requests.size() + 1);
+    size_t len = std::min(batch, n - i);
+    if (c.kind == core::ValueKind::kNumeric) {
+      r.mutable_values()->mutable_values()->Add(values.begin() + i, values.begin() + i + len);
+    } else {
+      r.mutable_keys()->mutable_keys()->Add(keys.begin() + i, keys.begin() + i + len);
+    }
+    requests.push_back(std::move(r));
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto stream = client->StartIngest();
+  for (const auto& r : requests) {
+    if (!stream->Write(r)) break;
+  }
+  if (!stream->Finish().ok() || stream->acked_items() != n) std::abort();
+  return n / Seconds(start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t items = 4000000, batch = 10000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--items=", 8) == 0) absl::SimpleAtoi(argv[i] + 8, &items);
+    if (std::strncmp(argv[i], "--batch=", 8) == 0) absl::SimpleAtoi(argv[i] + 8, &batch);
+  }
+  const std::vector<double> values = NormalValues(items);
+  const std::vector<uint64_t> keys = ZipfKeys(items, 1000000, 1.1);
+
+  std::vector<Case> cases;
+  for (double eps : {0.01, 0.001}) {
+    Case c{absl::StrFormat("quantiles eps=%g (normal doubles)", eps), "", {}, core::ValueKind::kNumeric};
+    c.options.kind = core::SummaryKind::kQuantiles;
+    c.options.quantiles.epsilon = eps;
+    cases.push_back(c);
+  }
+  for (double eps : {0.001, 0.0001}) {
+    Case c{absl::StrFormat("lossy_counting eps=%g (zipf 1.1 keys)", eps), "", {}, core::ValueKind::kUint64};
+    c.options.kind = core::SummaryKind::kLossyCounting;
+    c.options.lossy_counting.epsilon = eps;
+    cases.push_back(c);
+  }
+
+  // An in-process server on loopback.
+  server::SessionManager sessions({});
+  server::Executor executor(2);
+  server::StreamStatsService service(&sessions, &executor);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  auto grpc_server = builder.BuildAndStart();
+  const std::string address = absl::StrFormat("127.0.0.1:%d", port);
+
+  std::printf("summary_bench: %zu items, batches of %zu, %u hardware threads\n", items, batch,
+              std::thread::hardware_concurrency());
+  std::printf("%-42s %16s %16s %8s\n", "summary", "in-process/s", "loopback/s", "ratio");
+  int round = 0;
+  for (const Case& c : cases) {
+    double in_process = InProcess(c, values, keys, batch);
+    double loopback = Loopback(c, address, values, keys, batch, round++);
+    std::printf("%-42s %16.0f %16.0f %7.0f%%\n", c.name.c_str(), in_process, loopback,
+                100 * loopback / in_process);
+    std::fflush(stdout);
+  }
+  grpc_server->Shutdown();
+  return 0;
+}

@@ -1,0 +1,442 @@
+// streamstats: the command-line client.
+//
+//   streamstats [--server=ADDR] [--json] [--timeout=SECONDS] COMMAND ...
+//     session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...]... [--backend=B]
+//     session list | session get NAME | session delete NAME
+//     ingest NAME [FILE|-] [--batch=N] [--producer=ID]     one value or key per line
+//     quantiles NAME PHI...
+//     ranks NAME VALUE...
+//     freq NAME KEY... [--summary=KIND]
+//     heavy-hitters NAME --support=S [--summary=KIND]
+//
+// Errors print the server's message and exit 1; usage errors exit 2.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "client/spec_parser.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace streamstats::client {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: streamstats [--server=ADDR] [--json] [--timeout=SECONDS] COMMAND ...\n"
+    "  session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...] [--summary=...]\n"
+    "                      [--backend=auto|cpu|gpu]\n"
+    "      KIND: quantiles[:epsilon=E,window=W]  lossy_counting[:epsilon=E,window=W]\n"
+    "  session list | session get NAME | session delete NAME\n"
+    "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
+    "  quantiles NAME PHI...\n"
+    "  ranks NAME VALUE...\n"
+    "  freq NAME KEY... [--summary=KIND]\n"
+    "  heavy-hitters NAME --support=S [--summary=KIND]\n"
+    "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051.\n";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::multimap<std::string, std::string> options;  // --name=value (or --flag -> "true")
+
+  std::string Get(const std::string& name, const std::string& fallback = "") const {
+    auto it = options.find(name);
+    return it == options.end() ? fallback : it->second;
+  }
+  bool Has(const std::string& name) const { return options.count(name) > 0; }
+};
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "streamstats: %s\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "streamstats: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+void PrintJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  std::fputs(out.c_str(), stdout);
+  if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);
+}
+
+std::string Fmt(double v) { return absl::StrFormat("%.17g", v); }
+
+void PrintSession(const v1::SessionInfo& s) {
+  std::vector<std::string> summaries;
+  for (const auto& x : s.summaries()) summaries.push_back(absl::StrCat(x.kind(), "(", x.parameters(), ")"));
+  std::printf("%s  type=%s  N=%llu  batches=%llu  memory=%llu B  backend=%s  summaries=%s\n",
+              s.spec().name().c_str(),
+              v1::ValueKind_Name(s.spec().value_kind()).c_str() + strlen("VALUE_KIND_"),
+              static_cast<unsigned long long>(s.count()),
+              static_cast<unsigned long long>(s.batches()),
+              static_cast<unsigned long long>(s.memory_bytes()), s.backend().c_str(),
+              absl::StrJoin(summaries, ",").c_str());
+}
+
+int SessionCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() < 2) return Usage("session needs a subcommand: create, list, get or delete");
+  const std::string& sub = p[1];
+  if (sub == "list") {
+    auto r = client.ListSessions();
+    if (!r.ok()) return Fail(r.status());
+    if (json) {
+      PrintJson(*r);
+    } else {
+      for (const auto& s : r->sessions()) PrintSession(s);
+      if (r->sessions().empty()) std::printf("(no sessions)\n");
+    }
+    return 0;
+  }
+  if (p.size() != 3) return Usage(absl::StrCat("session ", sub, " needs exactly one NAME"));
+  const std::string& name = p[2];
+  if (sub == "create") {
+    v1::SessionSpec spec;
+    spec.set_name(name);
+    auto kind = ParseValueKind(args.Get("type", "numeric"));
+    if (!kind.ok()) return Usage(std::string(kind.status().message()));
+    spec.set_value_kind(*kind);
+    auto backend = ParseBackend(args.Get("backend", "auto"));
+    if (!backend.ok()) return Usage(std::string(backend.status().message()));
+    spec.set_backend(*backend);
+    auto range = args.options.equal_range("summary");
+    for (auto it = range.first; it != range.second; ++it) {
+      auto summary = ParseSummarySpec(it->second);
+      if (!summary.ok()) return Usage(std::string(summary.status().message()));
+      *spec.add_summaries() = *summary;
+    }
+    if (spec.summaries().empty()) return Usage("session create needs at least one --summary");
+    auto r = client.CreateSession(spec);
+    if (!r.ok()) return Fail(r.status());
+    json ? PrintJson(*r) : PrintSession(*r);
+    return 0;
+  }
+  if (sub == "get") {
+    auto r = client.GetSession(name);
+    if (!r.ok()) return Fail(r.status());
+    json ? PrintJson(*r) : PrintSession(*r);
+    return 0;
+  }
+  if (sub == "delete") {
+    if (absl::Status s = client.DeleteSession(name); !s.ok()) return Fail(s);
+    if (!json) std::printf("deleted %s\n", name.c_str());
+    if (json) std::printf("{\"deleted\": \"%s\"}\n", name.c_str());
+    return 0;
+  }
+  return Usage(absl::StrCat("unknown session subcommand '", sub, "'"));
+}
+
+int IngestCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() < 2 || p.size() > 3) return Usage("ingest needs NAME and optionally FILE (or -)");
+  const std::string& name = p[1];
+  const std::string path = p.size() == 3 ? p[2] : "-";
+  uint64_t batch_items = 10000;
+  if (args.Has("batch") && (!absl::SimpleAtoi(args.Get("batch"), &batch_items) || batch_items == 0)) {
+    return Usage("--batch must be a positive integer");
+  }
+  auto info = client.GetSession(name);
+  if (!info.ok()) return Fail(info.status());
+  const v1::ValueKind kind = info->spec().value_kind();
+
+  FILE* in = path == "-" ? stdin : std::fopen(path.c_str(), "r");
+  if (in == nullptr) return Usage(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+
+  auto stream = client.StartIngest();
+  const bool progress = isatty(STDERR_FILENO) && !json;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_progress = start;
+  uint64_t sent = 0, line_no = 0, sequence = 0;
+  v1::IngestRequest request;
+  auto reset = [&] {
+    request.Clear();
+    request.set_session(name);
+    request.set_producer_id(args.Get("producer"));
+  };
+  auto flush = [&]() -> bool {
+    size_t n = request.has_values() ? request.values().values_size()
+               : request.has_keys() ? request.keys().keys_size()
+                                    : request.strings().keys_size();
+    if (n == 0) return true;
+    request.set_sequence(++sequence);
+    if (!stream->Write(request)) return false;
+    sent += n;
+    reset();
+    auto now = std::chrono::steady_clock::now();
+    if (progress && now - last_progress > std::chrono::milliseconds(250)) {
+      double secs = std::chrono::duration<double>(now - start).count();
+      std::fprintf(stderr, "\r  %llu items sent, %llu acked, %.0f items/s   ",
+                   static_cast<unsigned long long>(sent),
+                   static_cast<unsigned long long>(stream->acked_items()), sent / secs);
+      last_progress = now;
+    }
+    return true;
+  };
+  reset();
+  char* line = nullptr;
+  size_t cap = 0;
+  ssize_t len;
+  int rc = 0;
+  size_t in_batch = 0;
+  while ((len = getline(&line, &cap, in)) >= 0) {
+    ++line_no;
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+    if (len == 0) continue;
+    absl::string_view text(line, len);
+    if (kind == v1::VALUE_KIND_NUMERIC) {
+      double v;
+      if (!absl::SimpleAtod(text, &v)) {
+        rc = Usage(absl::StrCat(path, ":", line_no, ": not a number: '", text, "'"));
+        break;
+      }
+      request.mutable_values()->add_values(v);
+    } else if (kind == v1::VALUE_KIND_UINT64) {
+      uint64_t k;
+      if (!absl::SimpleAtoi(text, &k)) {
+        rc = Usage(absl::StrCat(path, ":", line_no, ": not an unsigned 64-bit key: '", text, "'"));
+        break;
+      }
+      request.mutable_keys()->add_keys(k);
+    } else {
+      request.mutable_strings()->add_keys(std::string(text));
+    }
+    if (++in_batch == batch_items) {
+      in_batch = 0;
+      if (!flush()) break;
+    }
+  }
+  std::free(line);
+  if (in != stdin) std::fclose(in);
+  if (rc == 0) flush();
+  absl::Status status = stream->Finish();
+  if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  if (rc != 0) return rc;
+  if (!status.ok()) {
+    std::fprintf(stderr, "streamstats: %llu items acknowledged before the error\n",
+                 static_cast<unsigned long long>(stream->acked_items()));
+    return Fail(status);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (json) {
+    std::printf("{\"session\": \"%s\", \"items\": %llu, \"batches\": %llu, \"seconds\": %.3f, "
+                "\"count\": %llu}\n",
+                name.c_str(), static_cast<unsigned long long>(stream->acked_items()),
+                static_cast<unsigned long long>(sequence), secs,
+                static_cast<unsigned long long>(stream->session_count()));
+  } else {
+    std::printf("ingested %llu items in %llu batches, %.2f s (%.0f items/s); session N = %llu\n",
+                static_cast<unsigned long long>(stream->acked_items()),
+                static_cast<unsigned long long>(sequence), secs,
+                secs > 0 ? stream->acked_items() / secs : 0.0,
+                static_cast<unsigned long long>(stream->session_count()));
+  }
+  return 0;
+}
+
+bool ParseDoubles(const std::vector<std::string>& p, size_t from, std::vector<double>* out,
+                  std::string* bad) {
+  for (size_t i = from; i < p.size(); ++i) {
+    double v;
+    if (!absl::SimpleAtod(p[i], &v)) {
+      *bad = p[i];
+      return false;
+    }
+    out->push_back(v);
+  }
+  return true;
+}
+
+int QuantilesCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() < 3) return Usage("quantiles needs NAME and at least one PHI");
+  v1::GetQuantilesRequest request;
+  request.set_session(p[1]);
+  std::vector<double> phis;
+  std::string bad;
+  if (!ParseDoubles(p, 2, &phis, &bad)) return Usage(absl::StrCat("not a number: '", bad, "'"));
+  for (double phi : phis) request.add_phis(phi);
+  auto r = client.GetQuantiles(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("N=%llu  epsilon=%g  max rank error=%llu\n", static_cast<unsigned long long>(r->count()),
+              r->epsilon(), static_cast<unsigned long long>(r->max_rank_error()));
+  for (const auto& q : r->quantiles()) {
+    std::printf("phi=%g  value=%s  rank in [%llu, %llu] (target %llu)\n", q.phi(),
+                Fmt(q.value()).c_str(), static_cast<unsigned long long>(q.rank_lower()),
+                static_cast<unsigned long long>(q.rank_upper()),
+                static_cast<unsigned long long>(q.target_rank()));
+  }
+  return 0;
+}
+
+int RanksCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() < 3) return Usage("ranks needs NAME and at least one VALUE");
+  v1::GetRanksRequest request;
+  request.set_session(p[1]);
+  std::vector<double> values;
+  std::string bad;
+  if (!ParseDoubles(p, 2, &values, &bad)) return Usage(absl::StrCat("not a number: '", bad, "'"));
+  for (double v : values) request.add_values(v);
+  auto r = client.GetRanks(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("N=%llu  epsilon=%g\n", static_cast<unsigned long long>(r->count()), r->epsilon());
+  for (const auto& x : r->ranks()) {
+    std::printf("value=%s  count<=value in [%llu, %llu]  cdf=%.6f\n", Fmt(x.value()).c_str(),
+                static_cast<unsigned long long>(x.count_lower()),
+                static_cast<unsigned long long>(x.count_upper()), x.normalized());
+  }
+  return 0;
+}
+
+std::string KeyText(const v1::HeavyHitter& h) {
+  switch (h.key_case()) {
+    case v1::HeavyHitter::kValue:
+      return Fmt(h.value());
+    case v1::HeavyHitter::kUint64Key:
+      return absl::StrCat(h.uint64_key());
+    default:
+      return h.string_key();
+  }
+}
+
+int FreqCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() < 3) return Usage("freq needs NAME and at least one KEY");
+  auto info = client.GetSession(p[1]);
+  if (!info.ok()) return Fail(info.status());
+  v1::GetFrequenciesRequest request;
+  request.set_session(p[1]);
+  request.set_summary(args.Get("summary"));
+  for (size_t i = 2; i < p.size(); ++i) {
+    switch (info->spec().value_kind()) {
+      case v1::VALUE_KIND_NUMERIC: {
+        double v;
+        if (!absl::SimpleAtod(p[i], &v)) return Usage(absl::StrCat("not a number: '", p[i], "'"));
+        request.mutable_values()->add_values(v);
+        break;
+      }
+      case v1::VALUE_KIND_UINT64: {
+        uint64_t k;
+        if (!absl::SimpleAtoi(p[i], &k)) return Usage(absl::StrCat("not a uint64 key: '", p[i], "'"));
+        request.mutable_uint64_keys()->add_keys(k);
+        break;
+      }
+      default:
+        request.mutable_strings()->add_keys(p[i]);
+    }
+  }
+  auto r = client.GetFrequencies(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("N=%llu\n", static_cast<unsigned long long>(r->count()));
+  for (const auto& result : r->results()) {
+    std::printf("%s (%s)\n", result.summary().c_str(), result.guarantee().c_str());
+    for (int i = 0; i < result.frequencies_size(); ++i) {
+      const auto& f = result.frequencies(i);
+      std::printf("  %s  estimate=%llu  in [%llu, %llu]\n", p[i + 2].c_str(),
+                  static_cast<unsigned long long>(f.estimate()),
+                  static_cast<unsigned long long>(f.lower()),
+                  static_cast<unsigned long long>(f.upper()));
+    }
+  }
+  return 0;
+}
+
+int HeavyHittersCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() != 2) return Usage("heavy-hitters needs exactly one NAME");
+  double support;
+  if (!absl::SimpleAtod(args.Get("support"), &support)) {
+    return Usage("heavy-hitters needs --support=S with S in (epsilon, 1]");
+  }
+  v1::GetHeavyHittersRequest request;
+  request.set_session(p[1]);
+  request.set_support(support);
+  request.set_summary(args.Get("summary"));
+  auto r = client.GetHeavyHitters(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("N=%llu  %s (%s)\n", static_cast<unsigned long long>(r->count()),
+              r->summary().c_str(), r->guarantee().c_str());
+  for (const auto& h : r->items()) {
+    std::printf("  %s  estimate=%llu  in [%llu, %llu]\n", KeyText(h).c_str(),
+                static_cast<unsigned long long>(h.frequency().estimate()),
+                static_cast<unsigned long long>(h.frequency().lower()),
+                static_cast<unsigned long long>(h.frequency().upper()));
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      size_t eq = a.find('=');
+      if (eq == std::string::npos) {
+        args.options.emplace(a.substr(2), "true");
+      } else {
+        args.options.emplace(a.substr(2, eq - 2), a.substr(eq + 1));
+      }
+    } else {
+      args.positional.push_back(a);
+    }
+  }
+  if (args.positional.empty()) return Usage("missing COMMAND");
+  const char* env_server = std::getenv("STREAMSTATS_SERVER");
+  const std::string server = args.Get("server", env_server ? env_server : "127.0.0.1:50051");
+  const bool json = args.Has("json");
+  double timeout_s = 30;
+  if (args.Has("timeout") && (!absl::SimpleAtod(args.Get("timeout"), &timeout_s) || timeout_s <= 0)) {
+    return Usage("--timeout must be a positive number of seconds");
+  }
+  auto client = Client::Connect(server, absl::Seconds(timeout_s));
+  const std::string& command = args.positional[0];
+  if (command == "session") return SessionCommand(*client, args, json);
+  if (command == "ingest") return IngestCommand(*client, args, json);
+  if (command == "quantiles") return QuantilesCommand(*client, args, json);
+  if (command == "ranks") return RanksCommand(*client, args, json);
+  if (command == "freq") return FreqCommand(*client, args, json);
+  if (command == "heavy-hitters") return HeavyHittersCommand(*client, args, json);
+  return Usage(absl::StrCat("unknown command '", command, "'"));
+}
+
+}  // namespace
+}  // namespace streamstats::client
+
+int main(int argc, char** argv) { return streamstats::client::Main(argc, argv); }

@@ -1,0 +1,112 @@
+#include "client/client.h"
+
+#include <chrono>
+
+namespace streamstats::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+IngestStream::IngestStream(v1::StreamStats::Stub* stub) {
+  stream_ = stub->Ingest(&context_);
+  reader_ = std::thread([this] {
+    v1::IngestAck ack;
+    while (stream_->Read(&ack)) {
+      acked_items_.store(ack.items_applied());
+      session_count_.store(ack.count());
+      acked_sequence_.store(ack.sequence());
+    }
+  });
+}
+
+IngestStream::~IngestStream() {
+  if (!finished_) {
+    context_.TryCancel();
+    Finish().IgnoreError();
+  }
+}
+
+bool IngestStream::Write(const v1::IngestRequest& request) { return stream_->Write(request); }
+
+absl::Status IngestStream::Finish() {
+  if (finished_) return absl::FailedPreconditionError("stream already finished");
+  finished_ = true;
+  stream_->WritesDone();
+  reader_.join();
+  return FromGrpcStatus(stream_->Finish());
+}
+
+std::unique_ptr<Client> Client::Connect(const std::string& address, absl::Duration timeout) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<Client>(new Client(std::move(channel), timeout));
+}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
+    : channel_(std::move(channel)), stub_(v1::StreamStats::NewStub(channel_)), timeout_(timeout) {}
+
+void Client::SetDeadline(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+}
+
+#define STREAMSTATS_UNARY(Method, Request, Response, request_expr)    \
+  grpc::ClientContext ctx;                                             \
+  SetDeadline(&ctx);                                                   \
+  Response response;                                                   \
+  grpc::Status status = stub_->Method(&ctx, request_expr, &response);  \
+  if (!status.ok()) return FromGrpcStatus(status);                     \
+  return response;
+
+absl::StatusOr<v1::SessionInfo> Client::CreateSession(const v1::SessionSpec& spec) {
+  STREAMSTATS_UNARY(CreateSession, v1::SessionSpec, v1::SessionInfo, spec)
+}
+
+absl::StatusOr<v1::SessionInfo> Client::GetSession(const std::string& name) {
+  v1::GetSessionRequest request;
+  request.set_name(name);
+  STREAMSTATS_UNARY(GetSession, v1::GetSessionRequest, v1::SessionInfo, request)
+}
+
+absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
+  v1::ListSessionsRequest request;
+  STREAMSTATS_UNARY(ListSessions, v1::ListSessionsRequest, v1::ListSessionsResponse, request)
+}
+
+absl::Status Client::DeleteSession(const std::string& name) {
+  v1::DeleteSessionRequest request;
+  request.set_name(name);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::DeleteSessionResponse response;
+  return FromGrpcStatus(stub_->DeleteSession(&ctx, request, &response));
+}
+
+absl::StatusOr<v1::GetQuantilesResponse> Client::GetQuantiles(const v1::GetQuantilesRequest& r) {
+  STREAMSTATS_UNARY(GetQuantiles, v1::GetQuantilesRequest, v1::GetQuantilesResponse, r)
+}
+
+absl::StatusOr<v1::GetRanksResponse> Client::GetRanks(const v1::GetRanksRequest& r) {
+  STREAMSTATS_UNARY(GetRanks, v1::GetRanksRequest, v1::GetRanksResponse, r)
+}
+
+absl::StatusOr<v1::GetFrequenciesResponse> Client::GetFrequencies(
+    const v1::GetFrequenciesRequest& r) {
+  STREAMSTATS_UNARY(GetFrequencies, v1::GetFrequenciesRequest, v1::GetFrequenciesResponse, r)
+}
+
+absl::StatusOr<v1::GetHeavyHittersResponse> Client::GetHeavyHitters(
+    const v1::GetHeavyHittersRequest& r) {
+  STREAMSTATS_UNARY(GetHeavyHitters, v1::GetHeavyHittersRequest, v1::GetHeavyHittersResponse, r)
+}
+
+#undef STREAMSTATS_UNARY
+
+std::unique_ptr<IngestStream> Client::StartIngest() {
+  return std::unique_ptr<IngestStream>(new IngestStream(stub_.get()));
+}
+
+}  // namespace streamstats::client

@@ -1,0 +1,72 @@
+// The C++ client library: one method per RPC, absl::Status errors carrying the server's message,
+// and an IngestStream that writes batches while a reader thread collects the acks.
+#ifndef STREAMSTATS_CLIENT_CLIENT_H_
+#define STREAMSTATS_CLIENT_CLIENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "streamstats/v1/streamstats.grpc.pb.h"
+
+namespace streamstats::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+class IngestStream {
+ public:
+  ~IngestStream();
+  // Sends one batch; blocks while the stream's flow-control window is full. False: the stream
+  // broke (Finish says why).
+  bool Write(const v1::IngestRequest& request);
+  // Half-closes, waits for the last ack and returns the stream's status.
+  absl::Status Finish();
+  // The highest sequence the server has acknowledged so far, and its item count.
+  uint64_t acked_sequence() const { return acked_sequence_.load(); }
+  uint64_t acked_items() const { return acked_items_.load(); }
+  uint64_t session_count() const { return session_count_.load(); }
+
+ private:
+  friend class Client;
+  IngestStream(v1::StreamStats::Stub* stub);
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::IngestRequest, v1::IngestAck>> stream_;
+  std::thread reader_;
+  std::atomic<uint64_t> acked_sequence_{0}, acked_items_{0}, session_count_{0};
+  bool finished_ = false;
+};
+
+class Client {
+ public:
+  // `address` like "127.0.0.1:50051"; `timeout` applies to each unary call.
+  static std::unique_ptr<Client> Connect(const std::string& address,
+                                         absl::Duration timeout = absl::Seconds(30));
+
+  absl::StatusOr<v1::SessionInfo> CreateSession(const v1::SessionSpec& spec);
+  absl::StatusOr<v1::SessionInfo> GetSession(const std::string& name);
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+  absl::Status DeleteSession(const std::string& name);
+  absl::StatusOr<v1::GetQuantilesResponse> GetQuantiles(const v1::GetQuantilesRequest& request);
+  absl::StatusOr<v1::GetRanksResponse> GetRanks(const v1::GetRanksRequest& request);
+  absl::StatusOr<v1::GetFrequenciesResponse> GetFrequencies(const v1::GetFrequenciesRequest& request);
+  absl::StatusOr<v1::GetHeavyHittersResponse> GetHeavyHitters(
+      const v1::GetHeavyHittersRequest& request);
+
+  std::unique_ptr<IngestStream> StartIngest();
+
+ private:
+  Client(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout);
+  void SetDeadline(grpc::ClientContext* ctx) const;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::StreamStats::Stub> stub_;
+  absl::Duration timeout_;
+};
+
+}  // namespace streamstats::client
+
+#endif  // STREAMSTATS_CLIENT_CLIENT_H_

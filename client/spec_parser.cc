@@ -1,0 +1,124 @@
+#include "client/spec_parser.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace streamstats::client {
+namespace {
+
+using Params = std::map<std::string, std::string>;
+
+absl::StatusOr<Params> ParseParams(absl::string_view kind, absl::string_view text) {
+  Params params;
+  if (text.empty()) return params;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || item.find('=') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind, ": expected NAME=VALUE, got '", item, "'"));
+    }
+    if (!params.emplace(kv.first, kv.second).second) {
+      return absl::InvalidArgumentError(absl::StrCat(kind, ": '", kv.first, "' given twice"));
+    }
+  }
+  return params;
+}
+
+// Takes the known parameters out of `params`; whatever is left is unknown.
+class Taker {
+ public:
+  Taker(absl::string_view kind, Params params) : kind_(kind), params_(std::move(params)) {}
+
+  // Sets *present when the parameter was given.
+  absl::Status Double(const std::string& name, double* out, bool* present) {
+    auto it = params_.find(name);
+    *present = it != params_.end();
+    if (!*present) return absl::OkStatus();
+    if (!absl::SimpleAtod(it->second, out) || !std::isfinite(*out)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind_, ": ", name, " must be a number, got '", it->second, "'"));
+    }
+    params_.erase(it);
+    return absl::OkStatus();
+  }
+  absl::Status Uint(const std::string& name, uint64_t* out) {
+    auto it = params_.find(name);
+    if (it == params_.end()) return absl::OkStatus();
+    if (!absl::SimpleAtoi(it->second, out)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind_, ": ", name, " must be a non-negative integer, got '", it->second, "'"));
+    }
+    params_.erase(it);
+    return absl::OkStatus();
+  }
+  absl::Status Done(absl::string_view allowed) {
+    if (params_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(kind_, ": unknown parameter '",
+                                                   params_.begin()->first, "' (allowed: ",
+                                                   allowed, ")"));
+  }
+
+ private:
+  std::string kind_;
+  Params params_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::ValueKind> ParseValueKind(absl::string_view text) {
+  if (text == "numeric") return v1::VALUE_KIND_NUMERIC;
+  if (text == "keys" || text == "uint64") return v1::VALUE_KIND_UINT64;
+  if (text == "strings" || text == "string") return v1::VALUE_KIND_STRING;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--type must be numeric, keys or strings, got '", text, "'"));
+}
+
+absl::StatusOr<v1::Backend> ParseBackend(absl::string_view text) {
+  if (text == "auto") return v1::BACKEND_AUTO;
+  if (text == "cpu") return v1::BACKEND_CPU;
+  if (text == "gpu") return v1::BACKEND_GPU;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--backend must be auto, cpu or gpu, got '", text, "'"));
+}
+
+absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
+  std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(text, absl::MaxSplits(':', 1));
+  const absl::string_view kind = parts.first;
+  auto params = ParseParams(kind, parts.second);
+  if (!params.ok()) return params.status();
+  Taker take(kind, *std::move(params));
+  v1::SummarySpec spec;
+  if (kind == "quantiles") {
+    double epsilon = 0;
+    uint64_t window = 0;
+    bool has_epsilon;
+    if (auto s = take.Double("epsilon", &epsilon, &has_epsilon); !s.ok()) return s;
+    if (auto s = take.Uint("window", &window); !s.ok()) return s;
+    if (auto s = take.Done("epsilon, window"); !s.ok()) return s;
+    if (has_epsilon) spec.mutable_quantiles()->set_epsilon(epsilon);
+    spec.mutable_quantiles()->set_window_items(window);
+    return spec;
+  }
+  if (kind == "lossy_counting") {
+    double epsilon = 0;
+    uint64_t window = 0;
+    bool has_epsilon;
+    if (auto s = take.Double("epsilon", &epsilon, &has_epsilon); !s.ok()) return s;
+    if (auto s = take.Uint("window", &window); !s.ok()) return s;
+    if (auto s = take.Done("epsilon, window"); !s.ok()) return s;
+    if (has_epsilon) spec.mutable_lossy_counting()->set_epsilon(epsilon);
+    spec.mutable_lossy_counting()->set_window_items(window);
+    return spec;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown summary '", kind, "' (known: quantiles, lossy_counting)"));
+}
+
+}  // namespace streamstats::client

@@ -1,0 +1,611 @@
+#include "core/sliding_window.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/ordered_bits.h"
+#include "core/serialization.h"
+
+namespace streamstats::core {
+namespace {
+
+constexpr uint64_t kMaxWindowItems = uint64_t{1} << 40;
+
+uint64_t TargetRank(double phi, uint64_t n) {
+  long double x = std::ceil(static_cast<long double>(phi) * static_cast<long double>(n));
+  uint64_t r = x < 1 ? 1 : static_cast<uint64_t>(x);
+  return std::min(r, n);
+}
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// The exact GK summary of a run of keys (sorted here).
+GkSummary ExactGk(std::vector<uint64_t> keys) {
+  std::sort(keys.begin(), keys.end());
+  GkSummary s;
+  s.n = keys.size();
+  s.tuples.reserve(keys.size());
+  for (uint64_t i = 0; i < keys.size(); ++i) s.tuples.push_back({keys[i], i + 1, i + 1});
+  return s;
+}
+
+// Prunes `s` (gap <= its current gap) so that its gap stays <= allowed, as QuantileSummary does.
+GkSummary PruneWithin(GkSummary s, uint64_t allowed) {
+  const uint64_t gap = s.Gap();
+  if (allowed <= gap || s.n <= 1) return s;
+  const uint64_t spare = allowed - gap;
+  const uint64_t b = CeilDiv(s.n - 1, spare);
+  if (b + 1 >= s.tuples.size()) return s;
+  GkSummary pruned = PruneGk(s, b);
+  return pruned.Gap() <= allowed ? pruned : s;
+}
+
+}  // namespace
+
+SlidingWindowShape SlidingWindowShape::For(double epsilon, uint64_t n) {
+  SlidingWindowShape s;
+  s.epsilon = epsilon;
+  s.n = n;
+  s.k = static_cast<uint64_t>(std::ceil(8 / epsilon)) + 1;
+  uint64_t log2k = 0;
+  while ((uint64_t{2} << log2k) <= s.k) ++log2k;
+  s.c = log2k + 6;
+  const uint64_t r = CeilDiv(static_cast<uint64_t>(std::ceil(16 / epsilon)), s.b0) * s.b0;
+  if (n <= r) {
+    s.raw = n;
+    s.max_level = -1;
+  } else {
+    s.raw = r;
+    s.max_level = 0;
+    while ((s.b0 << (s.max_level + 1)) <= n) ++s.max_level;
+  }
+  return s;
+}
+
+uint64_t SlidingWindowShape::CreationError(int level) const {
+  constexpr long double kPi = 3.14159265358979323846264338327950288L;
+  long double h2 = 0;
+  for (int j = 1; j <= level; ++j) h2 += 1.0L / (static_cast<long double>(j) * j);
+  const long double rho = static_cast<long double>(epsilon) / 4 * (0.5L + 0.5L * 6 / (kPi * kPi) * h2);
+  return static_cast<uint64_t>(std::floor(rho * static_cast<long double>(BlockSize(level))));
+}
+
+uint64_t SlidingWindowShape::Horizon(int level) const {
+  const uint64_t b = BlockSize(level);
+  return b * std::min(k + 1, CeilDiv(n, b) + 1);
+}
+
+uint64_t SlidingWindowShape::AgedError(uint64_t age) const {
+  return static_cast<uint64_t>(std::floor(static_cast<long double>(epsilon) *
+                                          static_cast<long double>(age) / (2.0L * c)));
+}
+
+SlidingWindowSummary::SlidingWindowSummary(SummaryKind kind, const SlidingWindowOptions& options,
+                                           ValueKind value_kind)
+    : kind_(kind),
+      value_kind_(value_kind),
+      shape_(SlidingWindowShape::For(options.epsilon, options.window_items)) {
+  levels_.resize(shape_.max_level + 1);
+}
+
+std::string SlidingWindowSummary::Describe() const {
+  return absl::StrFormat("epsilon=%g,window_items=%d", shape_.epsilon, shape_.n);
+}
+
+uint64_t SlidingWindowSummary::count() const { return std::min(t_, shape_.n); }
+
+uint64_t SlidingWindowSummary::ToKey(double v) const {
+  if (value_kind_ == ValueKind::kNumeric) return ToOrderedBits(v);
+  if (!(v >= 0)) return 0;
+  if (v >= 18446744073709551615.0) return UINT64_MAX;
+  return static_cast<uint64_t>(std::floor(v));
+}
+
+double SlidingWindowSummary::ToValue(uint64_t key) const {
+  return value_kind_ == ValueKind::kNumeric ? FromOrderedBits(key) : static_cast<double>(key);
+}
+
+absl::Status SlidingWindowSummary::Update(const Batch& batch) {
+  if (batch.kind != value_kind_) {
+    return absl::InvalidArgumentError(absl::StrCat("this summary takes ", ValueKindName(value_kind_),
+                                                   " items, the batch holds ",
+                                                   ValueKindName(batch.kind), " items"));
+  }
+  if (!batch.weights.empty()) {
+    return absl::InvalidArgumentError(
+        "sliding windows count items, not weights: send the batch without weights (or repeat "
+        "an item as often as it weighs)");
+  }
+  if (value_kind_ == ValueKind::kNumeric) {
+    for (double v : batch.values) AddKey(ToOrderedBits(v));
+  } else {
+    for (uint64_t k : batch.keys) AddKey(k);
+  }
+  return absl::OkStatus();
+}
+
+void SlidingWindowSummary::AddKey(uint64_t key) {
+  raw_.push_back(key);
+  ++t_;
+  if (raw_.size() > shape_.raw) raw_.pop_front();
+  if (shape_.max_level < 0 || t_ % shape_.b0 != 0) return;
+  BuildLevel0();
+  for (int level = 0; level <= shape_.max_level && t_ % shape_.BlockSize(level) == 0; ++level) {
+    Maintain(level);
+  }
+}
+
+void SlidingWindowSummary::BuildLevel0() {
+  const uint64_t b = shape_.b0;
+  Block block;
+  block.start = t_ - b;
+  block.error = shape_.CreationError(0);
+  std::vector<uint64_t> keys(raw_.end() - b, raw_.end());
+  if (kind_ == SummaryKind::kSlidingQuantiles) {
+    block.gk = PruneWithin(ExactGk(std::move(keys)), 2 * block.error);
+  } else {
+    std::sort(keys.begin(), keys.end());
+    for (uint64_t k : keys) {
+      if (!block.table.empty() && block.table.back().key == k) {
+        ++block.table.back().f;
+      } else {
+        block.table.push_back({k, 1, 0});
+      }
+    }
+    Compress(0, &block, block.error);
+  }
+  AddBlock(0, std::move(block));
+}
+
+// Prunes a block so that its error is `error` (>= its current one).
+void SlidingWindowSummary::Compress(int, Block* block, uint64_t error) const {
+  block->error = std::max(block->error, error);
+  if (kind_ == SummaryKind::kSlidingQuantiles) {
+    block->gk = PruneWithin(std::move(block->gk), 2 * block->error);
+    return;
+  }
+  // A key whose upper bound is <= the new error may go: absent keys now mean "at most error".
+  const uint64_t t = block->error;
+  block->absent = std::max(block->absent, t);
+  block->table.erase(std::remove_if(block->table.begin(), block->table.end(),
+                                    [t](const CountEntry& e) { return e.f + e.delta <= t; }),
+                     block->table.end());
+}
+
+SlidingWindowSummary::Block SlidingWindowSummary::MergeBlocks(int level, const Block& older,
+                                                              const Block& newer) const {
+  Block out;
+  out.start = older.start;
+  out.error = shape_.CreationError(level);
+  if (kind_ == SummaryKind::kSlidingQuantiles) {
+    out.gk = PruneWithin(MergeGk(older.gk, newer.gk), 2 * out.error);
+    return out;
+  }
+  // Table union: a key absent on one side has that side's absent bound added to its delta.
+  const auto& a = older.table;
+  const auto& b = newer.table;
+  size_t i = 0, j = 0;
+  out.table.reserve(a.size() + b.size());
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].key < b[j].key)) {
+      out.table.push_back({a[i].key, a[i].f, a[i].delta + newer.absent});
+      ++i;
+    } else if (i == a.size() || b[j].key < a[i].key) {
+      out.table.push_back({b[j].key, b[j].f, b[j].delta + older.absent});
+      ++j;
+    } else {
+      out.table.push_back({a[i].key, a[i].f + b[j].f, a[i].delta + b[j].delta});
+      ++i;
+      ++j;
+    }
+  }
+  out.absent = older.absent + newer.absent;
+  Compress(level, &out, out.error);
+  return out;
+}
+
+void SlidingWindowSummary::AddBlock(int level, Block block) {
+  const uint64_t b = shape_.BlockSize(level);
+  const uint64_t start = block.start;
+  levels_[level].push_back(std::move(block));
+  // The newer half of a level-(ℓ+1) block completes it.
+  if (level < shape_.max_level && start % (2 * b) == b) {
+    const Block* older = Find(level, start - b);
+    if (older != nullptr) {
+      AddBlock(level + 1, MergeBlocks(level + 1, *older, levels_[level].back()));
+    }
+  }
+}
+
+// Runs when t is a multiple of b_ℓ: drops expired blocks and prunes blocks whose age just
+// reached 4·b_ℓ, 8·b_ℓ, ... (their error may grow with their age).
+void SlidingWindowSummary::Maintain(int level) {
+  auto& blocks = levels_[level];
+  const uint64_t b = shape_.BlockSize(level);
+  const uint64_t horizon = shape_.Horizon(level);
+  while (!blocks.empty() && t_ - blocks.front().start > horizon) blocks.pop_front();
+  for (uint64_t age = 4 * b; age <= horizon && age <= t_; age *= 2) {
+    const uint64_t start = t_ - age;
+    if (blocks.empty() || start < blocks.front().start) break;
+    const uint64_t i = (start - blocks.front().start) / b;
+    if (i >= blocks.size()) continue;
+    const uint64_t error = shape_.AgedError(age);
+    if (error > blocks[i].error) Compress(level, &blocks[i], error);
+  }
+}
+
+const SlidingWindowSummary::Block* SlidingWindowSummary::Find(int level, uint64_t start) const {
+  const auto& blocks = levels_[level];
+  if (blocks.empty() || start < blocks.front().start) return nullptr;
+  const uint64_t b = shape_.BlockSize(level);
+  if ((start - blocks.front().start) % b != 0) return nullptr;
+  const uint64_t i = (start - blocks.front().start) / b;
+  if (i >= blocks.size()) return nullptr;
+  return &blocks[i];
+}
+
+absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
+    const Window& window) const {
+  if (window.last_seconds != 0) {
+    return absl::InvalidArgumentError(
+        "this summary keeps a window of items; ask with last_items, not last_seconds");
+  }
+  if (window.last_items > shape_.n) {
+    return absl::InvalidArgumentError(absl::StrCat("last_items must be at most the window, ",
+                                                   shape_.n, ", got ", window.last_items));
+  }
+  if (t_ == 0) return absl::FailedPreconditionError("no items yet: the window is empty");
+  Cover cover;
+  const uint64_t w = window.last_items == 0 ? shape_.n : window.last_items;
+  cover.window = std::min(w, t_);
+  const uint64_t s = t_ - cover.window;
+  const uint64_t raw_start = t_ - raw_.size();
+  if (s >= raw_start) {
+    cover.raw_from = s;
+    return cover;
+  }
+  int lw = 0;
+  while (lw < shape_.max_level && shape_.k * shape_.BlockSize(lw) < cover.window) ++lw;
+  const uint64_t bw = shape_.BlockSize(lw);
+  uint64_t p = CeilDiv(s, bw) * bw;
+  const uint64_t block_end = t_ / shape_.b0 * shape_.b0;
+  while (p < raw_start) {
+    const Block* found = nullptr;
+    for (int m = shape_.max_level; m >= 0 && found == nullptr; --m) {
+      const uint64_t bm = shape_.BlockSize(m);
+      if (p % bm == 0 && p + bm <= block_end) found = Find(m, p);
+      if (found != nullptr) {
+        cover.blocks.push_back(found);
+        cover.error += found->error;
+        p += bm;
+      }
+    }
+    if (found == nullptr) {
+      return absl::InternalError(absl::StrCat("sliding window has no block at item ", p,
+                                              " (items seen ", t_, ")"));
+    }
+  }
+  const uint64_t first = cover.blocks.empty() ? p : cover.blocks.front()->start;
+  if (first > raw_start) {  // no block was needed: the raw items reach further back
+    cover.blocks.clear();
+    cover.error = 0;
+    cover.raw_from = raw_start;
+    cover.uncertain = raw_start - s;
+    return cover;
+  }
+  cover.raw_from = p;
+  cover.uncertain = first - s;
+  return cover;
+}
+
+absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesOver(
+    absl::Span<const double> phis, const Window& window) const {
+  if (kind_ != SummaryKind::kSlidingQuantiles) {
+    return absl::InvalidArgumentError("sliding-window frequency summaries do not answer quantiles");
+  }
+  for (double phi : phis) {
+    if (absl::Status s = ValidatePhi(phi); !s.ok()) return s;
+  }
+  absl::StatusOr<Cover> cover = CoverOf(window);
+  if (!cover.ok()) return cover.status();
+  GkSummary view;
+  for (const Block* b : cover->blocks) view = MergeGk(view, b->gk);  // older items order first
+  const uint64_t raw_start = t_ - raw_.size();
+  view = MergeGk(view, ExactGk(std::vector<uint64_t>(raw_.begin() + (cover->raw_from - raw_start),
+                                                     raw_.end())));
+  // The uncertain items are older than everything covered and could hold any value: every rank
+  // may be up to u higher.
+  const uint64_t u = cover->uncertain;
+  WindowedAnswers<QuantileAnswer> out;
+  out.coverage.window_items = cover->window;
+  out.coverage.covered_items = cover->window - u;
+  out.coverage.uncertain_items = u;
+  out.coverage.max_error = (view.Gap() + 1) / 2 + u;
+  for (GkTuple& t : view.tuples) t.rmax += u;
+  view.n += u;
+  for (double phi : phis) {
+    QuantileAnswer a;
+    a.phi = phi;
+    a.target_rank = TargetRank(phi, view.n);
+    const GkTuple& t = view.tuples[view.Closest(a.target_rank)];
+    a.value = ToValue(t.key);
+    a.rank_lower = t.rmin;
+    a.rank_upper = t.rmax;
+    out.answers.push_back(a);
+  }
+  return out;
+}
+
+absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::FrequenciesOver(
+    const Keys& keys, const Window& window) const {
+  if (kind_ != SummaryKind::kSlidingFrequencies) {
+    return absl::InvalidArgumentError(
+        "sliding-window quantile summaries do not answer frequency questions");
+  }
+  if (absl::Status s = ValidateKeys(keys, value_kind_); !s.ok()) return s;
+  absl::StatusOr<Cover> cover = CoverOf(window);
+  if (!cover.ok()) return cover.status();
+  absl::flat_hash_map<uint64_t, uint64_t> raw_counts;
+  const uint64_t raw_start = t_ - raw_.size();
+  for (auto it = raw_.begin() + (cover->raw_from - raw_start); it != raw_.end(); ++it) {
+    ++raw_counts[*it];
+  }
+  WindowedAnswers<FrequencyAnswer> out;
+  out.coverage.window_items = cover->window;
+  out.coverage.uncertain_items = cover->uncertain;
+  out.coverage.covered_items = cover->window - cover->uncertain;
+  out.coverage.max_error = cover->error + cover->uncertain;
+  const size_t n = keys.size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t key = value_kind_ == ValueKind::kNumeric ? ToOrderedBits(keys.values[i])
+                                                            : keys.keys[i];
+    FrequencyAnswer a;
+    for (const Block* b : cover->blocks) {
+      auto it = std::lower_bound(b->table.begin(), b->table.end(), key,
+                                 [](const CountEntry& e, uint64_t k) { return e.key < k; });
+      if (it != b->table.end() && it->key == key) {
+        a.lower += it->f;
+        a.upper += it->f + it->delta;
+      } else {
+        a.upper += b->absent;
+      }
+    }
+    if (auto it = raw_counts.find(key); it != raw_counts.end()) {
+      a.lower += it->second;
+      a.upper += it->second;
+    }
+    a.upper += cover->uncertain;
+    a.estimate = a.lower;
+    out.answers.push_back(a);
+  }
+  return out;
+}
+
+absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersOver(
+    double support, const Window& window) const {
+  if (kind_ != SummaryKind::kSlidingFrequencies) {
+    return absl::InvalidArgumentError(
+        "sliding-window quantile summaries do not answer heavy-hitter questions");
+  }
+  if (!(support > shape_.epsilon && support <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("support must be in (epsilon, 1] = (",
+                                                   shape_.epsilon, ", 1], got ", support));
+  }
+  absl::StatusOr<Cover> cover = CoverOf(window);
+  if (!cover.ok()) return cover.status();
+  // Candidates: every key some covered block or raw item knows.
+  std::vector<uint64_t> candidates;
+  const uint64_t raw_start = t_ - raw_.size();
+  candidates.insert(candidates.end(), raw_.begin() + (cover->raw_from - raw_start), raw_.end());
+  for (const Block* b : cover->blocks) {
+    for (const CountEntry& e : b->table) candidates.push_back(e.key);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::vector<double> values;
+  Keys keys;
+  keys.kind = value_kind_;
+  if (value_kind_ == ValueKind::kNumeric) {
+    values.reserve(candidates.size());
+    for (uint64_t k : candidates) values.push_back(FromOrderedBits(k));
+    keys.values = values;
+  } else {
+    keys.keys = candidates;
+  }
+  absl::StatusOr<WindowedAnswers<FrequencyAnswer>> freq = FrequenciesOver(keys, window);
+  if (!freq.ok()) return freq.status();
+  WindowedAnswers<HeavyHitter> out;
+  out.coverage = freq->coverage;
+  const long double min_lower = (static_cast<long double>(support) - shape_.epsilon) *
+                                static_cast<long double>(out.coverage.window_items);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const FrequencyAnswer& a = freq->answers[i];
+    if (static_cast<long double>(a.lower) < min_lower) continue;
+    HeavyHitter& h = out.answers.emplace_back();
+    if (value_kind_ == ValueKind::kNumeric) {
+      h.value = values[i];
+    } else {
+      h.key = candidates[i];
+    }
+    h.frequency = a;
+  }
+  std::sort(out.answers.begin(), out.answers.end(), [](const HeavyHitter& x, const HeavyHitter& y) {
+    if (x.frequency.estimate != y.frequency.estimate) {
+      return x.frequency.estimate > y.frequency.estimate;
+    }
+    return x.key != y.key ? x.key < y.key : x.value < y.value;
+  });
+  return out;
+}
+
+absl::Status SlidingWindowSummary::Merge(const Summary& other) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      SummaryKindName(kind_), " summaries do not merge (asked to merge a ",
+      SummaryKindName(other.kind()),
+      "): the last N items of two interleaved streams are not determined by their two windows; "
+      "use time windows, which merge interval by interval"));
+}
+
+size_t SlidingWindowSummary::block_count() const {
+  size_t n = 0;
+  for (const auto& level : levels_) n += level.size();
+  return n;
+}
+
+size_t SlidingWindowSummary::entry_count() const {
+  size_t n = 0;
+  for (const auto& level : levels_) {
+    for (const Block& b : level) n += b.gk.tuples.size() + b.table.size();
+  }
+  return n;
+}
+
+size_t SlidingWindowSummary::MemoryBytes() const {
+  size_t bytes = sizeof(*this) + raw_.size() * sizeof(uint64_t);
+  for (const auto& level : levels_) {
+    for (const Block& b : level) {
+      bytes += sizeof(Block) + b.gk.tuples.capacity() * sizeof(GkTuple) +
+               b.table.capacity() * sizeof(CountEntry);
+    }
+  }
+  return bytes;
+}
+
+// value kind u8 | epsilon f64 | N u64 | t u64 | #raw u64 | raw keys | #levels u32 |
+// per level: #blocks u64, per block: start u64 | error u64 | summary, where the summary is
+// n u64 | #tuples u64 | (key rmin rmax)* for quantiles and absent u64 | #entries u64 |
+// (key f delta)* for frequencies.
+std::string SlidingWindowSummary::Serialize() const {
+  ByteWriter w;
+  w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
+  w.Put<double>(shape_.epsilon);
+  w.Put<uint64_t>(shape_.n);
+  w.Put<uint64_t>(t_);
+  w.Put<uint64_t>(raw_.size());
+  for (uint64_t k : raw_) w.Put<uint64_t>(k);
+  w.Put<uint32_t>(static_cast<uint32_t>(levels_.size()));
+  for (const auto& level : levels_) {
+    w.Put<uint64_t>(level.size());
+    for (const Block& b : level) {
+      w.Put<uint64_t>(b.start);
+      w.Put<uint64_t>(b.error);
+      if (kind_ == SummaryKind::kSlidingQuantiles) {
+        w.Put<uint64_t>(b.gk.n);
+        w.Put<uint64_t>(b.gk.tuples.size());
+        for (const GkTuple& t : b.gk.tuples) {
+          w.Put<uint64_t>(t.key);
+          w.Put<uint64_t>(t.rmin);
+          w.Put<uint64_t>(t.rmax);
+        }
+      } else {
+        w.Put<uint64_t>(b.absent);
+        w.Put<uint64_t>(b.table.size());
+        for (const CountEntry& e : b.table) {
+          w.Put<uint64_t>(e.key);
+          w.Put<uint64_t>(e.f);
+          w.Put<uint64_t>(e.delta);
+        }
+      }
+    }
+  }
+  return SealEnvelope(static_cast<uint16_t>(kind_), w.bytes());
+}
+
+absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
+    SummaryKind kind, absl::string_view payload) {
+  ByteReader r(payload);
+  uint8_t vk;
+  SlidingWindowOptions options;
+  uint64_t t, raw_count;
+  if (!r.Get(&vk) || !r.Get(&options.epsilon) || !r.Get(&options.window_items) || !r.Get(&t) ||
+      !r.GetCount(&raw_count, 8)) {
+    return Corrupt("sliding window header cut short");
+  }
+  if (vk != static_cast<uint8_t>(ValueKind::kNumeric) &&
+      vk != static_cast<uint8_t>(ValueKind::kUint64)) {
+    return Corrupt("sliding window with an invalid value kind");
+  }
+  if (!options.Validate().ok()) return Corrupt("sliding window parameters out of range");
+  auto s = std::make_unique<SlidingWindowSummary>(kind, options, static_cast<ValueKind>(vk));
+  const SlidingWindowShape& shape = s->shape_;
+  if (raw_count != std::min(t, shape.raw)) return Corrupt("raw item count");
+  s->t_ = t;
+  for (uint64_t i = 0; i < raw_count; ++i) {
+    uint64_t k;
+    if (!r.Get(&k)) return Corrupt("raw items cut short");
+    if (vk == static_cast<uint8_t>(ValueKind::kNumeric) &&
+        !(std::isfinite(FromOrderedBits(k)) && ToOrderedBits(FromOrderedBits(k)) == k)) {
+      return Corrupt("raw item is not a finite double");
+    }
+    s->raw_.push_back(k);
+  }
+  uint32_t level_count;
+  if (!r.Get(&level_count) || level_count != s->levels_.size()) return Corrupt("level count");
+  for (uint32_t level = 0; level < level_count; ++level) {
+    const uint64_t b = shape.BlockSize(level);
+    // The blocks a stream of t items leaves at this level: consecutive, complete, not expired at
+    // the last multiple of b.
+    const uint64_t last_multiple = t / b * b;
+    const uint64_t horizon = shape.Horizon(level);
+    uint64_t first = last_multiple > horizon ? CeilDiv(last_multiple - horizon, b) * b : 0;
+    // A level-ℓ block exists once its newer half did (level 0: once complete).
+    const uint64_t end = level == 0 ? t / shape.b0 * shape.b0 : last_multiple;
+    const uint64_t expected = end > first ? (end - first) / b : 0;
+    uint64_t blocks;
+    if (!r.GetCount(&blocks, 24) || blocks != expected) return Corrupt("block count");
+    for (uint64_t i = 0; i < blocks; ++i) {
+      Block block;
+      if (!r.Get(&block.start) || !r.Get(&block.error)) return Corrupt("block header cut short");
+      if (block.start != first + i * b) return Corrupt("block start");
+      const uint64_t age = t - block.start;
+      if (block.error > std::max(shape.CreationError(level), shape.AgedError(age))) {
+        return Corrupt("block error exceeds its budget");
+      }
+      uint64_t count;
+      if (kind == SummaryKind::kSlidingQuantiles) {
+        if (!r.Get(&block.gk.n) || block.gk.n != b || !r.GetCount(&count, 24) || count == 0) {
+          return Corrupt("block summary header");
+        }
+        block.gk.tuples.resize(count);
+        for (GkTuple& x : block.gk.tuples) {
+          if (!r.Get(&x.key) || !r.Get(&x.rmin) || !r.Get(&x.rmax)) return Corrupt("tuples");
+        }
+        const auto& ts = block.gk.tuples;
+        if (ts.front().rmin != 1 || ts.front().rmax != 1 || ts.back().rmin != b ||
+            ts.back().rmax != b) {
+          return Corrupt("block does not span its items");
+        }
+        for (size_t j = 0; j < ts.size(); ++j) {
+          if (ts[j].rmin > ts[j].rmax) return Corrupt("tuple rank bounds");
+          if (j > 0 && (ts[j].key < ts[j - 1].key || ts[j].rmin <= ts[j - 1].rmin ||
+                        ts[j].rmax <= ts[j - 1].rmax)) {
+            return Corrupt("tuples out of order");
+          }
+        }
+        if (block.gk.Gap() > 2 * block.error) return Corrupt("block gap exceeds its error");
+      } else {
+        if (!r.Get(&block.absent) || block.absent > block.error || !r.GetCount(&count, 24)) {
+          return Corrupt("block table header");
+        }
+        uint64_t total = 0;
+        block.table.resize(count);
+        for (size_t j = 0; j < count; ++j) {
+          CountEntry& e = block.table[j];
+          if (!r.Get(&e.key) || !r.Get(&e.f) || !r.Get(&e.delta)) return Corrupt("entries");
+          if (e.f == 0 || e.f > b || e.delta > block.error || (total += e.f) > b ||
+              (j > 0 && e.key <= block.table[j - 1].key)) {
+            return Corrupt("table entry");
+          }
+        }
+      }
+      s->levels_[level].push_back(std::move(block));
+    }
+  }
+  if (r.remaining() != 0) return Corrupt("trailing bytes");
+  return std::unique_ptr<Summary>(std::move(s));
+}
+
+}  // namespace streamstats::core

@@ -1,0 +1,170 @@
+// Quantiles and frequencies over the last N items, with variable-size queries over any last
+// W <= N items (Arasu & Manku, "Approximate counts and quantiles over sliding windows", PODS 2004;
+// seed 000 §5.3). kSlidingQuantiles keeps GK summaries (core/quantile_summary.h: MergeGk,
+// PruneGk), kSlidingFrequencies keeps Lossy-Counting-style count tables, in the same blocks.
+//
+// Guarantee (deterministic, every W <= N, every input order, at every moment): with
+// W' = min(W, items seen),
+//   QuantilesOver: the answered φ-quantile's rank in the last W' items is within εW' of
+//                  max(1, ⌈φW'⌉), and [rank_lower, rank_upper] holds that rank;
+//   FrequenciesOver: lower <= f <= upper with upper - lower <= εW' (f: occurrences among the
+//                  last W' items); HeavyHittersOver(s), ε < s <= 1: every item with f >= sW',
+//                  none with f < (s - ε)W'.
+// coverage.max_error is the bound this answer actually meets (usually well below εW').
+//
+// Structure. Items are numbered 0, 1, 2, ... An aligned block at level ℓ holds the b_ℓ = b0·2^ℓ
+// items [j·b_ℓ, (j+1)·b_ℓ) (b0 = 4, levels up to the largest b_ℓ <= N); a level-0 block is built
+// from raw items, a level-(ℓ+1) block by merging its two level-ℓ halves (GK merge then prune;
+// table union then prune). Level ℓ keeps its blocks while their start is at most (K+1)·b_ℓ items
+// old (and N + b_ℓ at most), K = ⌈8/ε⌉ + 1, so small blocks live briefly and large ones long (the variable-size-window
+// variant of Arasu–Manku's levels: the paper's fixed-size structure, L = ⌈log2(4/ε)⌉ levels of
+// blocks of 2^ℓ·εN/4 items, answers only ε·N-accurate questions; this one answers ε·W for every
+// W). The newest R = ⌈16/ε⌉ items (at most N) are also kept raw, in arrival order.
+//
+// A query for the last W items: if they are all raw, the answer is exact. Otherwise let ℓ_W be
+// the smallest level with K·b_ℓ >= W and s' the first level-ℓ_W boundary at or after the
+// window's start s; the u = s' − s oldest items are left out (the uncertain items), and
+// [s', raw region) is covered by disjoint kept blocks, greedily taking the largest aligned block
+// that fits; the rest is raw.
+//
+// Error accounting. Each block carries an error e (quantiles: its GK gap is <= 2e, which moves a
+// rank by <= e; frequencies: upper − lower <= e for every key). e is at most
+//   creation: ⌊ρ_ℓ·b_ℓ⌋, ρ_ℓ = (ε/4)·(1/2 + (1/2)(6/π²)·Σ_{j=1..ℓ} 1/j²) < ε/4, which leaves room
+//             for every merge and prune on the way up (as in QuantileSummary); or, once the block
+//   aged:     is A >= 4·b_ℓ items old, ⌊ε·A/(2C)⌋, C = ⌊log2 K⌋ + 6 — a block that old only ever
+//             serves windows W >= A, so it is pruned again at ages 4b_ℓ, 8b_ℓ, 16b_ℓ, ...
+// The cover of a window: at most ⌊log2 K⌋ + 1 blocks of strictly increasing level (each A <= W),
+// then blocks each more than (R − b0)/2 items long with A < 5·b (they end at the raw region), and
+// blocks are disjoint so Σb <= W. Hence Σe <= (ε/4)W + (ε/(2C))·(⌊log2 K⌋+1 + 5)·W = (3/4)εW.
+// The uncertain items: u < b_{ℓ_W} <= max(b0, 2W/(K−1)) and W > R >= 16/ε give u < εW/4.
+// Quantiles: rank error <= ⌊(G+1)/2⌋ + u <= Σe + u < εW (G = Σ gaps, GK Prop. 1); frequencies:
+// upper − lower <= Σe + u < εW.
+//
+// Memory (tuples or table entries of 24 bytes, plus R raw keys of 8 bytes): level ℓ keeps at most
+// K + 2 blocks (N/b_ℓ + 2 when smaller); a block of age A holds at most min(b_ℓ, 2·b_ℓ/e + 2)
+// entries with e its error above — about (4C/ε)·(1 + ln K) entries per level and
+// O((1/ε)·log²(1/ε)·log(εN)) in all, the order of Arasu–Manku's variable-size bound.
+// MemoryBytes() reports the live figure; tests assert it stays flat over long streams.
+//
+// Limits: unweighted items only (a batch with weights: InvalidArgument), numeric or uint64 items
+// (string keys: InvalidArgument), and Merge answers InvalidArgument — the last N items of two
+// interleaved streams are not determined by the two windows; merge time windows instead
+// (core/time_window.h). count() is the number of items in the window, min(N, items seen).
+// Not thread-safe; the owning Session serializes access.
+#ifndef STREAMSTATS_CORE_SLIDING_WINDOW_H_
+#define STREAMSTATS_CORE_SLIDING_WINDOW_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/quantile_summary.h"
+#include "core/summary.h"
+#include "core/windowed.h"
+
+namespace streamstats::core {
+
+// The constants of a sliding window of N items at ε (see the header comment).
+struct SlidingWindowShape {
+  double epsilon = 0;
+  uint64_t n = 0;          // N
+  uint64_t k = 0;          // K = ⌈8/ε⌉ + 1
+  uint64_t c = 0;          // C = ⌊log2 K⌋ + 6
+  uint64_t raw = 0;        // R = min(N, ⌈16/ε⌉ rounded up to a multiple of b0)
+  uint64_t b0 = 4;         // level-0 block size
+  int max_level = -1;      // largest ℓ with b0·2^ℓ <= N; -1 when N <= R (all raw, exact)
+
+  static SlidingWindowShape For(double epsilon, uint64_t n);
+  uint64_t BlockSize(int level) const { return b0 << level; }
+  // Level ℓ keeps blocks whose start is at most this many items old:
+  // b_ℓ·min(K + 1, ⌈N/b_ℓ⌉ + 1) (no window reaches further back).
+  uint64_t Horizon(int level) const;
+  // ⌊ρ_ℓ·b_ℓ⌋ and ⌊ε·A/(2C)⌋.
+  uint64_t CreationError(int level) const;
+  uint64_t AgedError(uint64_t age) const;
+};
+
+class SlidingWindowSummary final : public WindowedSummary {
+ public:
+  // `kind` is kSlidingQuantiles or kSlidingFrequencies; `options` must have passed Validate().
+  SlidingWindowSummary(SummaryKind kind, const SlidingWindowOptions& options, ValueKind value_kind);
+
+  static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(SummaryKind kind,
+                                                              absl::string_view payload);
+
+  SummaryKind kind() const override { return kind_; }
+  ValueKind value_kind() const override { return value_kind_; }
+  // "epsilon=0.01,window_items=1000000".
+  std::string Describe() const override;
+  // InvalidArgument for weighted batches; otherwise cannot fail.
+  absl::Status Update(const Batch& batch) override;
+  // InvalidArgument: see the header comment.
+  absl::Status Merge(const Summary& other) override;
+  uint64_t count() const override;
+  size_t MemoryBytes() const override;
+  std::string Serialize() const override;
+  void set_accelerator(Accelerator*) override {}  // blocks are small; sorted on the CPU
+
+  absl::StatusOr<WindowedAnswers<QuantileAnswer>> QuantilesOver(
+      absl::Span<const double> phis, const Window& window) const override;
+  absl::StatusOr<WindowedAnswers<FrequencyAnswer>> FrequenciesOver(
+      const Keys& keys, const Window& window) const override;
+  absl::StatusOr<WindowedAnswers<HeavyHitter>> HeavyHittersOver(
+      double support, const Window& window) const override;
+
+  const SlidingWindowShape& shape() const { return shape_; }
+  uint64_t total_items() const { return t_; }
+  size_t block_count() const;
+  size_t entry_count() const;  // tuples or table entries over all blocks
+
+  // One key's bounds in a block's count table: f <= count <= f + delta.
+  struct CountEntry {
+    uint64_t key;
+    uint64_t f;
+    uint64_t delta;
+  };
+
+ private:
+  struct Block {
+    uint64_t start = 0;   // first item
+    uint64_t error = 0;   // e (see the header comment)
+    GkSummary gk;         // quantiles
+    std::vector<CountEntry> table;  // frequencies, sorted by key
+    uint64_t absent = 0;  // frequencies: a key not in `table` occurs at most this often
+  };
+  // The blocks and raw items that answer a window.
+  struct Cover {
+    uint64_t window = 0;     // W' = min(W, items seen)
+    uint64_t uncertain = 0;  // u
+    std::vector<const Block*> blocks;  // oldest first
+    uint64_t raw_from = 0;   // raw items [raw_from, t) are in
+    uint64_t error = 0;      // Σe
+  };
+
+  absl::StatusOr<Cover> CoverOf(const Window& window) const;
+  void AddKey(uint64_t key);
+  void BuildLevel0();
+  void AddBlock(int level, Block block);
+  void Maintain(int level);
+  void Compress(int level, Block* block, uint64_t error) const;
+  Block MergeBlocks(int level, const Block& older, const Block& newer) const;
+  const Block* Find(int level, uint64_t start) const;
+  uint64_t ToKey(double v) const;
+  double ToValue(uint64_t key) const;
+
+  SummaryKind kind_;
+  ValueKind value_kind_;
+  SlidingWindowShape shape_;
+  uint64_t t_ = 0;                       // items seen
+  std::deque<uint64_t> raw_;             // the last min(t, R) items
+  std::vector<std::deque<Block>> levels_;  // levels_[ℓ]: consecutive aligned blocks, oldest first
+};
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_SLIDING_WINDOW_H_

@@ -1,0 +1,309 @@
+#include "core/summary.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/count_min.h"
+#include "core/fcm.h"
+#include "core/lossy_counting.h"
+#include "core/misra_gries.h"
+#include "core/partitioned.h"
+#include "core/pbf.h"
+#include "core/quantile_summary.h"
+#include "core/serialization.h"
+#include "core/sliding_window.h"
+#include "core/time_window.h"
+
+namespace streamstats::core {
+namespace {
+
+absl::Status Unanswerable(const Summary& s, absl::string_view question) {
+  return absl::InvalidArgumentError(absl::StrCat(SummaryKindName(s.kind()),
+                                                 " summaries do not answer ", question));
+}
+
+absl::Status ValidateEpsilon(double epsilon) {
+  if (!(epsilon > 0 && epsilon <= 0.5)) {
+    return absl::InvalidArgumentError(absl::StrCat("epsilon must be in (0, 0.5], got ", epsilon));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWindow(uint64_t window) {
+  constexpr uint64_t kMaxWindow = uint64_t{1} << 26;
+  if (window > kMaxWindow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window must be 0 (auto) or at most ", kMaxWindow, " items, got ", window));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t AutoWindow(double items, uint64_t lo, uint64_t hi) {
+  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(items)), lo, hi);
+}
+
+}  // namespace
+
+const char* SummaryKindName(SummaryKind kind) {
+  switch (kind) {
+    case SummaryKind::kQuantiles:
+      return "quantiles";
+    case SummaryKind::kLossyCounting:
+      return "lossy_counting";
+    case SummaryKind::kCountMin:
+      return "count_min";
+    case SummaryKind::kFcm:
+      return "fcm";
+    case SummaryKind::kMisraGries:
+      return "misra_gries";
+    case SummaryKind::kPbf:
+      return "pbf";
+    case SummaryKind::kPartitioned:
+      return "partitioned";
+    case SummaryKind::kSlidingQuantiles:
+      return "sliding_quantiles";
+    case SummaryKind::kSlidingFrequencies:
+      return "sliding_frequencies";
+    case SummaryKind::kTimeWindow:
+      return "time_window";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::vector<QuantileAnswer>> Summary::Quantiles(absl::Span<const double>) const {
+  return Unanswerable(*this, "quantile questions");
+}
+absl::StatusOr<std::vector<RankAnswer>> Summary::Ranks(absl::Span<const double>) const {
+  return Unanswerable(*this, "rank questions");
+}
+absl::StatusOr<std::vector<FrequencyAnswer>> Summary::Frequencies(const Keys&) const {
+  return Unanswerable(*this, "frequency questions");
+}
+absl::StatusOr<std::vector<HeavyHitter>> Summary::HeavyHitters(double) const {
+  return Unanswerable(*this, "heavy-hitter questions");
+}
+
+absl::Status QuantileOptions::Validate() const {
+  if (absl::Status s = ValidateEpsilon(epsilon); !s.ok()) return s;
+  return ValidateWindow(window_items);
+}
+uint64_t QuantileOptions::EffectiveWindow() const {
+  return window_items != 0 ? window_items : AutoWindow(8 / epsilon, 1024, uint64_t{1} << 20);
+}
+
+absl::Status LossyCountingOptions::Validate() const {
+  if (absl::Status s = ValidateEpsilon(epsilon); !s.ok()) return s;
+  return ValidateWindow(window_items);
+}
+uint64_t LossyCountingOptions::EffectiveWindow() const {
+  return window_items != 0 ? window_items : AutoWindow(1 / epsilon, 4096, uint64_t{1} << 20);
+}
+
+absl::Status SlidingWindowOptions::Validate() const {
+  if (!(epsilon >= 1e-4 && epsilon <= 0.5)) {
+    return absl::InvalidArgumentError(absl::StrCat("epsilon must be in [1e-4, 0.5], got ", epsilon));
+  }
+  if (window_items < 1 || window_items > (uint64_t{1} << 40)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window_items must be in [1, 2^40], got ", window_items));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TimeWindowOptions::Validate() const {
+  if (!(window_seconds > 0 && window_seconds <= 1e9)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window_seconds must be in (0, 1e9], got ", window_seconds));
+  }
+  if (intervals < 1 || intervals > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("intervals must be in [1, 4096], got ", intervals));
+  }
+  if (inner != SummaryKind::kQuantiles && inner != SummaryKind::kLossyCounting) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a time window keeps quantiles or lossy_counting summaries per interval, not ",
+        SummaryKindName(inner)));
+  }
+  if (!(late_tolerance_seconds >= 0 && late_tolerance_seconds <= window_seconds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "late_tolerance_seconds must be in [0, window_seconds], got ", late_tolerance_seconds));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SummaryOptions::Validate(ValueKind value_kind) const {
+  if (absl::Status s = ValidatePartitioning(*this); !s.ok()) return s;
+  switch (kind) {
+    case SummaryKind::kQuantiles:
+      if (value_kind == ValueKind::kString) {
+        return absl::InvalidArgumentError(
+            "quantiles need numeric or uint64 items; string keys have no numeric order");
+      }
+      return quantiles.Validate();
+    case SummaryKind::kLossyCounting:
+      return lossy_counting.Validate();
+    case SummaryKind::kCountMin:
+      return count_min.Validate();
+    case SummaryKind::kFcm:
+      return fcm.Validate();
+    case SummaryKind::kMisraGries:
+      return misra_gries.Validate();
+    case SummaryKind::kPbf:
+      return pbf.Validate();
+    case SummaryKind::kSlidingQuantiles:
+    case SummaryKind::kSlidingFrequencies:
+      if (value_kind == ValueKind::kString) {
+        return absl::InvalidArgumentError(
+            "sliding windows over items take numeric or uint64 items (string keys: use a time "
+            "window)");
+      }
+      return sliding.Validate();
+    case SummaryKind::kTimeWindow: {
+      if (absl::Status s = time_window.Validate(); !s.ok()) return s;
+      SummaryOptions inner = *this;
+      inner.kind = time_window.inner;
+      return inner.Validate(value_kind);
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("summary kind ", SummaryKindName(kind), " is not available in this build"));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& options,
+                                                       ValueKind value_kind,
+                                                       Accelerator* accelerator) {
+  if (absl::Status s = options.Validate(value_kind); !s.ok()) return s;
+  if (accelerator == nullptr) accelerator = CpuAcceleratorInstance();
+  if (options.partition.partitions > 1) {
+    return PartitionedSummary::Create(options, value_kind, accelerator);
+  }
+  switch (options.kind) {
+    case SummaryKind::kQuantiles:
+      return std::unique_ptr<Summary>(
+          new QuantileSummary(options.quantiles, value_kind, accelerator));
+    case SummaryKind::kLossyCounting:
+      return std::unique_ptr<Summary>(
+          new LossyCounting(options.lossy_counting, value_kind, accelerator));
+    case SummaryKind::kCountMin:
+      return std::unique_ptr<Summary>(new CountMin(options.count_min, value_kind, accelerator));
+    case SummaryKind::kFcm:
+      return std::unique_ptr<Summary>(new Fcm(options.fcm, value_kind, accelerator));
+    case SummaryKind::kMisraGries:
+      return std::unique_ptr<Summary>(
+          new MisraGries(options.misra_gries, value_kind, accelerator));
+    case SummaryKind::kPbf:
+      return std::unique_ptr<Summary>(new Pbf(options.pbf, value_kind, accelerator));
+    case SummaryKind::kSlidingQuantiles:
+    case SummaryKind::kSlidingFrequencies:
+      return std::unique_ptr<Summary>(
+          new SlidingWindowSummary(options.kind, options.sliding, value_kind));
+    case SummaryKind::kTimeWindow: {
+      absl::StatusOr<std::unique_ptr<TimeWindowSummary>> s =
+          TimeWindowSummary::Create(options, value_kind, nullptr, accelerator);
+      if (!s.ok()) return s.status();
+      return std::unique_ptr<Summary>(*std::move(s));
+    }
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError("unknown summary kind");
+}
+
+absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view bytes,
+                                                            Accelerator* accelerator) {
+  absl::StatusOr<Envelope> env = OpenEnvelope(bytes);
+  if (!env.ok()) return env.status();
+  if (accelerator == nullptr) accelerator = CpuAcceleratorInstance();
+  switch (static_cast<SummaryKind>(env->summary_kind)) {
+    case SummaryKind::kQuantiles:
+      return QuantileSummary::Deserialize(env->payload, accelerator);
+    case SummaryKind::kLossyCounting:
+      return LossyCounting::Deserialize(env->payload, accelerator);
+    case SummaryKind::kCountMin:
+      return CountMin::Deserialize(env->payload, accelerator);
+    case SummaryKind::kFcm:
+      return Fcm::Deserialize(env->payload, accelerator);
+    case SummaryKind::kMisraGries:
+      return MisraGries::Deserialize(env->payload, accelerator);
+    case SummaryKind::kPbf:
+      return Pbf::Deserialize(env->payload, accelerator);
+    case SummaryKind::kPartitioned:
+      return PartitionedSummary::Deserialize(env->payload, accelerator);
+    case SummaryKind::kSlidingQuantiles:
+    case SummaryKind::kSlidingFrequencies:
+      return SlidingWindowSummary::Deserialize(static_cast<SummaryKind>(env->summary_kind),
+                                               env->payload);
+    case SummaryKind::kTimeWindow:
+      return TimeWindowSummary::Deserialize(env->payload, accelerator);
+    default:
+      break;
+  }
+  return Corrupt(absl::StrCat("unknown summary kind ", env->summary_kind));
+}
+
+absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
+  if (batch.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat("this session takes ", ValueKindName(kind),
+                                                   " items, the batch holds ",
+                                                   ValueKindName(batch.kind), " items"));
+  }
+  const size_t n = batch.size();
+  if (!batch.weights.empty()) {
+    if (batch.weights.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("weights must be empty or one per item: ",
+                                                     batch.weights.size(), " weights for ", n,
+                                                     " items"));
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (batch.weights[i] == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("weight ", i, " is 0; weights must be >= 1"));
+      }
+      if (batch.weights[i] > (uint64_t{1} << 40) || (total += batch.weights[i]) > (uint64_t{1} << 48)) {
+        return absl::InvalidArgumentError("weights too large: at most 2^40 each and 2^48 per batch");
+      }
+    }
+  }
+  switch (kind) {
+    case ValueKind::kNumeric:
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(batch.values[i])) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "value ", i, " is ", batch.values[i], "; only finite values are accepted (batch rejected whole)"));
+        }
+      }
+      break;
+    case ValueKind::kString:
+      for (size_t i = 0; i < n; ++i) {
+        if (batch.strings[i].size() > kMaxStringKeyBytes) {
+          return absl::InvalidArgumentError(absl::StrCat("string key ", i, " is ",
+                                                         batch.strings[i].size(),
+                                                         " bytes; the maximum is ",
+                                                         kMaxStringKeyBytes));
+        }
+      }
+      break;
+    case ValueKind::kUint64:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKeys(const Keys& keys, ValueKind kind) {
+  Batch b;
+  b.kind = keys.kind;
+  b.values = keys.values;
+  b.keys = keys.keys;
+  b.strings = keys.strings;
+  return ValidateBatch(b, kind);
+}
+
+absl::Status ValidatePhi(double phi) {
+  if (!(phi >= 0 && phi <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("phi must be in [0, 1], got ", phi));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace streamstats::core

@@ -1,0 +1,240 @@
+// core/summary.h — start here.
+//
+// Every summary a session keeps answers through this one interface: update with a batch, merge
+// with a summary of the same parameters, answer a question (or say InvalidArgument for a
+// question it cannot answer), report its memory, and serialize. CreateSummary builds one from
+// self-validating options; DeserializeSummary restores one from its bytes.
+//
+// Summaries are not thread-safe; the owning session serializes access.
+#ifndef STREAMSTATS_CORE_SUMMARY_H_
+#define STREAMSTATS_CORE_SUMMARY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/accelerator.h"
+#include "core/hash.h"
+#include "core/types.h"
+
+namespace streamstats::core {
+
+// Also the on-disk tag in the serialization envelope: never renumber.
+enum class SummaryKind : uint16_t {
+  kQuantiles = 1,
+  kLossyCounting = 2,
+  kCountMin = 3,
+  kFcm = 4,
+  kMisraGries = 5,
+  kPbf = 6,
+  // Envelope tag of a PartitionedSummary (core/partitioned.h). Its kind() reports the kind of the
+  // summaries it wraps, since it answers exactly the same questions.
+  kPartitioned = 7,
+  // Sliding windows over the last N items (core/sliding_window.h).
+  kSlidingQuantiles = 8,
+  kSlidingFrequencies = 9,
+  // Time windows over the last T seconds (core/time_window.h).
+  kTimeWindow = 10,
+};
+
+const char* SummaryKindName(SummaryKind kind);
+
+class Summary {
+ public:
+  virtual ~Summary() = default;
+
+  virtual SummaryKind kind() const = 0;
+  virtual ValueKind value_kind() const = 0;
+  // The parameters, as "epsilon=0.01,window=800".
+  virtual std::string Describe() const = 0;
+
+  // Adds a batch. The batch must already have passed ValidateBatch for value_kind(); errors
+  // come only from the accelerator, and then the summary is unchanged... unless the caller
+  // retries on another accelerator, which the session does.
+  virtual absl::Status Update(const Batch& batch) = 0;
+
+  // Adds everything `other` summarizes. InvalidArgument unless kind, value kind and parameters
+  // match (or the summary's mathematics cannot merge; its header says so).
+  virtual absl::Status Merge(const Summary& other) = 0;
+
+  // N: the total weight of everything added.
+  virtual uint64_t count() const = 0;
+  // Bytes held, including buffered items of the current window.
+  virtual size_t MemoryBytes() const = 0;
+
+  virtual std::string Serialize() const = 0;
+
+  // The accelerator used for window sorts (not owned; never null).
+  virtual void set_accelerator(Accelerator* accelerator) = 0;
+
+  // Questions. The default answers InvalidArgument: "<summary> does not answer <question>".
+  virtual absl::StatusOr<std::vector<QuantileAnswer>> Quantiles(absl::Span<const double> phis) const;
+  virtual absl::StatusOr<std::vector<RankAnswer>> Ranks(absl::Span<const double> values) const;
+  virtual absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const;
+  virtual absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const;
+};
+
+// Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
+struct QuantileOptions {
+  double epsilon = 0.01;      // rank error bound as a fraction of N, in (0, 0.5]
+  uint64_t window_items = 0;  // items per sorted window; 0 = auto: clamp(ceil(8/epsilon), 1024, 2^20)
+  absl::Status Validate() const;
+  uint64_t EffectiveWindow() const;
+};
+
+// Lossy Counting (Manku–Motwani), window-based (seed 000 §5.1).
+struct LossyCountingOptions {
+  double epsilon = 0.001;     // frequency error bound as a fraction of N, in (0, 0.5]
+  uint64_t window_items = 0;  // items per window; 0 = auto: clamp(ceil(1/epsilon), 4096, 2^20)
+  absl::Status Validate() const;
+  uint64_t EffectiveWindow() const;
+};
+
+// Count-Min (Cormode & Muthukrishnan 2005; seed 001 §IV); see core/count_min.h.
+struct CountMinOptions {
+  double epsilon = 0.001;     // additive error as a fraction of N, in [1e-6, 1); w = ceil(e/epsilon)
+  double delta = 0.01;        // failure probability of one point query, in [1e-12, 1);
+                              // d = ceil(ln(1/delta)) rows
+  bool conservative = false;  // conservative update: raise only the rows at the current minimum
+  uint64_t heavy_hitter_capacity = 0;  // candidate keys kept for heavy hitters; 0 = auto:
+                                       // max(16, ceil(2/epsilon)); at most 2^20
+  uint64_t seed = kDefaultSketchSeed;  // hash seed; only summaries with equal seeds merge
+  absl::Status Validate() const;
+  uint64_t Depth() const;  // d
+  uint64_t Width() const;  // w
+  uint64_t EffectiveHeavyHitterCapacity() const;
+};
+
+// FCM, the frequency-aware Count-Min (seed 001 §V, Fig. 7); see core/fcm.h.
+struct FcmOptions {
+  double epsilon = 0.001;  // as CountMinOptions: the FCM table never exceeds Count-Min's d*w
+  double delta = 0.01;     // counters for the same (epsilon, delta)
+  uint64_t dh = 0;         // rows a high-frequency item updates and every query reads;
+                           // 0 = auto: ceil(d/2) (seed 001 §VII: d/2); in [1, d]
+  uint64_t dl = 0;         // rows a low-frequency item updates; 0 = auto: max(dh, ceil(4d/5))
+                           // (seed 001 §VII: 4d/5); in [dh, d]
+  uint64_t k = 8;          // Misra–Gries phase-detector window, in items (seed 001 §VII: 8);
+                           // in [1, 2^20]
+  uint64_t phase_capacity = 0;  // phase-detector entries; 0 = auto: max(k, k*ceil(log2 k))
+                                // (seed 001: k log k = 24 for k = 8); in [1, 2^20]
+  bool conservative = false;    // conservative update (core/fcm.h states the rule)
+  uint64_t heavy_hitter_capacity = 0;  // as CountMinOptions
+  uint64_t seed = kDefaultSketchSeed;  // as CountMinOptions
+  absl::Status Validate() const;
+  uint64_t CountMinDepth() const;  // ceil(ln(1/delta))
+  uint64_t CountMinWidth() const;  // ceil(e/epsilon)
+  uint64_t Depth() const;          // d: the smallest prime >= CountMinDepth()
+  uint64_t Width() const;          // floor(CountMinDepth() * CountMinWidth() / Depth())
+  uint64_t EffectiveDh() const;
+  uint64_t EffectiveDl() const;
+  uint64_t EffectivePhaseCapacity() const;
+  uint64_t EffectiveHeavyHitterCapacity() const;
+};
+
+// Misra–Gries frequent items (1982; seed 001 §V-A); see core/misra_gries.h.
+struct MisraGriesOptions {
+  uint64_t k = 1000;  // counters; f - N/(k+1) <= estimate <= f; in [1, 2^20]
+  absl::Status Validate() const;
+};
+
+// (m, k, p) of a Probabilistic Bloom Filter.
+struct PbfParameters {
+  uint64_t m = 0;  // bits
+  uint64_t k = 0;  // hash positions per key
+  double p = 0;    // probability that one insert sets one of its key's bits
+};
+
+// Probabilistic Bloom Filter (seed 002); see core/pbf.h. Either give (m, k, p), or leave them 0
+// and give (expected_keys, threshold) for ChoosePbfParameters.
+struct PbfOptions {
+  uint64_t m = 0;              // bits, in [64, 2^34]; 0 = choose from expected_keys and threshold
+  uint64_t k = 0;              // hash positions per key, in [1, 4096]
+  double p = 0;                // set probability per position and insert, in (0, 1]
+  uint64_t expected_keys = 0;  // expected distinct keys, in [1, 2^40] (when m = 0)
+  uint64_t threshold = 0;      // heavy-hitter frequency of interest, in [1, 2^40] (when m = 0)
+  double confidence_z = 3;     // [lower, upper] is the z-sigma Wilson interval; in [0.5, 10]
+  uint64_t seed = kDefaultSketchSeed;  // seed of the positions and the coins
+  absl::Status Validate() const;
+  PbfParameters Effective() const;  // (m, k, p), chosen when m == 0
+};
+
+// Parallel partitioned ingestion (seed 001 §III); see core/partitioned.h.
+enum class PartitionScheme : uint8_t {
+  kBlock = 1,  // chunks of each batch go round-robin to the p workers; queries sum all p
+  kHash = 2,   // each key goes to one processor group by hash; queries ask that group only
+};
+
+struct PartitionOptions {
+  uint32_t partitions = 1;  // workers p, in [1, 64]; 1 = no partitioning (no wrapper)
+  PartitionScheme scheme = PartitionScheme::kBlock;
+  uint32_t groups = 0;  // hash scheme: processor groups g (p/g workers each); 0 = auto: p groups
+                        // of one worker; must divide p. Ignored by the block scheme.
+  uint64_t block_items = 4096;  // items per chunk (seed 001 §VII used 16 KB blocks of 32-bit
+                                // items); in [1, 2^24]
+  uint64_t seed = kDefaultSketchSeed;  // hash scheme: seed of the key -> group hash
+  absl::Status Validate() const;
+  uint32_t EffectiveGroups() const;  // 1 for the block scheme
+};
+
+// Sliding windows over the last N items (Arasu & Manku, PODS 2004; seed 000 §5.3); see
+// core/sliding_window.h. kSlidingQuantiles and kSlidingFrequencies.
+struct SlidingWindowOptions {
+  double epsilon = 0.01;      // error bound as a fraction of the queried window W, in [1e-4, 0.5]
+  uint64_t window_items = 0;  // N: the longest window, in items; in [1, 2^40]
+  absl::Status Validate() const;
+};
+
+// Time windows over the last T seconds: a ring of per-interval summaries; see core/time_window.h.
+struct TimeWindowOptions {
+  double window_seconds = 300;  // T, in seconds; in (0, 10^9]
+  uint32_t intervals = 60;      // B: the ring holds B intervals of T/B seconds; in [1, 4096]
+  // The summary kept per interval: kQuantiles (SummaryOptions::quantiles) or kLossyCounting
+  // (SummaryOptions::lossy_counting).
+  SummaryKind inner = SummaryKind::kQuantiles;
+  // Event-time batches may arrive this late (seconds behind the newest timestamp seen); later
+  // ones are dropped and counted. In [0, T].
+  double late_tolerance_seconds = 0;
+  absl::Status Validate() const;
+};
+
+struct SummaryOptions {
+  SummaryKind kind = SummaryKind::kQuantiles;
+  QuantileOptions quantiles;
+  LossyCountingOptions lossy_counting;
+  CountMinOptions count_min;
+  FcmOptions fcm;
+  MisraGriesOptions misra_gries;
+  PbfOptions pbf;
+  PartitionOptions partition;  // partitions > 1: count_min, fcm, misra_gries and pbf only
+  SlidingWindowOptions sliding;  // kSlidingQuantiles, kSlidingFrequencies
+  TimeWindowOptions time_window;  // kTimeWindow
+  absl::Status Validate(ValueKind value_kind) const;
+};
+
+// Builds a summary for items of `value_kind`. `accelerator` may be null (then the CPU one).
+absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& options,
+                                                       ValueKind value_kind,
+                                                       Accelerator* accelerator = nullptr);
+
+// Restores what Summary::Serialize wrote. Corrupt, truncated or foreign bytes: DataLossError.
+absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view bytes,
+                                                            Accelerator* accelerator = nullptr);
+
+// Checks a batch before any summary sees it: the payload matches `kind`, values are finite,
+// string keys are at most kMaxStringKeyBytes, weights are empty or one positive weight per item.
+absl::Status ValidateBatch(const Batch& batch, ValueKind kind);
+
+// Checks the keys of a frequency question the same way.
+absl::Status ValidateKeys(const Keys& keys, ValueKind kind);
+
+// Checks a φ: finite and in [0, 1].
+absl::Status ValidatePhi(double phi);
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_SUMMARY_H_

@@ -1,0 +1,84 @@
+// Our segmented sorting network for 64-bit keys (DESIGN.md "Accelerator and GPU pool"; seed 000 §4).
+//
+// Stage 1, one block per tile of 4096 keys: a bitonic network over 256 threads x 16 keys held in
+// registers in a striped layout (key i of the tile lives in thread i % 256, register i / 256), so
+//   partner distance j >= 256  -> both keys in one thread's registers (register stages),
+//   j in [32, 256)             -> shared memory (one store, barrier, one load per key),
+//   j < 32                     -> warp shuffles (__shfl_xor_sync), no barrier.
+// A window of at most 4096 keys is padded to the next power of two P with UINT64_MAX sentinels
+// and the network stops after its first log2(P) merge levels, so one tile holds 4096/P windows:
+// many windows of different sizes sort in one launch (the tile tasks group windows by P).
+// Stage 2, windows larger than a tile: their sorted 4096-key runs are merged pairwise by a
+// merge-path kernel (each block produces 2048 output keys; a binary search on the merge path
+// gives each block, then each thread, its share), ping-ponging between two buffers.
+//
+// Optional 32-bit payload `idx`: the tile stage sets it to the key's position and every compare
+// orders (key, idx) lexicographically, a total order, so equal keys keep arrival order exactly as
+// std::stable_sort does (that is how CpuAccelerator permutes weights).
+#ifndef STREAMSTATS_GPU_DETAIL_SEGMENTED_SORT_CUH_
+#define STREAMSTATS_GPU_DETAIL_SEGMENTED_SORT_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gpu/detail/buffers.cuh"
+
+namespace streamstats::gpu::detail {
+
+inline constexpr int kTileThreads = 256;
+inline constexpr int kTileItems = 16;
+inline constexpr int kTileKeys = kTileThreads * kTileItems;  // 4096
+inline constexpr int kLogTileKeys = 12;
+inline constexpr int kMergeThreads = 256;
+inline constexpr int kMergeItems = 8;
+inline constexpr int kMergeChunk = kMergeThreads * kMergeItems;  // 2048
+
+struct TileTask {
+  uint32_t first_desc;
+  uint32_t num_desc;
+  uint32_t log_p;
+  uint32_t to_alt;
+};
+struct SegDesc {
+  uint64_t begin;
+  uint64_t size;
+};
+struct LargeSeg {
+  uint64_t begin;
+  uint64_t size;
+  uint64_t chunk_start;  // prefix sum of ceil(size / kMergeChunk)
+};
+
+class SegmentedSorter {
+ public:
+  SegmentedSorter() = default;
+  SegmentedSorter(const SegmentedSorter&) = delete;
+  SegmentedSorter& operator=(const SegmentedSorter&) = delete;
+  ~SegmentedSorter();
+
+  // Sorts every segment keys[offsets[s] .. offsets[s+1]) of the device array `keys` ascending, in
+  // place, asynchronously on `stream` (offsets: host memory, num_segments + 1 ascending entries,
+  // offsets[0] may be > 0). With `idx` non-null (device, same length as keys), idx[i] receives
+  // the original position of the key now at i; equal keys keep their original order. At most
+  // 2^31 keys. The sorter's own buffers are reused across calls; not thread-safe.
+  absl::Status Sort(uint64_t* keys, uint32_t* idx, const size_t* offsets, size_t num_segments,
+                    cudaStream_t stream);
+
+ private:
+  DeviceBuffer<uint64_t> alt_keys_;
+  DeviceBuffer<uint32_t> alt_idx_;
+  DeviceBuffer<unsigned char> plan_dev_;
+  PinnedBuffer<unsigned char> plan_host_;
+  cudaEvent_t plan_copied_ = nullptr;
+  std::vector<TileTask> tasks_;
+  std::vector<SegDesc> descs_;
+  std::vector<LargeSeg> large_;
+};
+
+}  // namespace streamstats::gpu::detail
+
+#endif  // STREAMSTATS_GPU_DETAIL_SEGMENTED_SORT_CUH_

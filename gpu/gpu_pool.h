@@ -1,0 +1,97 @@
+// The GPU worker pool (DESIGN.md "Accelerator and GPU pool"; seed 000 §6's hybrid policy): one
+// GpuAccelerator and one worker thread per device. Implements core::Accelerator, so a session's
+// summaries can use the pool directly.
+//  * Windows smaller than `cpu_threshold` keys stay on the calling thread's CPU (the GPU's fixed
+//    cost — two PCIe transfers and a launch, ~30-50 us — exceeds std::sort's time there).
+//  * Windows up to `batch_max_keys` are queued; a worker takes every queued window of the same
+//    kind (weighted or not) up to that many keys, lingering up to `linger` for more, and sorts
+//    them all in one segmented launch, then hands each caller its part.
+//  * Larger windows (and Histogram/RankSample of large windows) go alone to the next device
+//    (round robin), with the histogram / rank sample computed on the device.
+//  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
+//    no window is lost.
+// Thread-safe.
+#ifndef STREAMSTATS_GPU_GPU_POOL_H_
+#define STREAMSTATS_GPU_GPU_POOL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/accelerator.h"
+#include "gpu/gpu_accelerator.h"
+
+namespace streamstats::gpu {
+
+struct GpuPoolOptions {
+  std::vector<int> devices;            // ordinals; empty = every visible device
+  size_t cpu_threshold = 16384;        // keys; smaller windows stay on the CPU (bench/GPU_RESULTS.md)
+  size_t batch_max_keys = size_t{1} << 22;  // keys per segmented launch
+  size_t alone_threshold = size_t{1} << 20;  // keys; larger windows are sent alone
+  absl::Duration linger = absl::Microseconds(100);  // wait for more windows to batch
+};
+
+struct GpuPoolStats {
+  uint64_t cpu_windows = 0;      // by the hybrid policy
+  uint64_t gpu_windows = 0;
+  uint64_t launches = 0;         // segmented launches (batches) and lone windows
+  uint64_t fallbacks = 0;        // device work redone on the CPU after an error
+};
+
+class GpuPool final : public core::Accelerator {
+ public:
+  // UnavailableError when no requested device can be used.
+  static absl::StatusOr<std::unique_ptr<GpuPool>> Create(const GpuPoolOptions& options);
+  ~GpuPool() override;
+
+  std::string name() const override;  // "gpu-pool:0,1"
+  size_t device_count() const { return devices_.size(); }
+
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
+  absl::Status Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
+                         std::vector<core::HistogramEntry>* out) override;
+  absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights, uint64_t step,
+                          std::vector<core::RankSampleEntry>* out) override;
+
+  GpuPoolStats stats() const;
+
+  // For tests: make the next `n` device calls fail as a device error would.
+  void InjectFailuresForTesting(int n) { inject_failures_.store(n); }
+
+ private:
+  struct Job;
+  struct Device {
+    std::unique_ptr<GpuAccelerator> accelerator;
+    std::thread worker;
+  };
+  explicit GpuPool(const GpuPoolOptions& options) : options_(options) {}
+  void WorkerLoop(Device* device);
+  GpuAccelerator* NextDevice();
+  bool ShouldFail();
+  absl::Status Queue(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights);
+
+  const GpuPoolOptions options_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::atomic<size_t> next_device_{0};
+  std::atomic<int> inject_failures_{0};
+  std::atomic<uint64_t> cpu_windows_{0}, gpu_windows_{0}, launches_{0}, fallbacks_{0};
+
+  absl::Mutex mu_;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace streamstats::gpu
+
+#endif  // STREAMSTATS_GPU_GPU_POOL_H_

@@ -1,0 +1,165 @@
+// Device-resident frequency sketches: Count-Min (plain and conservative), FCM and the
+// Probabilistic Bloom Filter, updated and queried in batches, with the hashes and the
+// counter-based coins of core/hash.h and core/pbf.h (STREAMSTATS_HOST_DEVICE), so the device
+// computes the CPU's buckets, rows, positions and coins bit for bit.
+//
+// What equals the CPU (tests/gpu/gpu_test.cc checks each):
+//  * Count-Min, plain: the table equals core::CountMin's after the same items, in any order and
+//    any batching (counter additions commute); queries equal EstimateId.
+//  * FCM, plain, FcmPhaseMode::kPerItem: the Misra–Gries phase detector runs on the host, item by
+//    item in arrival order (exactly core::Fcm's), and the device applies each item's dh or dl row
+//    updates: the table equals core::Fcm's.
+//  * PBF: the bit array equals core::Pbf's after the same items (bits are OR-ed, coins are a pure
+//    function of (seed, stream position, hash index)); SetPositions equals Pbf::SetPositions.
+// What differs, by design (parallel semantics; the guarantees of core/count_min.h and core/fcm.h
+// still hold, see below):
+//  * Conservative update is sequential by nature (each item reads the minimum the previous items
+//    left). Batch semantics here: the batch is pre-aggregated to distinct ids with total weights
+//    W; for each id, m = the minimum over its (query) rows BEFORE the batch; each of its updated
+//    counters becomes max(counter, m + W). Deterministic (atomicMax commutes); never an
+//    underestimate (m >= f before the batch) and never above the plain sketch's counters. The
+//    host reference ConservativeBatchReference below computes the same table.
+//  * FCM, FcmPhaseMode::kPerBatch: the batch is aggregated on the device; the phase of every
+//    distinct id is read from the detector's state at the start of the batch (a snapshot), then
+//    the detector counts each distinct id once with its total weight (ascending id order). Host
+//    work is per distinct id instead of per item (a Zipf batch has few); the table is not the
+//    per-item one. bench/GPU_RESULTS.md records the accuracy difference.
+//
+// Pre-aggregation (sort with our network + run-length encode) turns a skewed batch into one
+// atomic per distinct id and row. Without it, unweighted Count-Min batches accumulate into
+// per-block 32-bit copies of the table in shared memory when it fits (d*w*4 bytes <= ~200 KB),
+// flushed with one global atomic per non-zero counter.
+//
+// Each object owns a stream on its device; not thread-safe (the owning session serializes).
+// Host-only header.
+#ifndef STREAMSTATS_GPU_GPU_SKETCHES_H_
+#define STREAMSTATS_GPU_GPU_SKETCHES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/fcm.h"
+#include "core/summary.h"
+
+namespace streamstats::gpu {
+
+namespace detail {
+struct SketchDevice;  // stream, buffers and the sorter, gpu/gpu_sketches.cu
+}
+
+class GpuCountMin {
+ public:
+  static absl::StatusOr<std::unique_ptr<GpuCountMin>> Create(const core::CountMinOptions& options,
+                                                             int device);
+  ~GpuCountMin();
+
+  uint64_t depth() const { return depth_; }
+  uint64_t width() const { return width_; }
+  uint64_t count() const { return count_; }
+
+  // Adds a batch of key ids (core/key_id.h) with weights (empty = 1 each). `aggregate` sorts and
+  // run-length encodes the batch first (always done for conservative update).
+  absl::Status Update(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                      bool aggregate = false);
+  // The same from device memory, asynchronous on the sketch's stream (d_weights may be null).
+  absl::Status UpdateDeviceAsync(const uint64_t* d_ids, const uint64_t* d_weights, size_t n,
+                                 bool aggregate);
+  // Estimate (minimum over the rows) of each id.
+  absl::Status Query(absl::Span<const uint64_t> ids, std::vector<uint64_t>* estimates);
+  absl::Status QueryDeviceAsync(const uint64_t* d_ids, size_t n, uint64_t* d_estimates);
+  absl::Status Synchronize();
+  // Row-major d x w counters.
+  absl::Status Download(std::vector<uint64_t>* table);
+
+ private:
+  GpuCountMin() = default;
+  absl::Status UpdateInternal(const uint64_t* d_ids, const uint64_t* d_weights, size_t n,
+                              bool aggregate);
+
+  core::CountMinOptions options_;
+  uint64_t depth_ = 0, width_ = 0, count_ = 0;
+  uint64_t* table_ = nullptr;  // device
+  std::unique_ptr<detail::SketchDevice> dev_;
+};
+
+enum class FcmPhaseMode {
+  kPerItem,   // host phase detector item by item: the table equals core::Fcm's (plain update)
+  kPerBatch,  // phase snapshot at batch start, detector fed per distinct id (see the top)
+};
+
+class GpuFcm {
+ public:
+  static absl::StatusOr<std::unique_ptr<GpuFcm>> Create(const core::FcmOptions& options,
+                                                        int device, FcmPhaseMode mode);
+  ~GpuFcm();
+
+  uint64_t depth() const { return depth_; }
+  uint64_t width() const { return width_; }
+  uint64_t dh() const { return dh_; }
+  uint64_t dl() const { return dl_; }
+  uint64_t count() const { return count_; }
+  const core::FcmPhaseCounter& phase() const { return phase_; }
+
+  absl::Status Update(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  absl::Status Query(absl::Span<const uint64_t> ids, std::vector<uint64_t>* estimates);
+  absl::Status Download(std::vector<uint64_t>* table);
+
+ private:
+  GpuFcm(const core::FcmOptions& options, FcmPhaseMode mode);
+
+  core::FcmOptions options_;
+  FcmPhaseMode mode_;
+  uint64_t depth_ = 0, width_ = 0, dh_ = 0, dl_ = 0, count_ = 0;
+  core::FcmPhaseCounter phase_;
+  uint64_t* table_ = nullptr;
+  std::unique_ptr<detail::SketchDevice> dev_;
+};
+
+class GpuPbf {
+ public:
+  static absl::StatusOr<std::unique_ptr<GpuPbf>> Create(const core::PbfOptions& options,
+                                                        int device);
+  ~GpuPbf();
+
+  const core::PbfParameters& parameters() const { return params_; }
+  uint64_t count() const { return count_; }
+
+  // Inserts ids at stream positions count(), count() + w0, ... exactly as core::Pbf::Update.
+  absl::Status Insert(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // Unweighted ids already on the device, asynchronous.
+  absl::Status InsertDeviceAsync(const uint64_t* d_ids, size_t n);
+  // y (how many of the id's k positions are set) for each id, as Pbf::SetPositions.
+  absl::Status SetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y);
+  absl::Status SetPositionsDeviceAsync(const uint64_t* d_ids, size_t n, uint64_t* d_y);
+  absl::Status Synchronize();
+  absl::Status Download(std::vector<uint64_t>* words);
+  absl::StatusOr<uint64_t> SetBits();
+
+ private:
+  GpuPbf() = default;
+
+  core::PbfOptions options_;
+  core::PbfParameters params_;
+  uint64_t coin_seed_ = 0, unit_threshold_ = 0, count_ = 0;
+  uint64_t* words_ = nullptr;
+  std::unique_ptr<detail::SketchDevice> dev_;
+};
+
+// Hashes string keys to their ids (core::StringKeyId) on `device`.
+absl::Status HashStringsOnDevice(int device, absl::Span<const std::string> strings,
+                                 std::vector<uint64_t>* ids);
+
+// The host reference of the batch conservative update described at the top, applied to a
+// row-major d x w table with core's row hashes (MakePairwiseHash(seed, r)).
+void ConservativeBatchReference(const core::CountMinOptions& options,
+                                absl::Span<const uint64_t> ids,
+                                absl::Span<const uint64_t> weights, std::vector<uint64_t>* table);
+
+}  // namespace streamstats::gpu
+
+#endif  // STREAMSTATS_GPU_GPU_SKETCHES_H_

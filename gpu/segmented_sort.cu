@@ -1,0 +1,394 @@
+#include <algorithm>
+#include <cstring>
+
+#include "gpu/detail/cuda_check.cuh"
+#include "gpu/detail/segmented_sort.cuh"
+
+namespace streamstats::gpu::detail {
+namespace {
+
+constexpr uint64_t kSentinelKey = ~uint64_t{0};
+constexpr uint32_t kSentinelIdx = ~uint32_t{0};
+
+// (a, ai) < (b, bi) lexicographically; without a payload the idx arguments are ignored.
+template <bool kIdx>
+__device__ __forceinline__ bool Less(uint64_t a, uint32_t ai, uint64_t b, uint32_t bi) {
+  if constexpr (kIdx) {
+    return a < b || (a == b && ai < bi);
+  } else {
+    return a < b;
+  }
+}
+
+// Keeps the smaller of (mine, other) if keep_min, else the larger.
+template <bool kIdx>
+__device__ __forceinline__ void Keep(uint64_t& k, uint32_t& x, uint64_t ok, uint32_t ox,
+                                     bool keep_min) {
+  const bool other_less = Less<kIdx>(ok, ox, k, x);
+  if (keep_min == other_less) {
+    // keep_min && other < mine, or keep_max && other <= mine... equal pairs only arise for
+    // identical (key, idx) or payload-free equal keys, where either choice is the same value.
+    k = ok;
+    x = ox;
+  }
+}
+
+// One compare-exchange stage of the bitonic network: merge level LK (blocks of 2^LK), partner
+// distance 2^LJ. Template parameters keep every register index a compile-time constant.
+template <bool kIdx, int LK, int LJ>
+__device__ __forceinline__ void Stage(uint64_t (&k)[kTileItems], uint32_t (&x)[kTileItems],
+                                      uint64_t* sk, uint32_t* si, int t, int lane, bool all_up) {
+  constexpr int B = kTileThreads;
+  constexpr int E = kTileItems;
+  constexpr uint32_t kk = 1u << LK;
+  constexpr int j = 1 << LJ;
+  if constexpr (j >= B) {
+    // Register stage: partner of register e is register e ^ (j / B) of the same thread.
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int pe = e ^ (j / B);
+      if (pe > e) {
+        const bool up = all_up || ((static_cast<uint32_t>(e * B) & kk) == 0);
+        const bool swap = up ? Less<kIdx>(k[pe], x[pe], k[e], x[e])
+                             : Less<kIdx>(k[e], x[e], k[pe], x[pe]);
+        if (swap) {
+          const uint64_t tk = k[e];
+          k[e] = k[pe];
+          k[pe] = tk;
+          const uint32_t tx = x[e];
+          x[e] = x[pe];
+          x[pe] = tx;
+        }
+      }
+    }
+  } else if constexpr (j >= 32) {
+    // Shared-memory stage: partner is thread t ^ j, same register.
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      sk[e * B + t] = k[e];
+      if constexpr (kIdx) si[e * B + t] = x[e];
+    }
+    __syncthreads();
+    const bool lower = (t & j) == 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const uint64_t ok = sk[e * B + (t ^ j)];
+      const uint32_t ox = kIdx ? si[e * B + (t ^ j)] : 0u;
+      const uint32_t i = static_cast<uint32_t>(e * B + t);
+      const bool up = all_up || ((i & kk) == 0);
+      Keep<kIdx>(k[e], x[e], ok, ox, lower == up);
+    }
+  } else {
+    // Warp stage: partner is lane ^ j.
+    const bool lower = (lane & j) == 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const uint64_t ok = __shfl_xor_sync(0xFFFFFFFFu, k[e], j);
+      const uint32_t ox = kIdx ? __shfl_xor_sync(0xFFFFFFFFu, x[e], j) : 0u;
+      const uint32_t i = static_cast<uint32_t>(e * B + t);
+      const bool up = all_up || ((i & kk) == 0);
+      Keep<kIdx>(k[e], x[e], ok, ox, lower == up);
+    }
+  }
+  if constexpr (LJ > 0) Stage<kIdx, LK, LJ - 1>(k, x, sk, si, t, lane, all_up);
+}
+
+// Merge levels LK.. of the network, stopping after level logp (uniform over the block).
+template <bool kIdx, int LK>
+__device__ __forceinline__ void Levels(uint64_t (&k)[kTileItems], uint32_t (&x)[kTileItems],
+                                       uint64_t* sk, uint32_t* si, int t, int lane, int logp) {
+  if (LK > logp) return;
+  Stage<kIdx, LK, LK - 1>(k, x, sk, si, t, lane, LK == logp);
+  if constexpr (LK < kLogTileKeys) Levels<kIdx, LK + 1>(k, x, sk, si, t, lane, logp);
+}
+
+template <bool kIdx>
+__global__ void __launch_bounds__(kTileThreads)
+    TileSortKernel(uint64_t* keys, uint32_t* idx, uint64_t* alt_keys, uint32_t* alt_idx,
+                   const TileTask* tasks, const SegDesc* descs) {
+  constexpr int B = kTileThreads;
+  constexpr int E = kTileItems;
+  __shared__ uint64_t sk[kTileKeys];
+  __shared__ uint32_t si[kIdx ? kTileKeys : 1];
+
+  const TileTask task = tasks[blockIdx.x];
+  const int t = threadIdx.x;
+  const int lane = t & 31;
+  const int logp = static_cast<int>(task.log_p);
+  const uint32_t pmask = (1u << logp) - 1;
+
+  uint64_t k[E];
+  uint32_t x[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const uint32_t i = static_cast<uint32_t>(e * B + t);
+    const uint32_t slot = i >> logp;
+    const uint32_t local = i & pmask;
+    k[e] = kSentinelKey;
+    x[e] = kSentinelIdx;
+    if (slot < task.num_desc) {
+      const SegDesc d = descs[task.first_desc + slot];
+      if (local < d.size) {
+        k[e] = keys[d.begin + local];
+        x[e] = static_cast<uint32_t>(d.begin + local);
+      }
+    }
+  }
+
+  Levels<kIdx, 1>(k, x, sk, si, t, lane, logp);
+
+  uint64_t* out_k = task.to_alt ? alt_keys : keys;
+  uint32_t* out_x = task.to_alt ? alt_idx : idx;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const uint32_t i = static_cast<uint32_t>(e * B + t);
+    const uint32_t slot = i >> logp;
+    const uint32_t local = i & pmask;
+    if (slot < task.num_desc) {
+      const SegDesc d = descs[task.first_desc + slot];
+      if (local < d.size) {
+        out_k[d.begin + local] = k[e];
+        if constexpr (kIdx) out_x[d.begin + local] = x[e];
+      }
+    }
+  }
+}
+
+// How many of the first `diag` merged elements come from A (ties: A first, so the merge is
+// stable; with the payload the order is total anyway).
+template <bool kIdx>
+__device__ __forceinline__ uint64_t MergePath(const uint64_t* a, const uint32_t* ax, uint64_t na,
+                                              const uint64_t* b, const uint32_t* bx, uint64_t nb,
+                                              uint64_t diag) {
+  uint64_t lo = diag > nb ? diag - nb : 0;
+  uint64_t hi = diag < na ? diag : na;
+  while (lo < hi) {
+    const uint64_t mid = (lo + hi) / 2;
+    const uint64_t bi = diag - 1 - mid;
+    const bool b_before_a = Less<kIdx>(b[bi], kIdx ? bx[bi] : 0u, a[mid], kIdx ? ax[mid] : 0u);
+    if (!b_before_a) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+template <bool kIdx>
+__global__ void __launch_bounds__(kMergeThreads)
+    MergePassKernel(const uint64_t* in_k, const uint32_t* in_x, uint64_t* out_k, uint32_t* out_x,
+                    const LargeSeg* segs, int num_segs, uint64_t run) {
+  __shared__ uint64_t sk[kMergeChunk];
+  __shared__ uint32_t sx[kIdx ? kMergeChunk : 1];
+  __shared__ uint64_t bounds[2];
+  const int t = threadIdx.x;
+  const uint64_t block = blockIdx.x;
+  // The segment whose chunk range holds this block: the last s with chunk_start <= block.
+  int lo = 0, hi = num_segs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (segs[mid].chunk_start <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const LargeSeg seg = segs[lo];
+  const uint64_t out_start = (block - seg.chunk_start) * kMergeChunk;
+  const uint64_t pair_start = out_start / (2 * run) * (2 * run);
+  const uint64_t na = min(run, seg.size - pair_start);
+  const uint64_t nb = min(run, seg.size - pair_start - na);
+  const uint64_t* a = in_k + seg.begin + pair_start;
+  const uint64_t* b = a + na;
+  const uint32_t* ax = kIdx ? in_x + seg.begin + pair_start : nullptr;
+  const uint32_t* bx = kIdx ? ax + na : nullptr;
+  const uint64_t d0 = out_start - pair_start;
+  const uint64_t d1 = min(d0 + kMergeChunk, na + nb);
+  if (t < 2) bounds[t] = MergePath<kIdx>(a, ax, na, b, bx, nb, t == 0 ? d0 : d1);
+  __syncthreads();
+  const uint64_t a0 = bounds[0], a1 = bounds[1];
+  const uint64_t b0 = d0 - a0, b1 = d1 - a1;
+  const int ca = static_cast<int>(a1 - a0), cb = static_cast<int>(b1 - b0);
+  const int total = ca + cb;
+  for (int i = t; i < total; i += kMergeThreads) {
+    if (i < ca) {
+      sk[i] = a[a0 + i];
+      if constexpr (kIdx) sx[i] = ax[a0 + i];
+    } else {
+      sk[i] = b[b0 + i - ca];
+      if constexpr (kIdx) sx[i] = bx[b0 + i - ca];
+    }
+  }
+  __syncthreads();
+  const int diag = min(t * kMergeItems, total);
+  int ai = static_cast<int>(MergePath<kIdx>(sk, sx, ca, sk + ca, kIdx ? sx + ca : nullptr, cb,
+                                            diag));
+  int bi = diag - ai;
+  uint64_t rk[kMergeItems];
+  uint32_t rx[kMergeItems];
+#pragma unroll
+  for (int s = 0; s < kMergeItems; ++s) {
+    const bool have_a = ai < ca, have_b = bi < cb;
+    bool take_a = have_a;
+    if (have_a && have_b) {
+      take_a = !Less<kIdx>(sk[ca + bi], kIdx ? sx[ca + bi] : 0u, sk[ai], kIdx ? sx[ai] : 0u);
+    }
+    if (take_a) {
+      rk[s] = sk[ai];
+      rx[s] = kIdx ? sx[ai] : 0u;
+      ++ai;
+    } else if (have_b) {
+      rk[s] = sk[ca + bi];
+      rx[s] = kIdx ? sx[ca + bi] : 0u;
+      ++bi;
+    } else {
+      rk[s] = 0;
+      rx[s] = 0;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int s = 0; s < kMergeItems; ++s) {
+    if (diag + s < total) {
+      sk[diag + s] = rk[s];
+      if constexpr (kIdx) sx[diag + s] = rx[s];
+    }
+  }
+  __syncthreads();
+  uint64_t* ok = out_k + seg.begin + out_start;
+  uint32_t* ox = kIdx ? out_x + seg.begin + out_start : nullptr;
+  for (int i = t; i < total; i += kMergeThreads) {
+    ok[i] = sk[i];
+    if constexpr (kIdx) ox[i] = sx[i];
+  }
+}
+
+int CeilLog2(uint64_t x) {
+  int l = 0;
+  while ((uint64_t{1} << l) < x) ++l;
+  return l;
+}
+
+size_t AlignUp(size_t x) { return (x + 255) / 256 * 256; }
+
+}  // namespace
+
+SegmentedSorter::~SegmentedSorter() {
+  if (plan_copied_ != nullptr) cudaEventDestroy(plan_copied_);
+}
+
+absl::Status SegmentedSorter::Sort(uint64_t* keys, uint32_t* idx, const size_t* offsets,
+                                   size_t num_segments, cudaStream_t stream) {
+  if (num_segments == 0) return absl::OkStatus();
+  if (offsets[num_segments] >= (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError("the GPU sorts at most 2^31 - 1 keys per call");
+  }
+  tasks_.clear();
+  descs_.clear();
+  large_.clear();
+  // Small windows grouped by padded size P = 2^logp, 4096/P windows per tile.
+  std::vector<std::vector<uint32_t>> by_class(kLogTileKeys + 1);
+  uint64_t max_tiles = 0;
+  for (size_t s = 0; s < num_segments; ++s) {
+    if (offsets[s + 1] < offsets[s]) {
+      return absl::InvalidArgumentError("segment offsets must be ascending");
+    }
+    const uint64_t size = offsets[s + 1] - offsets[s];
+    if (size == 0 || (size == 1 && idx == nullptr)) continue;
+    if (size <= static_cast<uint64_t>(kTileKeys)) {
+      by_class[CeilLog2(size)].push_back(static_cast<uint32_t>(s));
+    } else {
+      const uint64_t tiles = (size + kTileKeys - 1) / kTileKeys;
+      max_tiles = std::max(max_tiles, tiles);
+      large_.push_back({offsets[s], size, 0});
+    }
+  }
+  const int passes = CeilLog2(max_tiles);
+  for (int logp = 0; logp <= kLogTileKeys; ++logp) {
+    const auto& segs = by_class[logp];
+    const size_t per_tile = size_t{1} << (kLogTileKeys - logp);
+    for (size_t i = 0; i < segs.size(); i += per_tile) {
+      const size_t n = std::min(per_tile, segs.size() - i);
+      tasks_.push_back({static_cast<uint32_t>(descs_.size()), static_cast<uint32_t>(n),
+                        static_cast<uint32_t>(logp), 0});
+      for (size_t j = 0; j < n; ++j) {
+        const size_t s = segs[i + j];
+        descs_.push_back({offsets[s], offsets[s + 1] - offsets[s]});
+      }
+    }
+  }
+  uint64_t chunks = 0;
+  for (LargeSeg& l : large_) {
+    for (uint64_t off = 0; off < l.size; off += kTileKeys) {
+      tasks_.push_back({static_cast<uint32_t>(descs_.size()), 1, kLogTileKeys,
+                        static_cast<uint32_t>(passes % 2)});
+      descs_.push_back({l.begin + off, std::min<uint64_t>(kTileKeys, l.size - off)});
+    }
+    l.chunk_start = chunks;
+    chunks += (l.size + kMergeChunk - 1) / kMergeChunk;
+  }
+  if (tasks_.empty()) return absl::OkStatus();
+
+  // One pinned staging area and one copy for the whole plan.
+  const size_t task_bytes = AlignUp(tasks_.size() * sizeof(TileTask));
+  const size_t desc_bytes = AlignUp(descs_.size() * sizeof(SegDesc));
+  const size_t large_bytes = AlignUp(large_.size() * sizeof(LargeSeg));
+  const size_t plan_bytes = task_bytes + desc_bytes + large_bytes;
+  if (plan_copied_ == nullptr) {
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&plan_copied_, cudaEventDisableTiming));
+  } else {
+    // The previous call's plan copy may still be pending; it reads plan_host_.
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(plan_copied_));
+  }
+  STREAMSTATS_RETURN_IF_ERROR(plan_host_.Reserve(plan_bytes));
+  STREAMSTATS_RETURN_IF_ERROR(plan_dev_.Reserve(plan_bytes));
+  unsigned char* h = plan_host_.get();
+  std::memcpy(h, tasks_.data(), tasks_.size() * sizeof(TileTask));
+  std::memcpy(h + task_bytes, descs_.data(), descs_.size() * sizeof(SegDesc));
+  if (!large_.empty()) {
+    std::memcpy(h + task_bytes + desc_bytes, large_.data(), large_.size() * sizeof(LargeSeg));
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(plan_dev_.get(), h, plan_bytes, cudaMemcpyHostToDevice, stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventRecord(plan_copied_, stream));
+  const auto* d_tasks = reinterpret_cast<const TileTask*>(plan_dev_.get());
+  const auto* d_descs = reinterpret_cast<const SegDesc*>(plan_dev_.get() + task_bytes);
+  const auto* d_large = reinterpret_cast<const LargeSeg*>(plan_dev_.get() + task_bytes + desc_bytes);
+
+  const size_t n_total = offsets[num_segments];
+  if (passes > 0) {
+    STREAMSTATS_RETURN_IF_ERROR(alt_keys_.Reserve(n_total));
+    if (idx != nullptr) STREAMSTATS_RETURN_IF_ERROR(alt_idx_.Reserve(n_total));
+  }
+  if (idx != nullptr) {
+    TileSortKernel<true><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
+        keys, idx, alt_keys_.get(), alt_idx_.get(), d_tasks, d_descs);
+  } else {
+    TileSortKernel<false><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
+        keys, idx, alt_keys_.get(), alt_idx_.get(), d_tasks, d_descs);
+  }
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  // Pass p reads buffer X_p and writes X_{p+1}; X_0 was chosen so that X_passes is `keys`.
+  for (int p = 0; p < passes; ++p) {
+    const bool from_alt = ((passes - p) % 2) == 1;
+    const uint64_t* ik = from_alt ? alt_keys_.get() : keys;
+    const uint32_t* ix = from_alt ? alt_idx_.get() : idx;
+    uint64_t* ok = from_alt ? keys : alt_keys_.get();
+    uint32_t* ox = from_alt ? idx : alt_idx_.get();
+    const uint64_t run = uint64_t{kTileKeys} << p;
+    if (idx != nullptr) {
+      MergePassKernel<true><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
+          ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run);
+    } else {
+      MergePassKernel<false><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
+          ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run);
+    }
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace streamstats::gpu::detail

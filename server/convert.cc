@@ -1,0 +1,118 @@
+#include "server/convert.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace streamstats::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
+  SessionConfig config;
+  config.name = spec.name();
+  switch (spec.value_kind()) {
+    case v1::VALUE_KIND_NUMERIC:
+      config.value_kind = core::ValueKind::kNumeric;
+      break;
+    case v1::VALUE_KIND_UINT64:
+      config.value_kind = core::ValueKind::kUint64;
+      break;
+    case v1::VALUE_KIND_STRING:
+      config.value_kind = core::ValueKind::kString;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "value_kind must be VALUE_KIND_NUMERIC, VALUE_KIND_UINT64 or VALUE_KIND_STRING");
+  }
+  switch (spec.backend()) {
+    case v1::BACKEND_AUTO:
+      config.backend = Backend::kAuto;
+      break;
+    case v1::BACKEND_CPU:
+      config.backend = Backend::kCpu;
+      break;
+    case v1::BACKEND_GPU:
+      config.backend = Backend::kGpu;
+      break;
+    default:
+      return absl::InvalidArgumentError("backend must be BACKEND_AUTO, BACKEND_CPU or BACKEND_GPU");
+  }
+  for (const v1::SummarySpec& s : spec.summaries()) {
+    core::SummaryOptions o;
+    switch (s.kind_case()) {
+      case v1::SummarySpec::kQuantiles:
+        o.kind = core::SummaryKind::kQuantiles;
+        if (s.quantiles().has_epsilon()) o.quantiles.epsilon = s.quantiles().epsilon();
+        o.quantiles.window_items = s.quantiles().window_items();
+        break;
+      case v1::SummarySpec::kLossyCounting:
+        o.kind = core::SummaryKind::kLossyCounting;
+        if (s.lossy_counting().has_epsilon()) o.lossy_counting.epsilon = s.lossy_counting().epsilon();
+        o.lossy_counting.window_items = s.lossy_counting().window_items();
+        break;
+      default:
+        return absl::InvalidArgumentError("a summary spec must name its kind");
+    }
+    if (absl::Status st = o.Validate(config.value_kind); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(core::SummaryKindName(o.kind), ": ", st.message()));
+    }
+    config.summaries.push_back(o);
+  }
+  config.spec_bytes = spec.SerializeAsString();
+  return config;
+}
+
+absl::StatusOr<SessionConfig> ConfigFromSpecBytes(absl::string_view bytes) {
+  v1::SessionSpec spec;
+  if (!spec.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::DataLossError("session spec does not parse");
+  }
+  return ConfigFromSpec(spec);
+}
+
+void FillSessionInfo(const Session& session, v1::SessionInfo* info) {
+  info->mutable_spec()->ParseFromString(session.config().spec_bytes);
+  SessionStats stats = session.Stats();
+  info->set_count(stats.count);
+  info->set_memory_bytes(stats.memory_bytes);
+  info->set_backend(stats.backend);
+  info->set_batches(stats.batches);
+  info->set_create_time_unix_ms(session.config().create_time_unix_ms);
+  for (const SummaryStats& s : stats.summaries) {
+    v1::SummaryInfo* si = info->add_summaries();
+    si->set_kind(core::SummaryKindName(s.kind));
+    si->set_parameters(s.parameters);
+    si->set_memory_bytes(s.memory_bytes);
+  }
+}
+
+absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
+                                             std::vector<std::string>* strings) {
+  core::Batch b;
+  switch (request.payload_case()) {
+    case v1::IngestRequest::kValues:
+      b.kind = core::ValueKind::kNumeric;
+      b.values = absl::MakeConstSpan(request.values().values().data(),
+                                     request.values().values().size());
+      break;
+    case v1::IngestRequest::kKeys:
+      b.kind = core::ValueKind::kUint64;
+      b.keys = absl::MakeConstSpan(request.keys().keys().data(), request.keys().keys().size());
+      break;
+    case v1::IngestRequest::kStrings:
+      b.kind = core::ValueKind::kString;
+      strings->assign(request.strings().keys().begin(), request.strings().keys().end());
+      b.strings = absl::MakeConstSpan(*strings);
+      break;
+    default:
+      return absl::InvalidArgumentError("a batch needs a payload: values, keys or strings");
+  }
+  b.weights = absl::MakeConstSpan(request.weights().data(), request.weights().size());
+  return b;
+}
+
+}  // namespace streamstats::server

@@ -1,0 +1,32 @@
+// Conversions between the public API's messages and the core/server types; the only place
+// that knows both.
+#ifndef STREAMSTATS_SERVER_CONVERT_H_
+#define STREAMSTATS_SERVER_CONVERT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/support/status.h"
+#include "server/session.h"
+#include "streamstats/v1/streamstats.pb.h"
+
+namespace streamstats::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Validates a SessionSpec and turns it into a config (spec_bytes holds the serialized spec).
+absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec);
+// The SpecParser for snapshots.
+absl::StatusOr<SessionConfig> ConfigFromSpecBytes(absl::string_view bytes);
+
+void FillSessionInfo(const Session& session, v1::SessionInfo* info);
+
+// A batch viewing the request's arrays; string keys are copied into `strings`.
+absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
+                                             std::vector<std::string>* strings);
+
+}  // namespace streamstats::server
+
+#endif  // STREAMSTATS_SERVER_CONVERT_H_

@@ -1,0 +1,37 @@
+// A fixed pool of threads running submitted closures in FIFO order. The ingest path hands batch
+// application here so gRPC's callback threads never block on summary work.
+#ifndef STREAMSTATS_SERVER_EXECUTOR_H_
+#define STREAMSTATS_SERVER_EXECUTOR_H_
+
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace streamstats::server {
+
+class Executor {
+ public:
+  explicit Executor(int threads);
+  // Runs everything already submitted, then joins the threads.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void Submit(std::function<void()> task);
+  size_t queue_depth() const;
+
+ private:
+  void Loop();
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace streamstats::server
+
+#endif  // STREAMSTATS_SERVER_EXECUTOR_H_

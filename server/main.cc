@@ -1,0 +1,149 @@
+// streamstatsd: the streamstats server.
+//
+//   streamstatsd [--listen=127.0.0.1:50051] [--data_dir=./streamstats-data] ...
+//
+// SIGTERM / SIGINT: stop accepting, finish the RPCs in flight (everything acknowledged is
+// applied), write snapshots to --data_dir, exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/convert.h"
+#include "server/executor.h"
+#include "server/service.h"
+#include "server/session_manager.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "address to serve gRPC on; port 0 picks a free port (see --port_file)");
+ABSL_FLAG(std::string, data_dir, "./streamstats-data",
+          "directory for session snapshots (written on shutdown and every --snapshot_interval); "
+          "empty: keep nothing");
+ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
+ABSL_FLAG(int, ingest_threads, 0, "threads applying batches; 0: one per core");
+ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
+ABSL_FLAG(bool, allow_insecure_remote, false,
+          "allow listening on a non-loopback address without authentication");
+
+namespace {
+
+bool IsLoopback(const std::string& addr) {
+  return absl::StartsWith(addr, "127.") || absl::StartsWith(addr, "localhost:") ||
+         absl::StartsWith(addr, "[::1]:") || absl::StartsWith(addr, "unix:");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace streamstats::server;
+  absl::SetProgramUsageMessage("streamstatsd: the streamstats gRPC server");
+  absl::ParseCommandLine(argc, argv);
+
+  // Signals are taken synchronously by the main thread; every other thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  if (!IsLoopback(listen) && !absl::GetFlag(FLAGS_allow_insecure_remote)) {
+    std::fprintf(stderr,
+                 "streamstatsd: refusing to listen on %s without authentication; use a loopback "
+                 "address or pass --allow_insecure_remote\n",
+                 listen.c_str());
+    return 2;
+  }
+
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (!data_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(data_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "streamstatsd: cannot create --data_dir=%s: %s\n", data_dir.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
+  }
+  SessionManager sessions({.data_dir = data_dir});
+  if (absl::Status s = sessions.LoadAll(ConfigFromSpecBytes); !s.ok()) {
+    std::fprintf(stderr, "streamstatsd: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+
+  int threads = absl::GetFlag(FLAGS_ingest_threads);
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto executor = std::make_unique<Executor>(threads);
+  StreamStatsService service(&sessions, executor.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "streamstatsd: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  std::printf("streamstatsd serving on %s (backend cpu, data dir %s, %zu sessions restored)\n",
+              bound.c_str(), data_dir.empty() ? "(none)" : data_dir.c_str(), sessions.size());
+  std::printf("talk to it:  streamstats --server=%s session list\n", bound.c_str());
+  std::fflush(stdout);
+  if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
+    std::ofstream(pf + ".tmp") << port << "\n";
+    std::filesystem::rename(pf + ".tmp", pf);
+  }
+
+  // Periodic snapshots run on their own thread until shutdown.
+  absl::Mutex stop_mu;
+  bool stop = false;
+  std::thread snapshotter([&] {
+    const int interval = absl::GetFlag(FLAGS_snapshot_interval_s);
+    if (interval <= 0 || data_dir.empty()) return;
+    absl::MutexLock lock(&stop_mu);
+    while (!stop_mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(interval))) {
+      stop_mu.Unlock();
+      if (absl::Status s = sessions.SaveAll(); !s.ok()) {
+        std::fprintf(stderr, "streamstatsd: snapshot failed: %s\n", std::string(s.message()).c_str());
+      }
+      stop_mu.Lock();
+    }
+  });
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "streamstatsd: %s received, shutting down\n", strsignal(sig));
+  service.BeginShutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  executor.reset();  // every batch handed to it is applied
+  server->Wait();
+  {
+    absl::MutexLock lock(&stop_mu);
+    stop = true;
+  }
+  snapshotter.join();
+  if (absl::Status s = sessions.SaveAll(); !s.ok()) {
+    std::fprintf(stderr, "streamstatsd: final snapshot failed: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "streamstatsd: stopped cleanly (%zu sessions saved)\n", sessions.size());
+  return 0;
+}

@@ -1,0 +1,309 @@
+#include "server/service.h"
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+
+namespace streamstats::server {
+namespace {
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::StatusOr<core::Keys> KeysFromRequest(const v1::GetFrequenciesRequest& r,
+                                           std::vector<std::string>* strings) {
+  core::Keys k;
+  switch (r.keys_case()) {
+    case v1::GetFrequenciesRequest::kValues:
+      k.kind = core::ValueKind::kNumeric;
+      k.values = absl::MakeConstSpan(r.values().values().data(), r.values().values().size());
+      break;
+    case v1::GetFrequenciesRequest::kUint64Keys:
+      k.kind = core::ValueKind::kUint64;
+      k.keys = absl::MakeConstSpan(r.uint64_keys().keys().data(), r.uint64_keys().keys().size());
+      break;
+    case v1::GetFrequenciesRequest::kStrings:
+      k.kind = core::ValueKind::kString;
+      strings->assign(r.strings().keys().begin(), r.strings().keys().end());
+      k.strings = absl::MakeConstSpan(*strings);
+      break;
+    default:
+      return absl::InvalidArgumentError("ask about values, uint64_keys or strings");
+  }
+  return k;
+}
+
+void FillFrequency(const core::FrequencyAnswer& a, v1::Frequency* f) {
+  f->set_estimate(a.estimate);
+  f->set_lower(a.lower);
+  f->set_upper(a.upper);
+}
+
+}  // namespace
+
+std::string StreamStatsService::Tenant(grpc::CallbackServerContext*) const { return "default"; }
+
+grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServerContext* ctx,
+                                                            const v1::SessionSpec* request,
+                                                            v1::SessionInfo* response) {
+  auto config = ConfigFromSpec(*request);
+  if (!config.ok()) return Done(ctx, config.status());
+  config->create_time_unix_ms = NowUnixMs();
+  auto session = sessions_->Create(Tenant(ctx), *std::move(config));
+  if (!session.ok()) return Done(ctx, session.status());
+  FillSessionInfo(**session, response);
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerContext* ctx,
+                                                         const v1::GetSessionRequest* request,
+                                                         v1::SessionInfo* response) {
+  auto session = sessions_->Get(Tenant(ctx), request->name());
+  if (!session.ok()) return Done(ctx, session.status());
+  FillSessionInfo(**session, response);
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListSessionsRequest*,
+                                                           v1::ListSessionsResponse* response) {
+  for (const auto& session : sessions_->List(Tenant(ctx))) {
+    FillSessionInfo(*session, response->add_sessions());
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServerContext* ctx,
+                                                            const v1::DeleteSessionRequest* request,
+                                                            v1::DeleteSessionResponse*) {
+  return Done(ctx, sessions_->Delete(Tenant(ctx), request->name()));
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerContext* ctx,
+                                                           const v1::GetQuantilesRequest* request,
+                                                           v1::GetQuantilesResponse* response) {
+  auto session = sessions_->Get(Tenant(ctx), request->session());
+  if (!session.ok()) return Done(ctx, session.status());
+  auto result = (*session)->Quantiles(
+      absl::MakeConstSpan(request->phis().data(), request->phis().size()));
+  if (!result.ok()) return Done(ctx, result.status());
+  response->set_count(result->count);
+  response->set_epsilon(result->epsilon);
+  response->set_max_rank_error(
+      static_cast<uint64_t>(static_cast<long double>(result->epsilon) * result->count));
+  for (const core::QuantileAnswer& a : result->answers) {
+    v1::Quantile* q = response->add_quantiles();
+    q->set_phi(a.phi);
+    q->set_value(a.value);
+    q->set_target_rank(a.target_rank);
+    q->set_rank_lower(a.rank_lower);
+    q->set_rank_upper(a.rank_upper);
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetRanksRequest* request,
+                                                       v1::GetRanksResponse* response) {
+  auto session = sessions_->Get(Tenant(ctx), request->session());
+  if (!session.ok()) return Done(ctx, session.status());
+  auto result = (*session)->Ranks(
+      absl::MakeConstSpan(request->values().data(), request->values().size()));
+  if (!result.ok()) return Done(ctx, result.status());
+  response->set_count(result->count);
+  response->set_epsilon(result->epsilon);
+  for (const core::RankAnswer& a : result->answers) {
+    v1::Rank* r = response->add_ranks();
+    r->set_value(a.value);
+    r->set_count_lower(a.count_lower);
+    r->set_count_upper(a.count_upper);
+    r->set_estimate(a.estimate);
+    r->set_normalized(result->count == 0 ? 0 : a.estimate / static_cast<double>(result->count));
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
+    grpc::CallbackServerContext* ctx, const v1::GetFrequenciesRequest* request,
+    v1::GetFrequenciesResponse* response) {
+  auto session = sessions_->Get(Tenant(ctx), request->session());
+  if (!session.ok()) return Done(ctx, session.status());
+  std::vector<std::string> strings;
+  auto keys = KeysFromRequest(*request, &strings);
+  if (!keys.ok()) return Done(ctx, keys.status());
+  auto result = (*session)->Frequencies(*keys, request->summary());
+  if (!result.ok()) return Done(ctx, result.status());
+  response->set_count(result->count);
+  for (const SummaryFrequencies& sf : result->results) {
+    v1::SummaryFrequencies* out = response->add_results();
+    out->set_summary(core::SummaryKindName(sf.kind));
+    out->set_guarantee(sf.guarantee);
+    for (const core::FrequencyAnswer& a : sf.answers) FillFrequency(a, out->add_frequencies());
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
+    grpc::CallbackServerContext* ctx, const v1::GetHeavyHittersRequest* request,
+    v1::GetHeavyHittersResponse* response) {
+  auto session = sessions_->Get(Tenant(ctx), request->session());
+  if (!session.ok()) return Done(ctx, session.status());
+  auto result = (*session)->HeavyHitters(request->support(), request->summary());
+  if (!result.ok()) return Done(ctx, result.status());
+  response->set_count(result->count);
+  response->set_summary(core::SummaryKindName(result->kind));
+  response->set_guarantee(result->guarantee);
+  const core::ValueKind kind = (*session)->config().value_kind;
+  for (const core::HeavyHitter& h : result->items) {
+    v1::HeavyHitter* out = response->add_items();
+    switch (kind) {
+      case core::ValueKind::kNumeric:
+        out->set_value(h.value);
+        break;
+      case core::ValueKind::kUint64:
+        out->set_uint64_key(h.key);
+        break;
+      case core::ValueKind::kString:
+        out->set_string_key(h.str);
+        break;
+    }
+    FillFrequency(h.frequency, out->mutable_frequency());
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+// One Ingest stream. Reads one batch, applies it on the executor, then reads the next: the
+// stream's own flow control bounds what the server buffers. Acks are coalesced: while one is
+// being written, later ones just raise the sequence the next write reports.
+class StreamStatsService::IngestReactor final
+    : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
+ public:
+  IngestReactor(StreamStatsService* service, std::string tenant)
+      : service_(service), tenant_(std::move(tenant)) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      service_->executor_->Submit([this] { Apply(); });
+      return;
+    }
+    // The client half-closed (or the call broke): finish once the last ack is out.
+    Step([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { reads_done_ = true; });
+  }
+
+  void OnWriteDone(bool ok) override {
+    Step([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      writing_ = false;
+      if (!ok) broken_ = true;
+    });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Apply() {
+    absl::Status status = ApplyRequest();
+    bool read = Step([this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (status.ok()) {
+        ack_pending_ = true;
+      } else {
+        error_ = status;
+        reads_done_ = true;  // no more reads: the stream ends with this status
+      }
+    });
+    if (read && status.ok()) StartRead(&request_);
+  }
+
+  // Updates the state under the lock, then decides — still under it — whether to write the
+  // pending ack or to finish, and does so after releasing it (a reaction may run inline).
+  // Returns false once the stream has finished.
+  template <typename F>
+  bool Step(F update) {
+    bool write = false, finish = false, live;
+    grpc::Status final_status;
+    {
+      absl::MutexLock lock(&mu_);
+      update();
+      if (!writing_ && ack_pending_ && !broken_) {
+        ack_pending_ = false;
+        writing_ = true;
+        in_flight_ = ack_;
+        write = true;
+      } else if (!writing_ && reads_done_ && !finished_) {
+        finished_ = finish = true;
+        final_status = ToGrpcStatus(error_);
+      }
+      live = !finished_;
+    }
+    if (write) StartWrite(&in_flight_);
+    if (finish) Finish(final_status);
+    return live;
+  }
+
+  absl::Status ApplyRequest() {
+    if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
+    if (request_.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
+    if (session_ == nullptr || session_->name() != request_.session()) {
+      auto session = service_->sessions_->Get(tenant_, request_.session());
+      if (!session.ok()) return session.status();
+      session_ = *std::move(session);
+    }
+    std::vector<std::string> strings;
+    auto batch = BatchFromRequest(request_, &strings);
+    if (!batch.ok()) return batch.status();
+    absl::Status s = session_->Ingest(*batch, request_.producer_id(), request_.sequence());
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
+    }
+    absl::MutexLock lock(&mu_);
+    items_applied_ += batch->size();
+    ack_.set_session(request_.session());
+    ack_.set_sequence(request_.sequence());
+    ack_.set_items_applied(items_applied_);
+    ack_.set_count(session_->count());
+    return absl::OkStatus();
+  }
+
+  StreamStatsService* service_;
+  const std::string tenant_;
+  std::shared_ptr<Session> session_;  // touched only by the single in-flight Apply
+  v1::IngestRequest request_;
+  absl::Mutex mu_;
+  v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
+  v1::IngestAck in_flight_;  // owned by the write in flight
+  uint64_t items_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ack_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* StreamStatsService::Ingest(
+    grpc::CallbackServerContext* ctx) {
+  if (shutting_down_) {
+    class Refuse final : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
+     public:
+      Refuse() { Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down")); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse();
+  }
+  return new IngestReactor(this, Tenant(ctx));
+}
+
+}  // namespace streamstats::server

@@ -1,0 +1,63 @@
+// The gRPC adapter: converts messages, calls the SessionManager, converts the status back. No
+// business logic lives here. Ingest is a callback-API bidirectional reactor whose batches are
+// applied on an Executor, one at a time per stream, so reads never block a gRPC thread.
+#ifndef STREAMSTATS_SERVER_SERVICE_H_
+#define STREAMSTATS_SERVER_SERVICE_H_
+
+#include <atomic>
+#include <string>
+
+#include "server/executor.h"
+#include "server/session_manager.h"
+#include "streamstats/v1/streamstats.grpc.pb.h"
+
+namespace streamstats::server {
+
+class StreamStatsService final : public v1::StreamStats::CallbackService {
+ public:
+  StreamStatsService(SessionManager* sessions, Executor* executor)
+      : sessions_(sessions), executor_(executor) {}
+
+  // New ingest streams are refused with UNAVAILABLE from now on.
+  void BeginShutdown() { shutting_down_ = true; }
+
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
+                                          const v1::SessionSpec* request,
+                                          v1::SessionInfo* response) override;
+  grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* ctx,
+                                       const v1::GetSessionRequest* request,
+                                       v1::SessionInfo* response) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* ctx,
+                                         const v1::ListSessionsRequest* request,
+                                         v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* ctx,
+                                          const v1::DeleteSessionRequest* request,
+                                          v1::DeleteSessionResponse* response) override;
+  grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* Ingest(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* GetQuantiles(grpc::CallbackServerContext* ctx,
+                                         const v1::GetQuantilesRequest* request,
+                                         v1::GetQuantilesResponse* response) override;
+  grpc::ServerUnaryReactor* GetRanks(grpc::CallbackServerContext* ctx,
+                                     const v1::GetRanksRequest* request,
+                                     v1::GetRanksResponse* response) override;
+  grpc::ServerUnaryReactor* GetFrequencies(grpc::CallbackServerContext* ctx,
+                                           const v1::GetFrequenciesRequest* request,
+                                           v1::GetFrequenciesResponse* response) override;
+  grpc::ServerUnaryReactor* GetHeavyHitters(grpc::CallbackServerContext* ctx,
+                                            const v1::GetHeavyHittersRequest* request,
+                                            v1::GetHeavyHittersResponse* response) override;
+
+ private:
+  class IngestReactor;
+  // The caller's tenant (one tenant until authentication lands).
+  std::string Tenant(grpc::CallbackServerContext* ctx) const;
+
+  SessionManager* sessions_;
+  Executor* executor_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace streamstats::server
+
+#endif  // STREAMSTATS_SERVER_SERVICE_H_

@@ -1,0 +1,291 @@
+#include "server/session.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/serialization.h"
+
+namespace streamstats::server {
+namespace {
+
+using core::SummaryKind;
+
+// Items applied under one hold of the session lock.
+constexpr size_t kChunkItems = 1 << 16;
+constexpr uint16_t kSessionSnapshotTag = 0x5353;  // "SS": a session, not a single summary
+
+bool AnswersFrequencies(SummaryKind kind) { return kind != SummaryKind::kQuantiles; }
+bool AnswersHeavyHitters(SummaryKind kind) {
+  return kind != SummaryKind::kQuantiles && kind != SummaryKind::kPbf;
+}
+
+absl::Status NoSuchSummary(const SessionConfig& c, absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("session '", c.name, "' keeps no summary that answers ", what));
+}
+
+core::Batch Slice(const core::Batch& b, size_t begin, size_t end) {
+  core::Batch out;
+  out.kind = b.kind;
+  auto cut = [&](auto span) { return span.empty() ? span : span.subspan(begin, end - begin); };
+  out.values = cut(b.values);
+  out.keys = cut(b.keys);
+  out.strings = cut(b.strings);
+  out.weights = cut(b.weights);
+  return out;
+}
+
+}  // namespace
+
+absl::Status ValidateSessionName(absl::string_view name) {
+  if (name.empty() || name.size() > 128 || name == "." || name == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session name must be 1-128 characters from [A-Za-z0-9._-], got '", name, "'"));
+  }
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "session name must be 1-128 characters from [A-Za-z0-9._-], got '", name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string FrequencyGuarantee(const core::SummaryOptions& o) {
+  switch (o.kind) {
+    case SummaryKind::kLossyCounting:
+      return absl::StrFormat("deterministic: f - %gN <= estimate <= f", o.lossy_counting.epsilon);
+    default:
+      return absl::StrCat(core::SummaryKindName(o.kind), ": see lower/upper");
+  }
+}
+
+Session::Session(SessionConfig config, core::Accelerator* accelerator)
+    : config_(std::move(config)), accelerator_(accelerator) {}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
+                                                         core::Accelerator* accelerator) {
+  if (absl::Status s = ValidateSessionName(config.name); !s.ok()) return s;
+  if (config.summaries.empty()) {
+    return absl::InvalidArgumentError("a session needs at least one summary");
+  }
+  for (size_t i = 0; i < config.summaries.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (config.summaries[i].kind == config.summaries[j].kind) {
+        return absl::InvalidArgumentError(absl::StrCat("at most one ",
+                                                       core::SummaryKindName(config.summaries[i].kind),
+                                                       " summary per session"));
+      }
+    }
+  }
+  if (accelerator == nullptr) accelerator = core::CpuAcceleratorInstance();
+  std::unique_ptr<Session> session(new Session(std::move(config), accelerator));
+  absl::MutexLock lock(&session->mu_);
+  for (const core::SummaryOptions& options : session->config_.summaries) {
+    auto summary = core::CreateSummary(options, session->config_.value_kind, accelerator);
+    if (!summary.ok()) return summary.status();
+    session->summaries_.push_back(*std::move(summary));
+  }
+  return session;
+}
+
+absl::Status Session::Ingest(const core::Batch& batch, absl::string_view producer_id,
+                             uint64_t sequence, bool* duplicate) {
+  if (duplicate != nullptr) *duplicate = false;
+  if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
+  absl::MutexLock batch_lock(&ingest_mu_);
+  if (!producer_id.empty()) {
+    absl::MutexLock lock(&mu_);
+    auto it = producers_.find(producer_id);
+    if (it != producers_.end() && sequence <= it->second) {
+      if (duplicate != nullptr) *duplicate = true;
+      return absl::OkStatus();
+    }
+  }
+  const size_t n = batch.size();
+  for (size_t begin = 0; begin < n || begin == 0; begin += kChunkItems) {
+    const size_t end = std::min(n, begin + kChunkItems);
+    core::Batch chunk = Slice(batch, begin, end);
+    absl::MutexLock lock(&mu_);
+    for (auto& summary : summaries_) {
+      // Summaries fall back to the CPU themselves on device errors, so a failure here is a bug
+      // or memory exhaustion; report it rather than hide it.
+      if (absl::Status s = summary->Update(chunk); !s.ok()) return s;
+    }
+    if (end == n) break;
+  }
+  absl::MutexLock lock(&mu_);
+  ++batches_;
+  if (!producer_id.empty()) producers_[producer_id] = sequence;
+  return absl::OkStatus();
+}
+
+uint64_t Session::count() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return summaries_.front()->count();
+}
+
+SessionStats Session::Stats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  SessionStats stats;
+  stats.count = summaries_.front()->count();
+  stats.batches = batches_;
+  stats.backend = accelerator_->name();
+  for (const auto& s : summaries_) {
+    stats.summaries.push_back({s->kind(), s->Describe(), s->MemoryBytes()});
+    stats.memory_bytes += s->MemoryBytes();
+  }
+  return stats;
+}
+
+const core::Summary* Session::Find(SummaryKind kind) const {
+  for (const auto& s : summaries_) {
+    if (s->kind() == kind) return s.get();
+  }
+  return nullptr;
+}
+
+absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis) const {
+  if (phis.empty()) return absl::InvalidArgumentError("ask for at least one phi");
+  // Writer lock: a quantile summary caches its merged view while answering.
+  absl::MutexLock lock(&mu_);
+  const core::Summary* q = Find(SummaryKind::kQuantiles);
+  if (q == nullptr) return NoSuchSummary(config_, "quantile questions (add --summary=quantiles)");
+  QuantilesResult r;
+  r.count = q->count();
+  for (const auto& o : config_.summaries) {
+    if (o.kind == SummaryKind::kQuantiles) r.epsilon = o.quantiles.epsilon;
+  }
+  auto answers = q->Quantiles(phis);
+  if (!answers.ok()) return answers.status();
+  r.answers = *std::move(answers);
+  return r;
+}
+
+absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) const {
+  if (values.empty()) return absl::InvalidArgumentError("ask for at least one value");
+  absl::MutexLock lock(&mu_);
+  const core::Summary* q = Find(SummaryKind::kQuantiles);
+  if (q == nullptr) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
+  RanksResult r;
+  r.count = q->count();
+  for (const auto& o : config_.summaries) {
+    if (o.kind == SummaryKind::kQuantiles) r.epsilon = o.quantiles.epsilon;
+  }
+  auto answers = q->Ranks(values);
+  if (!answers.ok()) return answers.status();
+  r.answers = *std::move(answers);
+  return r;
+}
+
+absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
+                                                       absl::string_view summary) const {
+  if (keys.size() == 0) return absl::InvalidArgumentError("ask for at least one key");
+  if (absl::Status s = core::ValidateKeys(keys, config_.value_kind); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  FrequenciesResult r;
+  r.count = summaries_.front()->count();
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    const core::Summary& s = *summaries_[i];
+    if (!AnswersFrequencies(s.kind())) continue;
+    if (!summary.empty() && summary != core::SummaryKindName(s.kind())) continue;
+    auto answers = s.Frequencies(keys);
+    if (!answers.ok()) return answers.status();
+    r.results.push_back({s.kind(), FrequencyGuarantee(config_.summaries[i]), *std::move(answers)});
+  }
+  if (r.results.empty()) {
+    return summary.empty() ? NoSuchSummary(config_, "frequency questions")
+                           : NoSuchSummary(config_, absl::StrCat("frequency questions named '",
+                                                                 summary, "'"));
+  }
+  return r;
+}
+
+absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
+                                                         absl::string_view summary) const {
+  if (!(support > 0 && support <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("support must be in (0, 1], got ", support));
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    const core::Summary& s = *summaries_[i];
+    if (!AnswersHeavyHitters(s.kind())) continue;
+    if (!summary.empty() && summary != core::SummaryKindName(s.kind())) continue;
+    auto items = s.HeavyHitters(support);
+    if (!items.ok()) return items.status();
+    HeavyHittersResult r;
+    r.count = s.count();
+    r.kind = s.kind();
+    r.guarantee = FrequencyGuarantee(config_.summaries[i]);
+    r.items = *std::move(items);
+    return r;
+  }
+  return NoSuchSummary(config_, "heavy-hitter questions");
+}
+
+std::string Session::Serialize() const {
+  absl::ReaderMutexLock lock(&mu_);
+  core::ByteWriter w;
+  w.PutString(config_.spec_bytes);
+  w.Put<int64_t>(config_.create_time_unix_ms);
+  w.Put<uint64_t>(batches_);
+  w.Put<uint64_t>(producers_.size());
+  for (const auto& [id, seq] : producers_) {
+    w.PutString(id);
+    w.Put<uint64_t>(seq);
+  }
+  w.Put<uint64_t>(summaries_.size());
+  for (const auto& s : summaries_) w.PutString(s->Serialize());
+  return core::SealEnvelope(kSessionSnapshotTag, w.bytes());
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view bytes,
+                                                              const SpecParser& parse_spec,
+                                                              core::Accelerator* accelerator) {
+  auto env = core::OpenEnvelope(bytes);
+  if (!env.ok()) return env.status();
+  if (env->summary_kind != kSessionSnapshotTag) return core::Corrupt("not a session snapshot");
+  core::ByteReader r(env->payload);
+  std::string spec_bytes;
+  int64_t create_time;
+  uint64_t batches, producers, summaries;
+  if (!r.GetString(&spec_bytes, 1 << 20) || !r.Get(&create_time) || !r.Get(&batches) ||
+      !r.GetCount(&producers, 16)) {
+    return core::Corrupt("session header");
+  }
+  auto config = parse_spec(spec_bytes);
+  if (!config.ok()) return core::Corrupt(absl::StrCat("session spec: ", config.status().message()));
+  config->spec_bytes = spec_bytes;
+  config->create_time_unix_ms = create_time;
+  auto session = Create(*std::move(config), accelerator);
+  if (!session.ok()) return core::Corrupt(absl::StrCat("session spec: ", session.status().message()));
+  Session& s = **session;
+  absl::MutexLock lock(&s.mu_);
+  s.batches_ = batches;
+  for (uint64_t i = 0; i < producers; ++i) {
+    std::string id;
+    uint64_t seq;
+    if (!r.GetString(&id, 1024) || !r.Get(&seq)) return core::Corrupt("producer sequences");
+    s.producers_[id] = seq;
+  }
+  if (!r.GetCount(&summaries, 8) || summaries != s.summaries_.size()) {
+    return core::Corrupt("summary count does not match the spec");
+  }
+  for (auto& slot : s.summaries_) {
+    std::string blob;
+    if (!r.GetString(&blob, r.remaining())) return core::Corrupt("summary bytes");
+    auto restored = core::DeserializeSummary(blob, accelerator);
+    if (!restored.ok()) return restored.status();
+    if ((*restored)->kind() != slot->kind() || (*restored)->value_kind() != slot->value_kind()) {
+      return core::Corrupt("summary does not match the spec");
+    }
+    slot = *std::move(restored);
+  }
+  if (r.remaining() != 0) return core::Corrupt("trailing bytes after the session");
+  return session;
+}
+
+}  // namespace streamstats::server

@@ -1,0 +1,138 @@
+// A session: one tenant's named set of summaries over one stream of items. It validates batches,
+// applies them in order to every summary, and routes questions to the summary that answers them.
+//
+// Thread safety: safe for concurrent use. Batches are applied in chunks so that a query waits
+// for at most one chunk, never behind a whole long ingest.
+#ifndef STREAMSTATS_SERVER_SESSION_H_
+#define STREAMSTATS_SERVER_SESSION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/summary.h"
+
+namespace streamstats::server {
+
+enum class Backend : uint8_t { kAuto = 0, kCpu = 1, kGpu = 2 };
+
+struct SessionConfig {
+  std::string name;
+  core::ValueKind value_kind = core::ValueKind::kNumeric;
+  std::vector<core::SummaryOptions> summaries;
+  Backend backend = Backend::kAuto;
+  int64_t create_time_unix_ms = 0;
+  // The spec as the API layer received it (opaque here), kept in snapshots so a restored
+  // session is rebuilt from exactly what the client asked for.
+  std::string spec_bytes;
+};
+
+// Turns SessionConfig::spec_bytes back into a config (provided by the API layer).
+using SpecParser = std::function<absl::StatusOr<SessionConfig>(absl::string_view spec_bytes)>;
+
+// Checks a session name: 1–128 characters from [A-Za-z0-9._-], not "." or "..".
+absl::Status ValidateSessionName(absl::string_view name);
+
+struct SummaryStats {
+  core::SummaryKind kind;
+  std::string parameters;
+  uint64_t memory_bytes;
+};
+
+struct SessionStats {
+  uint64_t count = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t batches = 0;
+  std::string backend;
+  std::vector<SummaryStats> summaries;
+};
+
+struct QuantilesResult {
+  uint64_t count = 0;
+  double epsilon = 0;
+  std::vector<core::QuantileAnswer> answers;
+};
+
+struct RanksResult {
+  uint64_t count = 0;
+  double epsilon = 0;
+  std::vector<core::RankAnswer> answers;
+};
+
+struct SummaryFrequencies {
+  core::SummaryKind kind;
+  std::string guarantee;
+  std::vector<core::FrequencyAnswer> answers;
+};
+
+struct FrequenciesResult {
+  uint64_t count = 0;
+  std::vector<SummaryFrequencies> results;
+};
+
+struct HeavyHittersResult {
+  uint64_t count = 0;
+  core::SummaryKind kind;
+  std::string guarantee;
+  std::vector<core::HeavyHitter> items;
+};
+
+class Session {
+ public:
+  // Validates the config (name, at least one summary, at most one of each kind, each summary's
+  // options for the value kind) and builds the summaries.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(SessionConfig config,
+                                                         core::Accelerator* accelerator);
+
+  const SessionConfig& config() const { return config_; }
+  const std::string& name() const { return config_.name; }
+
+  // Validates and applies a batch to every summary; an invalid batch changes nothing.
+  // With a producer id, a sequence not above that producer's highest applied one is skipped
+  // (*duplicate = true) and reported OK.
+  absl::Status Ingest(const core::Batch& batch, absl::string_view producer_id, uint64_t sequence,
+                      bool* duplicate = nullptr);
+
+  SessionStats Stats() const;
+  uint64_t count() const;
+
+  absl::StatusOr<QuantilesResult> Quantiles(absl::Span<const double> phis) const;
+  absl::StatusOr<RanksResult> Ranks(absl::Span<const double> values) const;
+  // `summary` empty: every frequency summary answers; else only that kind.
+  absl::StatusOr<FrequenciesResult> Frequencies(const core::Keys& keys,
+                                                absl::string_view summary) const;
+  absl::StatusOr<HeavyHittersResult> HeavyHitters(double support, absl::string_view summary) const;
+
+  // Snapshot: the config, the producers' sequences and every summary, checksummed.
+  std::string Serialize() const;
+  static absl::StatusOr<std::unique_ptr<Session>> Deserialize(absl::string_view bytes,
+                                                              const SpecParser& parse_spec,
+                                                              core::Accelerator* accelerator);
+
+ private:
+  Session(SessionConfig config, core::Accelerator* accelerator);
+  const core::Summary* Find(core::SummaryKind kind) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const SessionConfig config_;
+  core::Accelerator* accelerator_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
+  uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(mu_);
+  // Serializes whole batches against each other (chunks release mu_ in between).
+  absl::Mutex ingest_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+};
+
+// The guarantee a frequency summary gives, in words with its parameters.
+std::string FrequencyGuarantee(const core::SummaryOptions& options);
+
+}  // namespace streamstats::server
+
+#endif  // STREAMSTATS_SERVER_SESSION_H_

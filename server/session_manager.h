@@ -1,0 +1,66 @@
+// The session registry: sessions keyed by (tenant, name), created, found, listed and deleted
+// only within the caller's tenant, and saved to / restored from a data directory.
+//
+// Snapshots: <data_dir>/sessions/<tenant>/<name>.snapshot, each written to a temporary file,
+// fsynced, renamed into place and the directory fsynced, so a crash leaves the old or the new
+// file, never a torn one.
+//
+// Thread safety: safe for concurrent use.
+#ifndef STREAMSTATS_SERVER_SESSION_MANAGER_H_
+#define STREAMSTATS_SERVER_SESSION_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/session.h"
+
+namespace streamstats::server {
+
+class SessionManager {
+ public:
+  struct Options {
+    std::string data_dir;  // empty: nothing is persisted
+    core::Accelerator* accelerator = nullptr;  // null: the CPU
+    size_t max_sessions_per_tenant = 10000;
+  };
+
+  explicit SessionManager(Options options);
+
+  absl::StatusOr<std::shared_ptr<Session>> Create(const std::string& tenant, SessionConfig config);
+  // NOT_FOUND names the session and the tenant's scope.
+  absl::StatusOr<std::shared_ptr<Session>> Get(const std::string& tenant,
+                                               absl::string_view name) const;
+  std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;
+  // Removes the session and its snapshot.
+  absl::Status Delete(const std::string& tenant, absl::string_view name);
+
+  size_t size() const;
+
+  // Writes a snapshot of every session; returns the first error but tries them all.
+  absl::Status SaveAll() const;
+  // Restores every snapshot in the data directory. Corrupt files stop the start with a message
+  // naming the file.
+  absl::Status LoadAll(const SpecParser& parse_spec);
+
+ private:
+  std::string SnapshotPath(const std::string& tenant, absl::string_view name) const;
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Session>> sessions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// Writes `bytes` to `path` atomically and durably (temp file, fsync, rename, fsync directory).
+absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace streamstats::server
+
+#endif  // STREAMSTATS_SERVER_SESSION_MANAGER_H_

@@ -1,0 +1,33 @@
+# Shared by the tests/deploy scripts (sourced, not run).
+
+# need FOUND NAME DEBIAN_PACKAGE: return if FOUND is non-empty. Otherwise FAIL (exit 1) when apt
+# could install the package here -- CI installs it, so its absence is a broken setup -- and SKIP
+# (exit 77, ctest SKIP_RETURN_CODE) only when the package cannot be had on this system at all.
+need() {
+  local found=$1 name=$2 pkg=$3
+  [ -n "$found" ] && return 0
+  local candidate=""
+  if command -v apt-cache >/dev/null 2>&1; then
+    candidate=$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ {print $2}')
+  fi
+  if [ -n "$candidate" ] && [ "$candidate" != "(none)" ]; then
+    echo "FAIL: $name not found, but Debian package '$pkg' ($candidate) provides it:" >&2
+    echo "      sudo apt-get install --no-install-recommends $pkg" >&2
+    exit 1
+  fi
+  echo "SKIP: $name not found and no '$pkg' package is installable on this system" \
+       "(not Debian/Ubuntu, or the package is missing from its archive); nothing was checked." >&2
+  exit 77
+}
+
+# first_python MODULE...: the first of $PYTHON, python3, /usr/bin/python3 that imports every MODULE.
+first_python() {
+  local p imports
+  imports=$(printf 'import %s;' "$@")
+  for p in ${PYTHON:-} python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c "$imports" 2>/dev/null; then
+      command -v "$p"
+      return 0
+    fi
+  done
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# ctest python_client: the Python example against the real server.
+#
+#   tests/deploy/python_client_test.sh PATH/TO/streamstatsd [REPO_ROOT]
+#
+# Generates stubs from proto/ with the system protoc + grpc_python_plugin into a temporary
+# directory, starts streamstatsd on 127.0.0.1 (port 0, --port_file, a temporary --data_dir),
+# runs examples/python/streamstats_client.py against it, and checks the quantiles it gets back
+# against the exact answer (the values are a permutation of 1..N, so the value of rank r is r).
+# If the server has --metrics_listen, it also scrapes /metrics and checks that the metric names
+# the dashboard and alerts use are there. Finally SIGTERM must stop the server cleanly (exit 0).
+# The server is always killed on exit.
+#
+# Tools (Debian 12): protoc (protobuf-compiler), grpc_python_plugin (protobuf-compiler-grpc),
+# python3 with grpc (python3-grpcio) and google.protobuf (python3-protobuf). Missing tools fail
+# the test when apt could install them, and skip it (exit 77) only when they cannot be had.
+set -uo pipefail
+
+SERVER=${1:?usage: python_client_test.sh PATH/TO/streamstatsd [REPO_ROOT]}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "${2:-$HERE/../..}" && pwd)
+. "$HERE/lib.sh"
+
+[ -x "$SERVER" ] || { echo "FAIL: server binary $SERVER is not executable (build streamstatsd)" >&2; exit 1; }
+need "$(command -v protoc || true)" protoc protobuf-compiler
+PLUGIN=${GRPC_PYTHON_PLUGIN:-$(command -v grpc_python_plugin || true)}
+need "$PLUGIN" grpc_python_plugin protobuf-compiler-grpc
+PY=$(first_python grpc)
+need "$PY" "python3 with the grpc module" python3-grpcio
+PY=$(first_python grpc google.protobuf)
+need "$PY" "python3 with the google.protobuf module" python3-protobuf
+echo "using $("$PY" --version) ($PY), grpcio $("$PY" -c 'import grpc; print(grpc.__version__)'), $(protoc --version)"
+
+TMP=$(mktemp -d)
+PID=""
+# Running and not a zombie (kill -0 succeeds on an exited child until it is waited for).
+alive() { [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+cleanup() {
+  if [ -n "$PID" ]; then
+    kill -TERM "$PID" 2>/dev/null
+    for _ in $(seq 50); do alive "$PID" || break; sleep 0.1; done
+    kill -KILL "$PID" 2>/dev/null
+    wait "$PID" 2>/dev/null
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+die() {
+  echo "FAIL: $*" >&2
+  if [ -s "$TMP/server.log" ]; then echo "--- server log:" >&2; tail -n 30 "$TMP/server.log" >&2; fi
+  exit 1
+}
+
+# 1. Stubs from proto/, exactly as a user would generate them.
+GRPC_PYTHON_PLUGIN=$PLUGIN "$ROOT/examples/python/gen_stubs.sh" "$TMP/stubs" || die "stub generation failed"
+"$PY" -c "import sys; sys.path.insert(0, '$TMP/stubs'); from streamstats.v1 import streamstats_pb2_grpc" \
+  || die "the generated stubs do not import with $PY"
+
+# 2. The server, on loopback, on a free port.
+flags=(--listen=127.0.0.1:0 --port_file="$TMP/port" --data_dir="$TMP/data")
+METRICS_PORT=""
+help=$(timeout 10 "$SERVER" --helpfull 2>&1 || true)  # absl's --helpfull exits 1
+if grep -q -- '--metrics_listen' <<<"$help"; then
+  METRICS_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  flags+=(--metrics_listen=127.0.0.1:$METRICS_PORT)
+fi
+"$SERVER" "${flags[@]}" >"$TMP/server.log" 2>&1 &
+PID=$!
+deadline=$((SECONDS + 30))
+while [ $SECONDS -lt $deadline ]; do
+  [ -s "$TMP/port" ] && break
+  alive "$PID" || die "streamstatsd exited during start-up"
+  sleep 0.1
+done
+[ -s "$TMP/port" ] || die "streamstatsd wrote no --port_file within 30 s"
+ADDR=127.0.0.1:$(cat "$TMP/port")
+echo "streamstatsd pid $PID on $ADDR${METRICS_PORT:+, metrics on 127.0.0.1:$METRICS_PORT}"
+
+client() { timeout 120 "$PY" "$ROOT/examples/python/streamstats_client.py" --stubs="$TMP/stubs" --server="$ADDR" "$@"; }
+
+# 3. The example as a user runs it (human-readable output, its own bound check).
+client --check || die "the example client failed in its default mode"
+
+# 4. Exact checks on a permutation of 1..N: the value of rank r is r.
+N=100000
+client --json --values=permutation --count=$N --batch=7000 --epsilon=0.01 --session=py-perm \
+  --phis=0,0.01,0.25,0.5,0.9,0.99,1 --keep >"$TMP/answer.json" || die "the example client failed (--json)"
+"$PY" - "$TMP/answer.json" "$N" 0.01 <<'EOF' || die "the quantiles are not what the guarantee promises"
+import json, math, sys
+from fractions import Fraction
+ans = json.load(open(sys.argv[1]))
+n, eps = int(sys.argv[2]), float(sys.argv[3])
+bad = []
+def expect(cond, msg):
+    if not cond: bad.append(msg)
+expect(ans["count"] == n, f"count {ans['count']} != {n}")
+expect(abs(ans["epsilon"] - eps) < 1e-12, f"epsilon {ans['epsilon']} != {eps}")
+expect(ans["max_rank_error"] == math.floor(eps * n), f"max_rank_error {ans['max_rank_error']} != floor(eps*N)")
+qs = ans["quantiles"]
+expect([q["phi"] for q in qs] == [0, 0.01, 0.25, 0.5, 0.9, 0.99, 1], f"phis {[q['phi'] for q in qs]}")
+prev = -math.inf
+for q in qs:
+    # The exact ceiling of (the double phi) * N: for phi = 0.9 that is 90001 of 100000, since the
+    # double nearest 0.9 is slightly above it.
+    v, target, err = q["value"], max(1, math.ceil(Fraction(q["phi"]) * n)), ans["max_rank_error"]
+    where = f"phi={q['phi']}: value {v}"
+    expect(v == int(v) and 1 <= v <= n, f"{where} is not one of the values sent")
+    expect(q["target_rank"] == target, f"{where}: target_rank {q['target_rank']} != {target}")
+    expect(abs(v - target) <= err, f"{where}: true rank {int(v)} is more than {err} from {target}")
+    expect(q["rank_lower"] <= v <= q["rank_upper"], f"{where}: true rank outside [{q['rank_lower']}, {q['rank_upper']}]")
+    expect(q["target_rank"] - err <= q["rank_lower"] and q["rank_upper"] <= q["target_rank"] + err,
+           f"{where}: rank interval [{q['rank_lower']}, {q['rank_upper']}] wider than target +- {err}")
+    expect(v >= prev, f"{where}: quantiles not monotone in phi")
+    prev = v
+for b in bad: print("  " + b, file=sys.stderr)
+if not bad:
+    print("quantiles: " + ", ".join(f"p{q['phi']*100:g}={q['value']:g}" for q in qs) + f" (N={n}, eps={eps}): all within bound")
+sys.exit(1 if bad else 0)
+EOF
+
+# 5. Metrics, once the server has them: the names deploy/ relies on, and promtool's lint.
+if [ -n "$METRICS_PORT" ]; then
+  "$PY" - "$METRICS_PORT" "$TMP/metrics.txt" <<'EOF' || die "metrics: /metrics lacks names the dashboard and alerts rely on"
+import re, sys, time, urllib.request
+port, out = sys.argv[1], sys.argv[2]
+text = ""
+for _ in range(50):
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        break
+    except OSError:
+        time.sleep(0.1)
+open(out, "w").write(text)
+names = set(re.findall(r"^(streamstats_[a-zA-Z0-9_]+?)(?:_bucket|_sum|_count)?[{ ]", text, re.M))
+names |= set(re.findall(r"^# TYPE (streamstats_\S+)", text, re.M))
+# Present after a session was created, fed and queried on any server (GPU or not, WAL or not).
+must = ["streamstats_ingest_items_total", "streamstats_ingest_bytes_total", "streamstats_ingest_batches_total",
+        "streamstats_rpc_requests_total", "streamstats_rpc_duration_seconds", "streamstats_query_duration_seconds",
+        "streamstats_sessions", "streamstats_summary_memory_bytes", "streamstats_ingest_queue_depth",
+        "streamstats_build_info"]
+rest = ["streamstats_rejected_batches_total", "streamstats_accelerator_fallbacks_total",
+        "streamstats_accelerator_kernel_seconds_total", "streamstats_accelerator_bytes_copied_total",
+        "streamstats_wal_fsync_duration_seconds", "streamstats_snapshot_duration_seconds",
+        "streamstats_device_memory_bytes", "streamstats_session_quantile"]
+missing = [m for m in must if m not in names]
+for m in missing:
+    print(f"  metrics: {m} is not exported", file=sys.stderr)
+absent = [m for m in rest if m not in names]
+print(f"metrics: {len(must) - len(missing)}/{len(must)} required names exported"
+      + (f"; not (yet) exported here: {', '.join(absent)}" if absent else ""))
+if 'tenant="default"' not in text and "tenant=" in text:
+    print("  metrics: note: no series for tenant=\"default\" (the tenant of an unauthenticated server)")
+sys.exit(1 if missing else 0)
+EOF
+  if command -v promtool >/dev/null 2>&1; then
+    promtool check metrics <"$TMP/metrics.txt" || die "metrics: promtool check metrics finds problems in /metrics"
+    echo "metrics: promtool check metrics passes"
+  fi
+else
+  echo "note: $SERVER has no --metrics_listen flag yet; the /metrics checks did not run"
+fi
+
+# 6. SIGTERM: stop cleanly (what Kubernetes sends before it kills a pod).
+kill -TERM "$PID"
+rc=""
+deadline=$((SECONDS + 15))
+while [ $SECONDS -lt $deadline ]; do
+  if ! alive "$PID"; then wait "$PID"; rc=$?; break; fi
+  sleep 0.1
+done
+[ -n "$rc" ] || die "streamstatsd did not exit within 15 s of SIGTERM"
+PID=""
+[ "$rc" = 0 ] || die "streamstatsd exited with status $rc after SIGTERM"
+echo "python_client: all checks passed"

@@ -1,0 +1,259 @@
+// End to end: a real streamstatsd on 127.0.0.1 (a free port it picks itself) and the real
+// streamstats CLI. Every server started here is stopped here; every wait is bounded.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int rc;
+  std::string out;  // stdout and stderr together
+};
+
+RunResult Shell(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// The numbers following every `"key": ` in a JSON text (quoted or not, as proto JSON prints
+// 64-bit integers as strings).
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  std::vector<double> out;
+  const std::string needle = "\"" + key + "\": ";
+  for (size_t pos = json.find(needle); pos != std::string::npos; pos = json.find(needle, pos + 1)) {
+    size_t start = pos + needle.size();
+    if (json[start] == '"') ++start;
+    size_t end = json.find_first_of("\",\n}", start);
+    double v;
+    if (absl::SimpleAtod(json.substr(start, end - start), &v)) out.push_back(v);
+  }
+  return out;
+}
+
+class Server {
+ public:
+  Server(const std::string& dir, const std::vector<std::string>& extra = {}) : dir_(dir) {
+    fs::remove(dir + "/port");
+    std::vector<std::string> args = {STREAMSTATSD_BIN, "--listen=127.0.0.1:0",
+                                     "--port_file=" + dir + "/port", "--data_dir=" + dir + "/data",
+                                     "--snapshot_interval_s=0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    for (int i = 0; i < 200 && port_.empty(); ++i) {  // at most 20 s
+      std::ifstream in(dir + "/port");
+      std::string p;
+      if (in >> p) port_ = p;
+      if (port_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_FALSE(port_.empty()) << "streamstatsd did not start";
+  }
+  ~Server() {
+    if (pid_ > 0) Stop();
+  }
+  // SIGTERM and a bounded wait; returns the exit code (or -1, after SIGKILL).
+  int Stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 300; ++i) {  // at most 30 s
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = 0;
+    return -1;
+  }
+  std::string Cli(const std::string& args) const {
+    return absl::StrCat(STREAMSTATS_BIN, " --server=127.0.0.1:", port_, " ", args);
+  }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = 0;
+  std::string port_;
+};
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/streamstats_e2e_" + std::to_string(getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(EndToEnd, IngestsAMillionValuesAndAnswersWithinTheBoundAndSurvivesARestart) {
+  // A shuffled mixture: normal bulk, a uniform tail and many exact duplicates.
+  std::mt19937_64 rng(2026);
+  std::normal_distribution<double> normal(100, 15);
+  std::uniform_real_distribution<double> uniform(0, 10000);
+  std::vector<double> values;
+  const size_t n = 1000000;
+  for (size_t i = 0; i < n; ++i) {
+    double v = i % 10 == 0 ? uniform(rng) : (i % 10 == 1 ? 42.0 : normal(rng));
+    values.push_back(std::round(v * 1000) / 1000);
+  }
+  std::shuffle(values.begin(), values.end(), rng);
+  {
+    std::ofstream out(dir_ + "/values.txt");
+    out.precision(17);
+    for (double v : values) out << v << "\n";
+  }
+  std::sort(values.begin(), values.end());
+
+  Server server(dir_);
+  RunResult r = Shell(server.Cli(
+      "session create lat --type=numeric --summary=quantiles:epsilon=0.001 "
+      "--summary=lossy_counting:epsilon=0.0001"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Shell(server.Cli("ingest lat " + dir_ + "/values.txt --batch=10000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ingested 1000000 items"), std::string::npos) << r.out;
+
+  const std::vector<double> phis = {0, 0.001, 0.01, 0.25, 0.5, 0.75, 0.99, 0.999, 1};
+  std::vector<std::string> phi_text;
+  for (double p : phis) phi_text.push_back(absl::StrCat(p));
+  r = Shell(server.Cli("--json quantiles lat " + absl::StrJoin(phi_text, " ")));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<double> got = JsonNumbers(r.out, "value");
+  ASSERT_EQ(got.size(), phis.size()) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "count"), std::vector<double>{static_cast<double>(n)});
+  const double eps_n = 0.001 * n;
+  for (size_t i = 0; i < phis.size(); ++i) {
+    double target = std::max(1.0, std::ceil(phis[i] * n));
+    // True positions of the answered value: [lo, hi] (1-based).
+    double lo = std::lower_bound(values.begin(), values.end(), got[i]) - values.begin() + 1;
+    double hi = std::upper_bound(values.begin(), values.end(), got[i]) - values.begin();
+    ASSERT_GE(hi, lo) << "answered value " << got[i] << " is not in the stream";
+    EXPECT_LE(lo, target + eps_n) << "phi " << phis[i];
+    EXPECT_GE(hi, target - eps_n) << "phi " << phis[i];
+  }
+
+  r = Shell(server.Cli("--json ranks lat 100 42 -5 20000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<double> est = JsonNumbers(r.out, "estimate");
+  ASSERT_EQ(est.size(), 4u) << r.out;
+  const std::vector<double> at = {100, 42, -5, 20000};
+  for (size_t i = 0; i < at.size(); ++i) {
+    double exact = std::upper_bound(values.begin(), values.end(), at[i]) - values.begin();
+    EXPECT_LE(std::abs(est[i] - exact), eps_n) << at[i];
+  }
+
+  r = Shell(server.Cli("--json freq lat 42"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  double f42 = std::count(values.begin(), values.end(), 42.0);
+  ASSERT_EQ(JsonNumbers(r.out, "lower").size(), 1u) << r.out;
+  EXPECT_LE(JsonNumbers(r.out, "lower")[0], f42);
+  EXPECT_GE(JsonNumbers(r.out, "upper")[0], f42);
+  EXPECT_GE(JsonNumbers(r.out, "estimate")[0], f42 - 0.0001 * n);
+
+  r = Shell(server.Cli("heavy-hitters lat --support=0.05"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("  42  estimate="), std::string::npos) << r.out;
+
+  // Stop (SIGTERM: exit 0, snapshot written) and start again on the same data directory.
+  EXPECT_EQ(server.Stop(), 0);
+  Server again(dir_);
+  r = Shell(again.Cli("--json session get lat"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "count"), std::vector<double>{static_cast<double>(n)}) << r.out;
+  r = Shell(again.Cli("--json quantiles lat " + absl::StrJoin(phi_text, " ")));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "value"), got);
+  EXPECT_EQ(again.Stop(), 0);
+}
+
+TEST_F(EndToEnd, EveryBadInputGetsItsStatusAndChangesNothing) {
+  Server server(dir_, {"--max_message_bytes=1000000"});
+  ASSERT_EQ(Shell(server.Cli("session create s --type=numeric --summary=quantiles")).rc, 0);
+  ASSERT_EQ(Shell(server.Cli("session create k --type=keys --summary=lossy_counting:epsilon=0.01")).rc, 0);
+  {
+    std::ofstream(dir_ + "/ok.txt") << "1\n2\n3\n";
+    std::ofstream(dir_ + "/nan.txt") << "4\nnan\n5\n";
+    std::ofstream(dir_ + "/inf.txt") << "4\n-inf\n";
+    std::ofstream(dir_ + "/neg.txt") << "-1\n";
+    std::ofstream big(dir_ + "/big.txt");
+    for (int i = 0; i < 300000; ++i) big << i << ".5\n";
+  }
+  ASSERT_EQ(Shell(server.Cli("ingest s " + dir_ + "/ok.txt")).rc, 0);
+  auto count = [&](const std::string& name) {
+    RunResult r = Shell(server.Cli("--json session get " + name));
+    std::vector<double> c = JsonNumbers(r.out, "count");
+    return c.empty() ? -1.0 : c[0];
+  };
+  auto expect = [&](const std::string& args, const std::string& code) {
+    RunResult r = Shell(server.Cli(args));
+    EXPECT_NE(r.rc, 0) << args;
+    EXPECT_NE(r.out.find(code), std::string::npos) << args << "\n" << r.out;
+    return r.out;
+  };
+
+  expect("ingest s " + dir_ + "/nan.txt", "INVALID_ARGUMENT");
+  expect("ingest s " + dir_ + "/inf.txt", "INVALID_ARGUMENT");
+  EXPECT_EQ(count("s"), 3);
+  // A numeric batch sent to a keys session is refused by the server (the CLI itself refuses
+  // to parse non-integers for it, so speak a non-key directly).
+  expect("ingest k " + dir_ + "/neg.txt", "not an unsigned 64-bit key");
+  EXPECT_EQ(count("k"), 0);
+  expect("ingest nosuch " + dir_ + "/ok.txt", "NOT_FOUND");
+  expect("quantiles nosuch 0.5", "NOT_FOUND");
+  expect("session get nosuch", "NOT_FOUND");
+  expect("session delete nosuch", "NOT_FOUND");
+  expect("session create s --type=numeric --summary=quantiles", "ALREADY_EXISTS");
+  std::string msg = expect("session create e --summary=quantiles:epsilon=1.5", "INVALID_ARGUMENT");
+  EXPECT_NE(msg.find("epsilon must be in (0, 0.5]"), std::string::npos) << msg;
+  expect("session create e0 --summary=quantiles:epsilon=0", "INVALID_ARGUMENT");
+  expect("session create '' --summary=quantiles", "INVALID_ARGUMENT");
+  expect("session create 'bad name' --summary=quantiles", "INVALID_ARGUMENT");
+  expect("quantiles s 1.5", "INVALID_ARGUMENT");
+  expect("quantiles s -0.5", "INVALID_ARGUMENT");
+  expect("heavy-hitters k --support=0", "INVALID_ARGUMENT");
+  expect("heavy-hitters k --support=0.001", "INVALID_ARGUMENT");  // below epsilon: no guarantee
+  expect("freq s 1", "FAILED_PRECONDITION");                      // s keeps no frequency summary
+  expect("ingest s " + dir_ + "/big.txt --batch=300000", "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(count("s"), 3);
+  // Nothing above left a trace.
+  RunResult list = Shell(server.Cli("session list"));
+  EXPECT_EQ(list.rc, 0);
+  EXPECT_EQ(list.out.find("e0"), std::string::npos) << list.out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace

@@ -1,0 +1,505 @@
+// The GPU backend against the CPU, bit for bit (STYLE.md "Tests"; issue 4 "Correctness"):
+// sorted windows, histograms, rank samples, Count-Min / FCM tables, PBF bits, the pool.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "core/accelerator.h"
+#include "core/count_min.h"
+#include "core/fcm.h"
+#include "core/key_id.h"
+#include "core/ordered_bits.h"
+#include "core/pbf.h"
+#include "core/summary.h"
+#include "gpu/devices.h"
+#include "gpu/gpu_accelerator.h"
+#include "gpu/gpu_pool.h"
+#include "gpu/gpu_sketches.h"
+#include "gtest/gtest.h"
+
+namespace streamstats::gpu {
+namespace {
+
+#define REQUIRE_GPU()                                                                    \
+  do {                                                                                   \
+    if (VisibleDevices().empty()) {                                                      \
+      GTEST_SKIP() << "no CUDA device: GPU test skipped (run gpu_tests on an H100/H200)"; \
+    }                                                                                    \
+  } while (0)
+
+enum class Pattern { kRandom, kSorted, kReversed, kAllEqual, kFewDistinct, kExtremes };
+const Pattern kPatterns[] = {Pattern::kRandom,   Pattern::kSorted,      Pattern::kReversed,
+                             Pattern::kAllEqual, Pattern::kFewDistinct, Pattern::kExtremes};
+
+std::vector<uint64_t> MakeKeys(size_t n, Pattern p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> k(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (p) {
+      case Pattern::kRandom:
+        k[i] = rng();
+        break;
+      case Pattern::kSorted:
+        k[i] = i * 3;
+        break;
+      case Pattern::kReversed:
+        k[i] = (n - i) * 5;
+        break;
+      case Pattern::kAllEqual:
+        k[i] = 42;
+        break;
+      case Pattern::kFewDistinct:
+        k[i] = rng() % 7;
+        break;
+      case Pattern::kExtremes:  // the sentinel value itself, 0 and doubles' ordered bits
+        k[i] = rng() % 3 == 0 ? ~uint64_t{0}
+               : rng() % 2    ? 0
+                              : core::ToOrderedBits(static_cast<double>(
+                                    static_cast<int64_t>(rng() % 2001) - 1000) / 7.0);
+        break;
+    }
+  }
+  return k;
+}
+
+std::vector<uint64_t> MakeWeights(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> w(n);
+  for (auto& x : w) x = 1 + rng() % 9;
+  return w;
+}
+
+GpuAccelerator* Gpu() {
+  static GpuAccelerator* acc = [] {
+    auto a = GpuAccelerator::Create(0);
+    return a.ok() ? a->release() : nullptr;
+  }();
+  return acc;
+}
+
+const size_t kSizes[] = {1, 2, 31, 33, 1000, 4096, 4097, (size_t{1} << 16) + 3, size_t{1} << 20};
+
+TEST(GpuSort, SortWindowEqualsCpuOnAdversarialInputs) {
+  REQUIRE_GPU();
+  ASSERT_NE(Gpu(), nullptr);
+  for (size_t n : kSizes) {
+    for (Pattern p : kPatterns) {
+      for (bool weighted : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("n=", n, " pattern=", static_cast<int>(p),
+                                  " weighted=", weighted));
+        std::vector<uint64_t> k = MakeKeys(n, p, n * 31 + static_cast<int>(p));
+        std::vector<uint64_t> w = weighted ? MakeWeights(n, n) : std::vector<uint64_t>{};
+        std::vector<uint64_t> ck = k, cw = w;
+        ASSERT_TRUE(core::CpuAcceleratorInstance()->SortWindow(absl::MakeSpan(ck),
+                                                               absl::MakeSpan(cw)).ok());
+        ASSERT_TRUE(Gpu()->SortWindow(absl::MakeSpan(k), absl::MakeSpan(w)).ok());
+        ASSERT_EQ(k, ck);
+        ASSERT_EQ(w, cw);
+      }
+    }
+  }
+}
+
+TEST(GpuSort, LargeWindowsEqualCpu) {
+  REQUIRE_GPU();
+  for (size_t n : {size_t{3} << 20, (size_t{1} << 22) + 12345}) {
+    std::vector<uint64_t> k = MakeKeys(n, Pattern::kRandom, n);
+    std::vector<uint64_t> w = MakeWeights(n, 7);
+    for (auto& x : k) x %= 100000;  // many ties, so the weights' stable order matters
+    std::vector<uint64_t> ck = k, cw = w;
+    ASSERT_TRUE(core::CpuAcceleratorInstance()->SortWindow(absl::MakeSpan(ck),
+                                                           absl::MakeSpan(cw)).ok());
+    ASSERT_TRUE(Gpu()->SortWindow(absl::MakeSpan(k), absl::MakeSpan(w)).ok());
+    ASSERT_EQ(k, ck);
+    ASSERT_EQ(w, cw);
+  }
+}
+
+TEST(GpuSort, DoublesThroughOrderedBitsSortNumerically) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal(0, 1e6);
+  std::vector<double> v(100000);
+  for (auto& x : v) x = normal(rng);
+  v[0] = -0.0;
+  v[1] = 0.0;
+  v[2] = std::numeric_limits<double>::infinity();
+  v[3] = -std::numeric_limits<double>::infinity();
+  v[4] = std::numeric_limits<double>::denorm_min();
+  std::vector<uint64_t> k;
+  for (double x : v) k.push_back(core::ToOrderedBits(x));
+  ASSERT_TRUE(Gpu()->SortWindow(absl::MakeSpan(k), {}).ok());
+  std::sort(v.begin(), v.end());
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(core::FromOrderedBits(k[i]), v[i]) << i;
+}
+
+TEST(GpuSort, SegmentsOfMixedSizesSortInOneCallLikeTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<size_t> offsets{17};  // keys before the first offset stay untouched
+    const size_t fixed[] = {0, 1, 2, 31, 32, 33, 1000, 4095, 4096, 4097, 70000, 300000};
+    for (size_t s : fixed) offsets.push_back(offsets.back() + s);
+    for (int i = 0; i < 2000; ++i) {
+      const size_t size = rng() % 4 == 0 ? rng() % 20000 : rng() % 600;
+      offsets.push_back(offsets.back() + size);
+    }
+    std::shuffle(offsets.begin() + 1, offsets.end(), rng);
+    std::sort(offsets.begin(), offsets.end());
+    const size_t n = offsets.back() + 5;
+    std::vector<uint64_t> k =
+        MakeKeys(n, round == 0 ? Pattern::kRandom : round == 1 ? Pattern::kFewDistinct
+                                                               : Pattern::kReversed, round);
+    std::vector<uint64_t> ck = k;
+    ASSERT_TRUE(core::CpuAcceleratorInstance()->SortSegments(absl::MakeSpan(ck), offsets).ok());
+    ASSERT_TRUE(Gpu()->SortSegments(absl::MakeSpan(k), offsets).ok());
+    ASSERT_EQ(k, ck);
+    // And with weights, through the pool's entry point.
+    std::vector<uint64_t> k2 = MakeKeys(n, Pattern::kFewDistinct, 99 + round);
+    std::vector<uint64_t> w2 = MakeWeights(n, round);
+    std::vector<uint64_t> ck2 = k2, cw2 = w2;
+    for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+      const size_t b = offsets[s], len = offsets[s + 1] - offsets[s];
+      ASSERT_TRUE(core::CpuAcceleratorInstance()
+                      ->SortWindow(absl::MakeSpan(ck2).subspan(b, len),
+                                   absl::MakeSpan(cw2).subspan(b, len))
+                      .ok());
+    }
+    ASSERT_TRUE(
+        Gpu()->SortSegmentsWeighted(absl::MakeSpan(k2), absl::MakeSpan(w2), offsets).ok());
+    ASSERT_EQ(k2, ck2);
+    ASSERT_EQ(w2, cw2);
+  }
+}
+
+TEST(GpuSort, HistogramAndRankSampleEqualCpu) {
+  REQUIRE_GPU();
+  for (size_t n : kSizes) {
+    for (Pattern p : kPatterns) {
+      for (bool weighted : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("n=", n, " pattern=", static_cast<int>(p),
+                                  " weighted=", weighted));
+        const std::vector<uint64_t> k0 = MakeKeys(n, p, n + 3);
+        const std::vector<uint64_t> w0 =
+            weighted ? MakeWeights(n, n + 1) : std::vector<uint64_t>{};
+        std::vector<core::HistogramEntry> ch, gh;
+        std::vector<uint64_t> k = k0, w = w0;
+        ASSERT_TRUE(core::CpuAcceleratorInstance()
+                        ->Histogram(absl::MakeSpan(k), absl::MakeSpan(w), &ch)
+                        .ok());
+        k = k0;
+        w = w0;
+        ASSERT_TRUE(Gpu()->Histogram(absl::MakeSpan(k), absl::MakeSpan(w), &gh).ok());
+        ASSERT_EQ(gh.size(), ch.size());
+        for (size_t i = 0; i < ch.size(); ++i) {
+          ASSERT_EQ(gh[i].key, ch[i].key);
+          ASSERT_EQ(gh[i].count, ch[i].count);
+        }
+        for (uint64_t step : {uint64_t{1}, uint64_t{3}, uint64_t{1000}}) {
+          std::vector<core::RankSampleEntry> cs, gs;
+          k = k0;
+          w = w0;
+          ASSERT_TRUE(core::CpuAcceleratorInstance()
+                          ->RankSample(absl::MakeSpan(k), absl::MakeSpan(w), step, &cs)
+                          .ok());
+          k = k0;
+          w = w0;
+          ASSERT_TRUE(Gpu()->RankSample(absl::MakeSpan(k), absl::MakeSpan(w), step, &gs).ok());
+          ASSERT_EQ(gs.size(), cs.size()) << "step=" << step;
+          for (size_t i = 0; i < cs.size(); ++i) {
+            ASSERT_EQ(gs[i].key, cs[i].key);
+            ASSERT_EQ(gs[i].rank, cs[i].rank);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- sketches ----
+
+std::vector<uint64_t> ZipfIds(size_t n, double s, uint64_t universe, uint64_t seed) {
+  std::vector<double> cdf(universe);
+  double sum = 0;
+  for (uint64_t i = 0; i < universe; ++i) cdf[i] = (sum += 1.0 / std::pow(double(i + 1), s));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, sum);
+  std::vector<uint64_t> ids(n);
+  for (auto& id : ids) {
+    const uint64_t r = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+    id = core::Mix64(r + 1);  // spread ranks over 64-bit ids
+  }
+  return ids;
+}
+
+core::Batch U64Batch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+  core::Batch b;
+  b.kind = core::ValueKind::kUint64;
+  b.keys = ids;
+  b.weights = weights;
+  return b;
+}
+
+TEST(GpuCountMin, TableEqualsCpuForUniformZipfWeightedAndAggregatedBatches) {
+  REQUIRE_GPU();
+  for (double delta : {0.01, 1e-7}) {
+    core::CountMinOptions o;
+    o.epsilon = 0.001;
+    o.delta = delta;
+    core::CountMin cpu(o, core::ValueKind::kUint64, nullptr);
+    auto gpu = GpuCountMin::Create(o, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::mt19937_64 rng(1);
+    for (int b = 0; b < 6; ++b) {
+      std::vector<uint64_t> ids = b % 2 ? ZipfIds(200000, 1.1, 100000, b) : MakeKeys(300000, Pattern::kRandom, b);
+      std::vector<uint64_t> w = b >= 4 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+      ASSERT_TRUE(cpu.Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*gpu)->Update(ids, w, /*aggregate=*/b % 3 == 1).ok());
+    }
+    std::vector<uint64_t> table;
+    ASSERT_TRUE((*gpu)->Download(&table).ok());
+    ASSERT_EQ(table, cpu.table());
+    EXPECT_EQ((*gpu)->count(), cpu.count());
+    std::vector<uint64_t> q = MakeKeys(5000, Pattern::kRandom, 77);
+    std::vector<uint64_t> zq = ZipfIds(5000, 1.1, 100000, 3);
+    q.insert(q.end(), zq.begin(), zq.end());
+    std::vector<uint64_t> est;
+    ASSERT_TRUE((*gpu)->Query(q, &est).ok());
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(est[i], cpu.EstimateId(q[i])) << i;
+  }
+}
+
+TEST(GpuCountMin, ConservativeBatchUpdateEqualsItsHostReferenceAndKeepsTheBounds) {
+  REQUIRE_GPU();
+  core::CountMinOptions o;
+  o.epsilon = 0.002;
+  o.delta = 0.01;
+  o.conservative = true;
+  auto gpu = GpuCountMin::Create(o, 0);
+  ASSERT_TRUE(gpu.ok());
+  core::CountMinOptions plain_o = o;
+  plain_o.conservative = false;
+  core::CountMin plain(plain_o, core::ValueKind::kUint64, nullptr);
+  core::CountMin sequential(o, core::ValueKind::kUint64, nullptr);
+  std::vector<uint64_t> ref(o.Depth() * o.Width(), 0);
+  std::vector<uint64_t> all;
+  for (int b = 0; b < 5; ++b) {
+    std::vector<uint64_t> ids = ZipfIds(100000, 1.1, 50000, 10 + b);
+    std::vector<uint64_t> w = b == 4 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+    ASSERT_TRUE((*gpu)->Update(ids, w).ok());
+    ConservativeBatchReference(o, ids, w, &ref);
+    ASSERT_TRUE(plain.Update(U64Batch(ids, w)).ok());
+    ASSERT_TRUE(sequential.Update(U64Batch(ids, w)).ok());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (uint64_t r = 0; r < (w.empty() ? 1 : w[i]); ++r) all.push_back(ids[i]);
+    }
+  }
+  std::vector<uint64_t> table;
+  ASSERT_TRUE((*gpu)->Download(&table).ok());
+  ASSERT_EQ(table, ref);
+  for (size_t i = 0; i < table.size(); ++i) ASSERT_LE(table[i], plain.table()[i]);
+  absl::flat_hash_map<uint64_t, uint64_t> exact;
+  for (uint64_t id : all) ++exact[id];
+  std::vector<uint64_t> q;
+  for (const auto& [id, f] : exact) q.push_back(id);
+  std::vector<uint64_t> est;
+  ASSERT_TRUE((*gpu)->Query(q, &est).ok());
+  double err_batch = 0, err_seq = 0, err_plain = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    ASSERT_GE(est[i], exact[q[i]]);
+    err_batch += est[i] - exact[q[i]];
+    err_seq += sequential.EstimateId(q[i]) - exact[q[i]];
+    err_plain += plain.EstimateId(q[i]) - exact[q[i]];
+  }
+  std::cout << "[ conservative ] mean overestimate over " << q.size()
+            << " keys: plain " << err_plain / q.size() << ", sequential conservative (CPU) "
+            << err_seq / q.size() << ", batch conservative (GPU) " << err_batch / q.size()
+            << "\n";
+}
+
+TEST(GpuFcm, PerItemPhaseTableEqualsCpuAndPerBatchPhaseKeepsTheBound) {
+  REQUIRE_GPU();
+  core::FcmOptions o;
+  o.epsilon = 0.001;
+  o.delta = 0.001;
+  core::Fcm cpu(o, core::ValueKind::kUint64, nullptr);
+  auto per_item = GpuFcm::Create(o, 0, FcmPhaseMode::kPerItem);
+  auto per_batch = GpuFcm::Create(o, 0, FcmPhaseMode::kPerBatch);
+  ASSERT_TRUE(per_item.ok() && per_batch.ok());
+  absl::flat_hash_map<uint64_t, uint64_t> exact;
+  for (int b = 0; b < 6; ++b) {
+    std::vector<uint64_t> ids = ZipfIds(100000, 1.1, 100000, 20 + b);
+    std::vector<uint64_t> w = b == 5 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+    ASSERT_TRUE(cpu.Update(U64Batch(ids, w)).ok());
+    ASSERT_TRUE((*per_item)->Update(ids, w).ok());
+    ASSERT_TRUE((*per_batch)->Update(ids, w).ok());
+    for (size_t i = 0; i < ids.size(); ++i) exact[ids[i]] += w.empty() ? 1 : w[i];
+  }
+  std::vector<uint64_t> table;
+  ASSERT_TRUE((*per_item)->Download(&table).ok());
+  ASSERT_EQ(table, cpu.table());
+  std::vector<uint64_t> q;
+  for (const auto& [id, f] : exact) q.push_back(id);
+  std::vector<uint64_t> e_item, e_batch;
+  ASSERT_TRUE((*per_item)->Query(q, &e_item).ok());
+  ASSERT_TRUE((*per_batch)->Query(q, &e_batch).ok());
+  double err_cpu = 0, err_batch = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    ASSERT_EQ(e_item[i], cpu.EstimateId(q[i]));
+    ASSERT_GE(e_batch[i], exact[q[i]]);
+    err_cpu += e_item[i] - exact[q[i]];
+    err_batch += e_batch[i] - exact[q[i]];
+  }
+  std::cout << "[ fcm phase ] mean overestimate over " << q.size()
+            << " keys (Zipf 1.1, 6 batches of 1e5): per-item phase (= CPU) " << err_cpu / q.size()
+            << ", per-batch phase (GPU) " << err_batch / q.size() << "\n";
+}
+
+TEST(GpuPbf, BitsAndSetPositionsEqualCpu) {
+  REQUIRE_GPU();
+  for (int c = 0; c < 2; ++c) {
+    core::PbfOptions o;
+    if (c == 0) {  // seed 002 Table 1, case 1
+      o.m = 58466;
+      o.k = 200;
+      o.p = 0.0308;
+    } else {
+      o.expected_keys = 100000;
+      o.threshold = 100;
+    }
+    core::Pbf cpu(o, core::ValueKind::kUint64, nullptr);
+    auto gpu = GpuPbf::Create(o, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::vector<uint64_t> q;
+    for (int b = 0; b < 4; ++b) {
+      std::vector<uint64_t> ids = ZipfIds(50000, 1.1, 20000, 30 + b);
+      std::vector<uint64_t> w = b == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+      ASSERT_TRUE(cpu.Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*gpu)->Insert(ids, w).ok());
+      q.insert(q.end(), ids.begin(), ids.begin() + 1000);
+    }
+    std::vector<uint64_t> words;
+    ASSERT_TRUE((*gpu)->Download(&words).ok());
+    ASSERT_EQ(words, cpu.words());
+    EXPECT_EQ((*gpu)->count(), cpu.count());
+    auto bits = (*gpu)->SetBits();
+    ASSERT_TRUE(bits.ok());
+    EXPECT_EQ(static_cast<double>(*bits) / cpu.parameters().m, cpu.fill());
+    std::vector<uint64_t> extra = MakeKeys(1000, Pattern::kRandom, 4);
+    q.insert(q.end(), extra.begin(), extra.end());
+    std::vector<uint64_t> y;
+    ASSERT_TRUE((*gpu)->SetPositions(q, &y).ok());
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(y[i], cpu.SetPositions(q[i])) << i;
+  }
+}
+
+TEST(GpuHash, StringIdsEqualCpu) {
+  REQUIRE_GPU();
+  std::vector<std::string> s = {"", "a", "hello", "exactly8", "nine char", std::string(1000, 'x')};
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5000; ++i) {
+    std::string t(rng() % 60, ' ');
+    for (char& ch : t) ch = static_cast<char>(rng());
+    s.push_back(t);
+  }
+  std::vector<uint64_t> ids;
+  ASSERT_TRUE(HashStringsOnDevice(0, s, &ids).ok());
+  for (size_t i = 0; i < s.size(); ++i) ASSERT_EQ(ids[i], core::StringKeyId(s[i])) << i;
+}
+
+// ---- the pool ----
+
+TEST(GpuPool, ManyConcurrentSessionsGetCpuEqualWindows) {
+  REQUIRE_GPU();
+  GpuPoolOptions po;
+  po.cpu_threshold = 64;
+  po.alone_threshold = size_t{1} << 18;
+  auto pool = GpuPool::Create(po);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 20; ++i) {
+        const size_t n = i % 10 == 9 ? 300000 : 10 + rng() % 20000;
+        std::vector<uint64_t> k = MakeKeys(n, i % 2 ? Pattern::kRandom : Pattern::kFewDistinct,
+                                           t * 100 + i);
+        std::vector<uint64_t> w = i % 3 == 0 ? MakeWeights(n, i) : std::vector<uint64_t>{};
+        std::vector<uint64_t> ck = k, cw = w;
+        core::CpuAcceleratorInstance()->SortWindow(absl::MakeSpan(ck), absl::MakeSpan(cw))
+            .IgnoreError();
+        if (!(*pool)->SortWindow(absl::MakeSpan(k), absl::MakeSpan(w)).ok() || k != ck ||
+            w != cw) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  const GpuPoolStats s = (*pool)->stats();
+  std::cout << "[ pool ] " << (*pool)->name() << ": gpu windows " << s.gpu_windows
+            << ", cpu windows " << s.cpu_windows << ", launches " << s.launches
+            << ", fallbacks " << s.fallbacks << "\n";
+  EXPECT_LT(s.launches, s.gpu_windows);  // small windows shared launches
+  EXPECT_EQ(s.fallbacks, 0u);
+}
+
+TEST(GpuPool, DeviceFailuresFallBackToTheCpuAndAreCounted) {
+  REQUIRE_GPU();
+  GpuPoolOptions po;
+  po.cpu_threshold = 16;
+  auto pool = GpuPool::Create(po);
+  ASSERT_TRUE(pool.ok());
+  (*pool)->InjectFailuresForTesting(3);
+  for (int i = 0; i < 5; ++i) {
+    std::vector<uint64_t> k = MakeKeys(5000, Pattern::kRandom, i), ck = k;
+    std::vector<uint64_t> w = MakeWeights(5000, i), cw = w;
+    ASSERT_TRUE((*pool)->SortWindow(absl::MakeSpan(k), absl::MakeSpan(w)).ok());
+    ASSERT_TRUE(core::CpuAcceleratorInstance()->SortWindow(absl::MakeSpan(ck),
+                                                           absl::MakeSpan(cw)).ok());
+    ASSERT_EQ(k, ck);
+    ASSERT_EQ(w, cw);
+  }
+  EXPECT_EQ((*pool)->stats().fallbacks, 3u);
+}
+
+TEST(GpuPool, SummariesBuiltThroughThePoolEqualCpuBuiltOnes) {
+  REQUIRE_GPU();
+  GpuPoolOptions po;
+  po.cpu_threshold = 0;
+  po.alone_threshold = 3000;  // some windows batched, some alone (device histogram/sample)
+  auto pool = GpuPool::Create(po);
+  ASSERT_TRUE(pool.ok());
+  for (core::SummaryKind kind : {core::SummaryKind::kQuantiles, core::SummaryKind::kLossyCounting}) {
+    core::SummaryOptions so;
+    so.kind = kind;
+    so.quantiles.epsilon = 0.001;
+    so.quantiles.window_items = 4096;
+    so.lossy_counting.epsilon = 0.0005;
+    so.lossy_counting.window_items = 4096;
+    auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+    auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+    ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << gpu.status();
+    for (int b = 0; b < 20; ++b) {
+      std::vector<uint64_t> ids = ZipfIds(3000 + 500 * b, 1.1, 5000, b);
+      std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+      ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
+    }
+    EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize()) << "kind " << static_cast<int>(kind);
+  }
+  EXPECT_GT((*pool)->stats().gpu_windows, 0u);
+}
+
+}  // namespace
+}  // namespace streamstats::gpu

@@ -1,0 +1,240 @@
+// Server logic without a network: the session registry, batch validation, query routing,
+// snapshots. The service class only converts; these are the rules it converts.
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+#include "client/spec_parser.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "server/session_manager.h"
+
+namespace streamstats::server {
+namespace {
+
+using absl::StatusCode;
+
+SessionConfig Config(const std::string& name, const std::vector<std::string>& summaries,
+                     v1::ValueKind kind = v1::VALUE_KIND_NUMERIC) {
+  v1::SessionSpec spec;
+  spec.set_name(name);
+  spec.set_value_kind(kind);
+  for (const std::string& s : summaries) *spec.add_summaries() = *client::ParseSummarySpec(s);
+  auto config = ConfigFromSpec(spec);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+core::Batch Values(const std::vector<double>& v) {
+  core::Batch b;
+  b.kind = core::ValueKind::kNumeric;
+  b.values = v;
+  return b;
+}
+
+TEST(SessionManager, CreatesFindsListsAndDeletesWithinATenant) {
+  SessionManager m({});
+  ASSERT_TRUE(m.Create("default", Config("a", {"quantiles"})).ok());
+  ASSERT_TRUE(m.Create("default", Config("b", {"lossy_counting"})).ok());
+  ASSERT_TRUE(m.Create("other", Config("a", {"quantiles"})).ok());
+  EXPECT_EQ(m.List("default").size(), 2u);
+  EXPECT_EQ(m.List("other").size(), 1u);
+  EXPECT_EQ(m.Create("default", Config("a", {"quantiles"})).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_TRUE(m.Get("default", "b").ok());
+  EXPECT_EQ(m.Get("other", "b").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(m.Delete("default", "a").ok());
+  EXPECT_EQ(m.Delete("default", "a").code(), StatusCode::kNotFound);
+  EXPECT_EQ(m.Get("default", "a").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(m.Get("other", "a").ok());
+}
+
+TEST(SessionSpec, BadSpecsAreInvalidArgumentWithAMessage) {
+  auto bad = [](v1::SessionSpec spec) {
+    auto c = ConfigFromSpec(spec);
+    if (!c.ok()) return c.status();
+    return Session::Create(*c, nullptr).status();
+  };
+  v1::SessionSpec ok;
+  ok.set_name("fine");
+  ok.set_value_kind(v1::VALUE_KIND_NUMERIC);
+  ok.add_summaries()->mutable_quantiles();
+  EXPECT_TRUE(bad(ok).ok());
+
+  for (const char* name : {"", "has space", "slash/y", "..", std::string(129, 'x').c_str()}) {
+    v1::SessionSpec s = ok;
+    s.set_name(name);
+    EXPECT_EQ(bad(s).code(), StatusCode::kInvalidArgument) << name;
+  }
+  for (double eps : {0.0, -0.1, 0.51, 1.5, std::nan("")}) {
+    v1::SessionSpec s = ok;
+    s.mutable_summaries(0)->mutable_quantiles()->set_epsilon(eps);
+    absl::Status st = bad(s);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << eps;
+    EXPECT_NE(st.message().find("epsilon"), absl::string_view::npos) << st;
+  }
+  v1::SessionSpec none = ok;
+  none.clear_summaries();
+  EXPECT_EQ(bad(none).code(), StatusCode::kInvalidArgument);
+  v1::SessionSpec twice = ok;
+  twice.add_summaries()->mutable_quantiles();
+  EXPECT_EQ(bad(twice).code(), StatusCode::kInvalidArgument);
+  v1::SessionSpec no_kind = ok;
+  no_kind.set_value_kind(v1::VALUE_KIND_UNSPECIFIED);
+  EXPECT_EQ(bad(no_kind).code(), StatusCode::kInvalidArgument);
+  v1::SessionSpec string_quantiles = ok;
+  string_quantiles.set_value_kind(v1::VALUE_KIND_STRING);
+  EXPECT_EQ(bad(string_quantiles).code(), StatusCode::kInvalidArgument);
+  v1::SessionSpec empty_summary = ok;
+  empty_summary.add_summaries();
+  EXPECT_EQ(bad(empty_summary).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Session, ABatchHoldingNanOrInfIsRejectedWholeAndChangesNothing) {
+  auto s = *Session::Create(Config("x", {"quantiles", "lossy_counting"}), nullptr);
+  ASSERT_TRUE(s->Ingest(Values({1, 2, 3}), "", 1).ok());
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(),
+                     -std::numeric_limits<double>::infinity()}) {
+    absl::Status st = s->Ingest(Values({4, 5, bad, 6}), "", 2);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s->count(), 3u);
+  }
+  EXPECT_EQ(s->Stats().batches, 1u);
+}
+
+TEST(Session, KeysSentToANumericSessionAndValuesToAKeysSessionAreRejected) {
+  auto numeric = *Session::Create(Config("n", {"quantiles"}), nullptr);
+  auto keys = *Session::Create(Config("k", {"lossy_counting"}, v1::VALUE_KIND_UINT64), nullptr);
+  std::vector<uint64_t> k = {1, 2};
+  core::Batch kb;
+  kb.kind = core::ValueKind::kUint64;
+  kb.keys = k;
+  EXPECT_EQ(numeric->Ingest(kb, "", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(keys->Ingest(Values({1.0}), "", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(numeric->count(), 0u);
+  EXPECT_EQ(keys->count(), 0u);
+  EXPECT_TRUE(keys->Ingest(kb, "", 1).ok());
+}
+
+TEST(Session, WeightsMustBeOnePerItemAndPositive) {
+  auto s = *Session::Create(Config("w", {"quantiles"}), nullptr);
+  std::vector<double> v = {1, 2};
+  std::vector<uint64_t> w1 = {1};
+  std::vector<uint64_t> w0 = {1, 0};
+  core::Batch b = Values(v);
+  b.weights = w1;
+  EXPECT_EQ(s->Ingest(b, "", 1).code(), StatusCode::kInvalidArgument);
+  b.weights = w0;
+  EXPECT_EQ(s->Ingest(b, "", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->count(), 0u);
+}
+
+TEST(Session, QuestionsGoToTheSummaryThatAnswersThem) {
+  auto s = *Session::Create(Config("q", {"quantiles:epsilon=0.01"}), nullptr);
+  std::vector<double> v;
+  for (int i = 1; i <= 1000; ++i) v.push_back(i);
+  ASSERT_TRUE(s->Ingest(Values(v), "", 1).ok());
+  auto q = s->Quantiles(std::vector<double>{0.5});
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->count, 1000u);
+  EXPECT_NEAR(q->answers[0].value, 500, 10);
+  EXPECT_EQ(s->Quantiles(std::vector<double>{1.5}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Quantiles(std::vector<double>{-0.1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Quantiles(std::vector<double>{std::nan("")}).status().code(),
+            StatusCode::kInvalidArgument);
+  core::Keys keys;
+  keys.kind = core::ValueKind::kNumeric;
+  std::vector<double> k = {5};
+  keys.values = k;
+  EXPECT_EQ(s->Frequencies(keys, "").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->HeavyHitters(0.1, "").status().code(), StatusCode::kFailedPrecondition);
+
+  auto f = *Session::Create(Config("f", {"lossy_counting:epsilon=0.01"}), nullptr);
+  EXPECT_EQ(f->Quantiles(std::vector<double>{0.5}).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(f->Ingest(Values(v), "", 1).ok());
+  auto fr = f->Frequencies(keys, "");
+  ASSERT_TRUE(fr.ok()) << fr.status();
+  ASSERT_EQ(fr->results.size(), 1u);
+  EXPECT_LE(fr->results[0].answers[0].lower, 1u);
+  EXPECT_GE(fr->results[0].answers[0].upper, 1u);
+}
+
+TEST(Session, AProducerSequenceIsAppliedOnce) {
+  auto s = *Session::Create(Config("p", {"quantiles"}), nullptr);
+  bool dup = false;
+  ASSERT_TRUE(s->Ingest(Values({1, 2}), "prod", 1, &dup).ok());
+  EXPECT_FALSE(dup);
+  ASSERT_TRUE(s->Ingest(Values({1, 2}), "prod", 1, &dup).ok());
+  EXPECT_TRUE(dup);
+  ASSERT_TRUE(s->Ingest(Values({3}), "prod", 2, &dup).ok());
+  EXPECT_EQ(s->count(), 3u);
+}
+
+TEST(SessionManager, SnapshotsRestoreEverySessionWithTheSameAnswers) {
+  const std::string dir = ::testing::TempDir() + "/streamstats_snapshot_test";
+  std::filesystem::remove_all(dir);
+  std::vector<double> v;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(10, 3);
+  for (int i = 0; i < 200000; ++i) v.push_back(normal(rng));
+  std::vector<double> phis = {0, 0.1, 0.5, 0.99, 1};
+  std::vector<core::QuantileAnswer> before;
+  {
+    SessionManager m({.data_dir = dir});
+    auto s = *m.Create("default", Config("lat", {"quantiles:epsilon=0.001", "lossy_counting"}));
+    ASSERT_TRUE(s->Ingest(Values(v), "", 1).ok());
+    before = s->Quantiles(phis)->answers;
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  SessionManager restored({.data_dir = dir});
+  ASSERT_TRUE(restored.LoadAll(ConfigFromSpecBytes).ok());
+  auto s = restored.Get("default", "lat");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->count(), v.size());
+  auto after = (*s)->Quantiles(phis)->answers;
+  for (size_t i = 0; i < phis.size(); ++i) {
+    EXPECT_EQ(after[i].value, before[i].value);
+    EXPECT_EQ(after[i].rank_lower, before[i].rank_lower);
+  }
+  // Deleting removes the data too.
+  ASSERT_TRUE(restored.Delete("default", "lat").ok());
+  SessionManager again({.data_dir = dir});
+  ASSERT_TRUE(again.LoadAll(ConfigFromSpecBytes).ok());
+  EXPECT_EQ(again.size(), 0u);
+}
+
+TEST(SessionManager, ACorruptSnapshotStopsTheLoadWithTheFileNamed) {
+  const std::string dir = ::testing::TempDir() + "/streamstats_corrupt_test";
+  std::filesystem::remove_all(dir);
+  {
+    SessionManager m({.data_dir = dir});
+    auto s = *m.Create("default", Config("c", {"quantiles"}));
+    ASSERT_TRUE(s->Ingest(Values({1, 2, 3}), "", 1).ok());
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  const std::string path = dir + "/sessions/default/c.snapshot";
+  std::string bytes = *ReadFile(path);
+  bytes[bytes.size() / 2] ^= 0x40;
+  ASSERT_TRUE(WriteFileDurably(path, bytes).ok());
+  SessionManager m({.data_dir = dir});
+  absl::Status st = m.LoadAll(ConfigFromSpecBytes);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("c.snapshot"), absl::string_view::npos) << st;
+}
+
+TEST(SpecParser, ParsesTheCliFormsAndRejectsUnknownParameters) {
+  auto q = client::ParseSummarySpec("quantiles:epsilon=0.001,window=4096");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->quantiles().epsilon(), 0.001);
+  EXPECT_EQ(q->quantiles().window_items(), 4096u);
+  EXPECT_TRUE(client::ParseSummarySpec("lossy_counting").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("quantiles:eps=0.1").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("quantiles:epsilon=abc").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("quantiles:epsilon").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("tdigest").ok());
+  EXPECT_FALSE(client::ParseValueKind("floats").ok());
+}
+
+}  // namespace
+}  // namespace streamstats::server
