@@ -34,7 +34,11 @@ constexpr char kUsage[] =
     "usage: streamstats [--server=ADDR] [--json] [--timeout=SECONDS] COMMAND ...\n"
     "  session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...] [--summary=...]\n"
     "                      [--backend=auto|cpu|gpu]\n"
+    "                      [--partitions=P --partitioning=block|hash [--groups=G]]\n"
     "      KIND: quantiles[:epsilon=E,window=W]  lossy_counting[:epsilon=E,window=W]\n"
+    "            count_min[:epsilon=E,delta=D,conservative=true,candidates=C]\n"
+    "            fcm[:epsilon=E,delta=D,dh=H,dl=L,k=K,conservative=true]  misra_gries[:k=K]\n"
+    "            pbf:keys=N,threshold=F | pbf:m=BITS,k=K,p=P\n"
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
     "  quantiles NAME PHI...\n"
@@ -123,6 +127,21 @@ int SessionCommand(Client& client, const Args& args, bool json) {
       *spec.add_summaries() = *summary;
     }
     if (spec.summaries().empty()) return Usage("session create needs at least one --summary");
+    if (args.Has("partitions")) {
+      uint32_t partitions = 0, groups = 0;
+      if (!absl::SimpleAtoi(args.Get("partitions"), &partitions) || partitions == 0) {
+        return Usage("--partitions must be a positive integer");
+      }
+      const std::string scheme = args.Get("partitioning", "block");
+      if (scheme != "block" && scheme != "hash") return Usage("--partitioning must be block or hash");
+      if (args.Has("groups") && !absl::SimpleAtoi(args.Get("groups"), &groups)) {
+        return Usage("--groups must be a positive integer");
+      }
+      v1::Partitioning* p = spec.mutable_partitioning();
+      p->set_partitions(partitions);
+      p->set_scheme(scheme == "hash" ? v1::Partitioning::SCHEME_HASH : v1::Partitioning::SCHEME_BLOCK);
+      p->set_groups(groups);
+    }
     auto r = client.CreateSession(spec);
     if (!r.ok()) return Fail(r.status());
     json ? PrintJson(*r) : PrintSession(*r);

@@ -57,6 +57,20 @@ class Taker {
     params_.erase(it);
     return absl::OkStatus();
   }
+  absl::Status Bool(const std::string& name, bool* out) {
+    auto it = params_.find(name);
+    if (it == params_.end()) return absl::OkStatus();
+    if (it->second == "true" || it->second == "1") {
+      *out = true;
+    } else if (it->second == "false" || it->second == "0") {
+      *out = false;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind_, ": ", name, " must be true or false, got '", it->second, "'"));
+    }
+    params_.erase(it);
+    return absl::OkStatus();
+  }
   absl::Status Done(absl::string_view allowed) {
     if (params_.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(kind_, ": unknown parameter '",
@@ -117,8 +131,78 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
     spec.mutable_lossy_counting()->set_window_items(window);
     return spec;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown summary '", kind, "' (known: quantiles, lossy_counting)"));
+#define TAKE(expr) \
+  if (absl::Status st = (expr); !st.ok()) return st
+  if (kind == "count_min") {
+    v1::CountMinSpec* c = spec.mutable_count_min();
+    double epsilon = 0, delta = 0;
+    bool has_epsilon, has_delta, conservative = false;
+    uint64_t capacity = 0;
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Double("delta", &delta, &has_delta));
+    TAKE(take.Bool("conservative", &conservative));
+    TAKE(take.Uint("candidates", &capacity));
+    TAKE(take.Done("epsilon, delta, conservative, candidates"));
+    if (has_epsilon) c->set_epsilon(epsilon);
+    if (has_delta) c->set_delta(delta);
+    c->set_conservative(conservative);
+    c->set_heavy_hitter_capacity(capacity);
+    return spec;
+  }
+  if (kind == "fcm") {
+    v1::FcmSpec* f = spec.mutable_fcm();
+    double epsilon = 0, delta = 0;
+    bool has_epsilon, has_delta, conservative = false;
+    uint64_t dh = 0, dl = 0, k = 0, capacity = 0;
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Double("delta", &delta, &has_delta));
+    TAKE(take.Uint("dh", &dh));
+    TAKE(take.Uint("dl", &dl));
+    TAKE(take.Uint("k", &k));
+    TAKE(take.Bool("conservative", &conservative));
+    TAKE(take.Uint("candidates", &capacity));
+    TAKE(take.Done("epsilon, delta, dh, dl, k, conservative, candidates"));
+    if (has_epsilon) f->set_epsilon(epsilon);
+    if (has_delta) f->set_delta(delta);
+    f->set_dh(dh);
+    f->set_dl(dl);
+    f->set_k(k);
+    f->set_conservative(conservative);
+    f->set_heavy_hitter_capacity(capacity);
+    return spec;
+  }
+  if (kind == "misra_gries") {
+    uint64_t k = 0;
+    TAKE(take.Uint("k", &k));
+    TAKE(take.Done("k"));
+    if (k == 0 && text.find("k=") != absl::string_view::npos) {
+      return absl::InvalidArgumentError("misra_gries: k must be at least 1");
+    }
+    spec.mutable_misra_gries()->set_k(k);
+    return spec;
+  }
+  if (kind == "pbf") {
+    v1::PbfSpec* b = spec.mutable_pbf();
+    uint64_t m = 0, k = 0, keys = 0, threshold = 0;
+    double p = 0;
+    bool has_p;
+    TAKE(take.Uint("m", &m));
+    TAKE(take.Uint("k", &k));
+    TAKE(take.Double("p", &p, &has_p));
+    TAKE(take.Uint("keys", &keys));
+    TAKE(take.Uint("threshold", &threshold));
+    TAKE(take.Done("keys, threshold, m, k, p"));
+    b->set_m(m);
+    b->set_k(k);
+    b->set_p(p);
+    b->set_expected_keys(keys);
+    b->set_threshold(threshold);
+    return spec;
+  }
+#undef TAKE
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown summary '", kind,
+      "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf)"));
 }
 
 }  // namespace streamstats::client

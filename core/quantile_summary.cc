@@ -49,7 +49,9 @@ size_t GkSummary::Closest(uint64_t rank) const {
   size_t lo = 0, hi = tuples.size();
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (tuples[mid].rmin + tuples[mid].rmax >= 2 * rank) {
+    // rmin + rmax >= 2·rank, without wrapping for ranks past 2^63.
+    const GkTuple& t = tuples[mid];
+    if (t.rmax >= rank && (t.rmin >= rank || t.rmax - rank >= rank - t.rmin)) {
       hi = mid;
     } else {
       lo = mid + 1;

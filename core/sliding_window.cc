@@ -32,7 +32,8 @@ GkSummary ExactGk(std::vector<uint64_t> keys) {
   return s;
 }
 
-// Prunes `s` (gap <= its current gap) so that its gap stays <= allowed, as QuantileSummary does.
+// Prunes `s` (gap <= its current gap) so that its gap stays <= allowed, as
+// QuantileSummary does.
 GkSummary PruneWithin(GkSummary s, uint64_t allowed) {
   const uint64_t gap = s.Gap();
   if (allowed <= gap || s.n <= 1) return s;
@@ -69,7 +70,8 @@ uint64_t SlidingWindowShape::CreationError(int level) const {
   constexpr long double kPi = 3.14159265358979323846264338327950288L;
   long double h2 = 0;
   for (int j = 1; j <= level; ++j) h2 += 1.0L / (static_cast<long double>(j) * j);
-  const long double rho = static_cast<long double>(epsilon) / 4 * (0.5L + 0.5L * 6 / (kPi * kPi) * h2);
+  const long double rho =
+      static_cast<long double>(epsilon) / 4 * (0.5L + 0.5L * 6 / (kPi * kPi) * h2);
   return static_cast<uint64_t>(std::floor(rho * static_cast<long double>(BlockSize(level))));
 }
 
@@ -79,8 +81,8 @@ uint64_t SlidingWindowShape::Horizon(int level) const {
 }
 
 uint64_t SlidingWindowShape::AgedError(uint64_t age) const {
-  return static_cast<uint64_t>(std::floor(static_cast<long double>(epsilon) *
-                                          static_cast<long double>(age) / (2.0L * c)));
+  return static_cast<uint64_t>(
+      std::floor(static_cast<long double>(epsilon) * static_cast<long double>(age) / (2.0L * c)));
 }
 
 SlidingWindowSummary::SlidingWindowSummary(SummaryKind kind, const SlidingWindowOptions& options,
@@ -110,13 +112,14 @@ double SlidingWindowSummary::ToValue(uint64_t key) const {
 
 absl::Status SlidingWindowSummary::Update(const Batch& batch) {
   if (batch.kind != value_kind_) {
-    return absl::InvalidArgumentError(absl::StrCat("this summary takes ", ValueKindName(value_kind_),
-                                                   " items, the batch holds ",
-                                                   ValueKindName(batch.kind), " items"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("this summary takes ", ValueKindName(value_kind_), " items, the batch holds ",
+                     ValueKindName(batch.kind), " items"));
   }
   if (!batch.weights.empty()) {
     return absl::InvalidArgumentError(
-        "sliding windows count items, not weights: send the batch without weights (or repeat "
+        "sliding windows count items, not weights: send the batch without "
+        "weights (or repeat "
         "an item as often as it weighs)");
   }
   if (value_kind_ == ValueKind::kNumeric) {
@@ -165,14 +168,17 @@ void SlidingWindowSummary::Compress(int, Block* block, uint64_t error) const {
   block->error = std::max(block->error, error);
   if (kind_ == SummaryKind::kSlidingQuantiles) {
     block->gk = PruneWithin(std::move(block->gk), 2 * block->error);
+    block->gk.tuples.shrink_to_fit();
     return;
   }
-  // A key whose upper bound is <= the new error may go: absent keys now mean "at most error".
+  // A key whose upper bound is <= the new error may go: absent keys now mean
+  // "at most error".
   const uint64_t t = block->error;
   block->absent = std::max(block->absent, t);
   block->table.erase(std::remove_if(block->table.begin(), block->table.end(),
                                     [t](const CountEntry& e) { return e.f + e.delta <= t; }),
                      block->table.end());
+  block->table.shrink_to_fit();
 }
 
 SlidingWindowSummary::Block SlidingWindowSummary::MergeBlocks(int level, const Block& older,
@@ -182,9 +188,11 @@ SlidingWindowSummary::Block SlidingWindowSummary::MergeBlocks(int level, const B
   out.error = shape_.CreationError(level);
   if (kind_ == SummaryKind::kSlidingQuantiles) {
     out.gk = PruneWithin(MergeGk(older.gk, newer.gk), 2 * out.error);
+    out.gk.tuples.shrink_to_fit();
     return out;
   }
-  // Table union: a key absent on one side has that side's absent bound added to its delta.
+  // Table union: a key absent on one side has that side's absent bound added to
+  // its delta.
   const auto& a = older.table;
   const auto& b = newer.table;
   size_t i = 0, j = 0;
@@ -220,8 +228,9 @@ void SlidingWindowSummary::AddBlock(int level, Block block) {
   }
 }
 
-// Runs when t is a multiple of b_ℓ: drops expired blocks and prunes blocks whose age just
-// reached 4·b_ℓ, 8·b_ℓ, ... (their error may grow with their age).
+// Runs when t is a multiple of b_ℓ: drops expired blocks and prunes blocks
+// whose age just reached 4·b_ℓ, 8·b_ℓ, ... (their error may grow with their
+// age).
 void SlidingWindowSummary::Maintain(int level) {
   auto& blocks = levels_[level];
   const uint64_t b = shape_.BlockSize(level);
@@ -251,7 +260,8 @@ absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
     const Window& window) const {
   if (window.last_seconds != 0) {
     return absl::InvalidArgumentError(
-        "this summary keeps a window of items; ask with last_items, not last_seconds");
+        "this summary keeps a window of items; ask with last_items, not "
+        "last_seconds");
   }
   if (window.last_items > shape_.n) {
     return absl::InvalidArgumentError(absl::StrCat("last_items must be at most the window, ",
@@ -284,8 +294,8 @@ absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
       }
     }
     if (found == nullptr) {
-      return absl::InternalError(absl::StrCat("sliding window has no block at item ", p,
-                                              " (items seen ", t_, ")"));
+      return absl::InternalError(
+          absl::StrCat("sliding window has no block at item ", p, " (items seen ", t_, ")"));
     }
   }
   const uint64_t first = cover.blocks.empty() ? p : cover.blocks.front()->start;
@@ -316,8 +326,8 @@ absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesO
   const uint64_t raw_start = t_ - raw_.size();
   view = MergeGk(view, ExactGk(std::vector<uint64_t>(raw_.begin() + (cover->raw_from - raw_start),
                                                      raw_.end())));
-  // The uncertain items are older than everything covered and could hold any value: every rank
-  // may be up to u higher.
+  // The uncertain items are older than everything covered and could hold any
+  // value: every rank may be up to u higher.
   const uint64_t u = cover->uncertain;
   WindowedAnswers<QuantileAnswer> out;
   out.coverage.window_items = cover->window;
@@ -360,8 +370,8 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
   out.coverage.max_error = cover->error + cover->uncertain;
   const size_t n = keys.size();
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t key = value_kind_ == ValueKind::kNumeric ? ToOrderedBits(keys.values[i])
-                                                            : keys.keys[i];
+    const uint64_t key =
+        value_kind_ == ValueKind::kNumeric ? ToOrderedBits(keys.values[i]) : keys.keys[i];
     FrequencyAnswer a;
     for (const Block* b : cover->blocks) {
       auto it = std::lower_bound(b->table.begin(), b->table.end(), key,
@@ -388,11 +398,12 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersO
     double support, const Window& window) const {
   if (kind_ != SummaryKind::kSlidingFrequencies) {
     return absl::InvalidArgumentError(
-        "sliding-window quantile summaries do not answer heavy-hitter questions");
+        "sliding-window quantile summaries do not answer heavy-hitter "
+        "questions");
   }
   if (!(support > shape_.epsilon && support <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("support must be in (epsilon, 1] = (",
-                                                   shape_.epsilon, ", 1], got ", support));
+    return absl::InvalidArgumentError(
+        absl::StrCat("support must be in (epsilon, 1] = (", shape_.epsilon, ", 1], got ", support));
   }
   absl::StatusOr<Cover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
@@ -442,11 +453,12 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersO
 }
 
 absl::Status SlidingWindowSummary::Merge(const Summary& other) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      SummaryKindName(kind_), " summaries do not merge (asked to merge a ",
-      SummaryKindName(other.kind()),
-      "): the last N items of two interleaved streams are not determined by their two windows; "
-      "use time windows, which merge interval by interval"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(SummaryKindName(kind_), " summaries do not merge (asked to merge a ",
+                   SummaryKindName(other.kind()),
+                   "): the last N items of two interleaved streams are not determined by "
+                   "their two windows; "
+                   "use time windows, which merge interval by interval"));
 }
 
 size_t SlidingWindowSummary::block_count() const {
@@ -474,10 +486,10 @@ size_t SlidingWindowSummary::MemoryBytes() const {
   return bytes;
 }
 
-// value kind u8 | epsilon f64 | N u64 | t u64 | #raw u64 | raw keys | #levels u32 |
-// per level: #blocks u64, per block: start u64 | error u64 | summary, where the summary is
-// n u64 | #tuples u64 | (key rmin rmax)* for quantiles and absent u64 | #entries u64 |
-// (key f delta)* for frequencies.
+// value kind u8 | epsilon f64 | N u64 | t u64 | #raw u64 | raw keys | #levels
+// u32 | per level: #blocks u64, per block: start u64 | error u64 | summary,
+// where the summary is n u64 | #tuples u64 | (key rmin rmax)* for quantiles and
+// absent u64 | #entries u64 | (key f delta)* for frequencies.
 std::string SlidingWindowSummary::Serialize() const {
   ByteWriter w;
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
@@ -546,8 +558,8 @@ absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
   if (!r.Get(&level_count) || level_count != s->levels_.size()) return Corrupt("level count");
   for (uint32_t level = 0; level < level_count; ++level) {
     const uint64_t b = shape.BlockSize(level);
-    // The blocks a stream of t items leaves at this level: consecutive, complete, not expired at
-    // the last multiple of b.
+    // The blocks a stream of t items leaves at this level: consecutive,
+    // complete, not expired at the last multiple of b.
     const uint64_t last_multiple = t / b * b;
     const uint64_t horizon = shape.Horizon(level);
     uint64_t first = last_multiple > horizon ? CeilDiv(last_multiple - horizon, b) * b : 0;

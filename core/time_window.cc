@@ -16,7 +16,9 @@ constexpr double kMaxStamp = 1e12;
 
 class SystemClockImpl final : public Clock {
  public:
-  double NowSeconds() const override { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+  double NowSeconds() const override {
+    return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  }
 };
 
 }  // namespace
@@ -84,7 +86,8 @@ void TimeWindowSummary::Expire() {
 absl::Status TimeWindowSummary::Update(const Batch& batch) {
   if (stamps_ == Stamps::kEvent) {
     return absl::InvalidArgumentError(
-        "this time window is stamped with event times: send every batch with its event time");
+        "this time window is stamped with event times: send every batch with "
+        "its event time");
   }
   const double stamp = clock_->NowSeconds();
   if (!std::isfinite(stamp) || std::abs(stamp) > kMaxStamp) {
@@ -97,11 +100,14 @@ absl::Status TimeWindowSummary::Update(const Batch& batch) {
 absl::Status TimeWindowSummary::UpdateAt(const Batch& batch, double event_seconds) {
   if (stamps_ == Stamps::kClock) {
     return absl::InvalidArgumentError(
-        "this time window is stamped by the server clock: send batches without event times");
+        "this time window is stamped by the server clock: send batches without "
+        "event times");
   }
   if (!std::isfinite(event_seconds) || std::abs(event_seconds) > kMaxStamp) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "event time must be finite and at most 1e12 seconds from the epoch, got ", event_seconds));
+    return absl::InvalidArgumentError(
+        absl::StrCat("event time must be finite and at most 1e12 seconds from "
+                     "the epoch, got ",
+                     event_seconds));
   }
   if (stamps_ == Stamps::kEvent) {
     const bool too_late = event_seconds < newest_ - options_.time_window.late_tolerance_seconds;
@@ -137,13 +143,13 @@ absl::Status TimeWindowSummary::Add(const Batch& batch, double seconds) {
 absl::StatusOr<TimeWindowSummary::Merged> TimeWindowSummary::MergeOver(const Window& window) const {
   if (window.last_items != 0) {
     return absl::InvalidArgumentError(
-        "this summary keeps a window of seconds; ask with last_seconds, not last_items");
+        "this summary keeps a window of seconds; ask with last_seconds, not "
+        "last_items");
   }
   const double t = options_.time_window.window_seconds;
   if (!(window.last_seconds >= 0 && window.last_seconds <= t)) {
-    return absl::InvalidArgumentError(absl::StrCat("last_seconds must be in (0, ", t,
-                                                   "] (0: the whole window), got ",
-                                                   window.last_seconds));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "last_seconds must be in (0, ", t, "] (0: the whole window), got ", window.last_seconds));
   }
   const double span = window.last_seconds == 0 ? t : window.last_seconds;
   const double now = this->now();
@@ -163,9 +169,9 @@ absl::StatusOr<TimeWindowSummary::Merged> TimeWindowSummary::MergeOver(const Win
   out.coverage.covered_items = out.summary->count();
   out.coverage.window_items = out.coverage.covered_items;
   out.coverage.span_seconds = now - static_cast<double>(first) * interval_seconds_;
-  out.coverage.max_error =
-      static_cast<uint64_t>(std::floor(Epsilon() * static_cast<double>(out.coverage.covered_items))) +
-      out.coverage.uncertain_items;
+  out.coverage.max_error = static_cast<uint64_t>(std::floor(
+                               Epsilon() * static_cast<double>(out.coverage.covered_items))) +
+                           out.coverage.uncertain_items;
   return out;
 }
 
@@ -210,7 +216,8 @@ absl::Status TimeWindowSummary::Merge(const Summary& other_base) {
   // Merge into copies first so a failure leaves this summary unchanged.
   std::deque<Interval> ring;
   for (const Interval& in : ring_) {
-    absl::StatusOr<std::unique_ptr<Summary>> copy = DeserializeSummary(in.summary->Serialize(), accelerator_);
+    absl::StatusOr<std::unique_ptr<Summary>> copy =
+        DeserializeSummary(in.summary->Serialize(), accelerator_);
     if (!copy.ok()) return copy.status();
     ring.push_back({in.index, *std::move(copy)});
   }
@@ -255,9 +262,10 @@ void TimeWindowSummary::set_accelerator(Accelerator* accelerator) {
   for (Interval& in : ring_) in.summary->set_accelerator(accelerator_);
 }
 
-// value kind u8 | window_seconds f64 | intervals u32 | inner kind u16 | late tolerance f64 |
-// inner epsilon f64 | inner window_items u64 | stamps u8 | newest f64 | late items u64 |
-// #intervals u64 | per interval: index i64, the inner summary's sealed bytes (string).
+// value kind u8 | window_seconds f64 | intervals u32 | inner kind u16 | late
+// tolerance f64 | inner epsilon f64 | inner window_items u64 | stamps u8 |
+// newest f64 | late items u64 | #intervals u64 | per interval: index i64, the
+// inner summary's sealed bytes (string).
 std::string TimeWindowSummary::Serialize() const {
   ByteWriter w;
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
@@ -295,7 +303,8 @@ absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::Deserialize(absl::st
       !r.Get(&stamps) || !r.Get(&newest) || !r.Get(&late) || !r.GetCount(&count, 16)) {
     return Corrupt("time window header cut short");
   }
-  if (vk < static_cast<uint8_t>(ValueKind::kNumeric) || vk > static_cast<uint8_t>(ValueKind::kString)) {
+  if (vk < static_cast<uint8_t>(ValueKind::kNumeric) ||
+      vk > static_cast<uint8_t>(ValueKind::kString)) {
     return Corrupt("time window value kind");
   }
   tw.inner = static_cast<SummaryKind>(inner_kind);
@@ -306,8 +315,8 @@ absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::Deserialize(absl::st
       std::abs(newest) > kMaxStamp || count > tw.intervals + 1u) {
     return Corrupt("time window parameters out of range");
   }
-  std::unique_ptr<TimeWindowSummary> s(new TimeWindowSummary(options, value_kind, clock,
-                                                             accelerator != nullptr ? accelerator : CpuAcceleratorInstance()));
+  std::unique_ptr<TimeWindowSummary> s(new TimeWindowSummary(
+      options, value_kind, clock, accelerator != nullptr ? accelerator : CpuAcceleratorInstance()));
   s->stamps_ = static_cast<Stamps>(stamps);
   s->newest_ = newest;
   s->late_items_ = late;
@@ -316,7 +325,8 @@ absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::Deserialize(absl::st
     int64_t index;
     std::string bytes;
     if (!r.Get(&index) || !r.GetString(&bytes, r.remaining())) return Corrupt("interval cut short");
-    if (!s->ring_.empty() && index <= s->ring_.back().index) return Corrupt("intervals out of order");
+    if (!s->ring_.empty() && index <= s->ring_.back().index)
+      return Corrupt("intervals out of order");
     absl::StatusOr<std::unique_ptr<Summary>> inner = DeserializeSummary(bytes, s->accelerator_);
     if (!inner.ok()) return inner.status();
     if ((*inner)->kind() != tw.inner || (*inner)->value_kind() != value_kind ||

@@ -1,30 +1,36 @@
-// Quantiles or frequencies over the last T seconds (or any last T' <= T): a ring of mergeable
-// per-interval summaries (seed 000 §5.3's time windows for dashboards: "p99 over the last 5
-// minutes"). The interval is I = T/B for B = TimeWindowOptions::intervals; each interval keeps a
-// QuantileSummary or a LossyCounting summary (core/quantile_summary.h, core/lossy_counting.h) of
-// its items, and a query merges the intervals that meet [now − T', now].
+// Quantiles or frequencies over the last T seconds (or any last T' <= T): a
+// ring of mergeable per-interval summaries (seed 000 §5.3's time windows for
+// dashboards: "p99 over the last 5 minutes"). The interval is I = T/B for B =
+// TimeWindowOptions::intervals; each interval keeps a QuantileSummary or a
+// LossyCounting summary (core/quantile_summary.h, core/lossy_counting.h) of its
+// items, and a query merges the intervals that meet [now − T', now].
 //
-// Guarantee: let M be the items of the merged intervals and U the items of the oldest one when it
-// is only partly inside [now − T', now] (it started before now − T'). The answer is the inner
-// summary's answer over M — quantile rank error <= ε·|M|, frequency error <= ε·|M| (ε of the inner
-// options) — and the items of the true window are M minus at most U of them, so relative to the
-// true window the error is at most ε·|M| + |U|. Each answer reports |M| (covered_items), |U|
-// (uncertain_items), the span it covers (span_seconds, in [T', T' + I)) and that bound
-// (max_error). Intervals finer than the question (B large) make U small.
+// Guarantee: let M be the items of the merged intervals and U the items of the
+// oldest one when it is only partly inside [now − T', now] (it started before
+// now − T'). The answer is the inner summary's answer over M — quantile rank
+// error <= ε·|M|, frequency error <= ε·|M| (ε of the inner options) — and the
+// items of the true window are M minus at most U of them, so relative to the
+// true window the error is at most ε·|M| + |U|. Each answer reports |M|
+// (covered_items), |U| (uncertain_items), the span it covers (span_seconds, in
+// [T', T' + I)) and that bound (max_error). Intervals finer than the question
+// (B large) make U small.
 //
-// Time: at ingest, Update stamps a batch with clock->NowSeconds() (an injectable Clock; FakeClock
-// for tests). UpdateAt stamps it with a client-given event time instead; then "now" is the newest
-// event time seen, and a batch older than now − late_tolerance_seconds, or whose interval has
-// already left the ring, is dropped whole and counted in late_items() (Update/UpdateAt still
-// return OK: a late batch is not a malformed one). A session uses one of the two; mixing them is
-// InvalidArgument. In clock mode, now = max(clock, newest stamp) so a clock that steps back does
-// not resurrect expired intervals.
+// Time: at ingest, Update stamps a batch with clock->NowSeconds() (an
+// injectable Clock; FakeClock for tests). UpdateAt stamps it with a
+// client-given event time instead; then "now" is the newest event time seen,
+// and a batch older than now − late_tolerance_seconds, or whose interval has
+// already left the ring, is dropped whole and counted in late_items()
+// (Update/UpdateAt still return OK: a late batch is not a malformed one). A
+// session uses one of the two; mixing them is InvalidArgument. In clock mode,
+// now = max(clock, newest stamp) so a clock that steps back does not resurrect
+// expired intervals.
 //
-// Memory: at most B + 1 interval summaries (the intervals meeting [now − T, now]), each within its
-// inner summary's bound. Merge needs equal options; intervals of equal index merge, so two
-// replicas that split one stream merge into the summary of the whole stream. count(): the items
-// in the intervals meeting [now − T, now].
-// Not thread-safe; the owning Session serializes access.
+// Memory: at most B + 1 interval summaries (the intervals meeting [now − T,
+// now]), each within its inner summary's bound. Merge needs equal options;
+// intervals of equal index merge, so two replicas that split one stream merge
+// into the summary of the whole stream. count(): the items in the intervals
+// meeting [now − T, now]. Not thread-safe; the owning Session serializes
+// access.
 #ifndef STREAMSTATS_CORE_TIME_WINDOW_H_
 #define STREAMSTATS_CORE_TIME_WINDOW_H_
 
@@ -41,7 +47,8 @@
 
 namespace streamstats::core {
 
-// Seconds on some fixed epoch. Implementations must be safe to call from several threads.
+// Seconds on some fixed epoch. Implementations must be safe to call from
+// several threads.
 class Clock {
  public:
   virtual ~Clock() = default;
@@ -65,12 +72,12 @@ class FakeClock final : public Clock {
 
 class TimeWindowSummary final : public WindowedSummary {
  public:
-  // options.kind must be kTimeWindow and options.Validate(value_kind) must pass. `clock` and
-  // `accelerator` are not owned; null means SystemClock() and the CPU accelerator.
-  static absl::StatusOr<std::unique_ptr<TimeWindowSummary>> Create(const SummaryOptions& options,
-                                                                   ValueKind value_kind,
-                                                                   Clock* clock = nullptr,
-                                                                   Accelerator* accelerator = nullptr);
+  // options.kind must be kTimeWindow and options.Validate(value_kind) must
+  // pass. `clock` and `accelerator` are not owned; null means SystemClock() and
+  // the CPU accelerator.
+  static absl::StatusOr<std::unique_ptr<TimeWindowSummary>> Create(
+      const SummaryOptions& options, ValueKind value_kind, Clock* clock = nullptr,
+      Accelerator* accelerator = nullptr);
   static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
                                                               Accelerator* accelerator,
                                                               Clock* clock = nullptr);

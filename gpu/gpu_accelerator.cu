@@ -53,6 +53,24 @@ __global__ void RankSampleKernel(const uint64_t* keys, const uint64_t* ends, siz
   }
 }
 
+__global__ void IotaKernel(uint32_t* idx, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    idx[i] = static_cast<uint32_t>(i);
+  }
+}
+
+// True when `p` is page-locked host memory (cudaMallocHost / cudaHostRegister): then the DMA
+// engine reads it directly and the staging copy is skipped.
+bool IsPinned(const void* p) {
+  cudaPointerAttributes attr;
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
 unsigned GridFor(size_t n, unsigned threads) {
   const size_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 65536 ? (blocks == 0 ? 1 : blocks) : 65536);
@@ -88,9 +106,14 @@ struct GpuAccelerator::Impl {
     const size_t n = k.size();
     STREAMSTATS_RETURN_IF_ERROR(keys.Reserve(n));
     STREAMSTATS_RETURN_IF_ERROR(host_keys.Reserve(n));
-    // Staging through pinned memory: pageable copies are ~10x slower (DESIGN.md).
-    std::memcpy(host_keys.get(), k.data(), n * sizeof(uint64_t));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys.get(), host_keys.get(),
+    // Staging through pinned memory: pageable copies are ~10x slower (DESIGN.md). A caller
+    // whose window already sits in pinned memory skips the host copy.
+    const uint64_t* src_keys = k.data();
+    if (!IsPinned(src_keys)) {
+      std::memcpy(host_keys.get(), k.data(), n * sizeof(uint64_t));
+      src_keys = host_keys.get();
+    }
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys.get(), src_keys,
                                                      n * sizeof(uint64_t),
                                                      cudaMemcpyHostToDevice, stream));
     if (!w.empty()) {
@@ -98,16 +121,23 @@ struct GpuAccelerator::Impl {
       STREAMSTATS_RETURN_IF_ERROR(weights_out.Reserve(n));
       STREAMSTATS_RETURN_IF_ERROR(idx.Reserve(n));
       STREAMSTATS_RETURN_IF_ERROR(host_weights.Reserve(n));
-      std::memcpy(host_weights.get(), w.data(), n * sizeof(uint64_t));
-      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights_in.get(), host_weights.get(),
+      const uint64_t* src_weights = w.data();
+      if (!IsPinned(src_weights)) {
+        std::memcpy(host_weights.get(), w.data(), n * sizeof(uint64_t));
+        src_weights = host_weights.get();
+      }
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights_in.get(), src_weights,
                                                        n * sizeof(uint64_t),
                                                        cudaMemcpyHostToDevice, stream));
+    }
+    if (!w.empty()) {
+      // Keys outside every segment keep their weights: identity positions there.
+      IotaKernel<<<GridFor(n, 256), 256, 0, stream>>>(idx.get(), n);
+      STREAMSTATS_CUDA_CHECK_LAUNCH();
     }
     STREAMSTATS_RETURN_IF_ERROR(
         sorter.Sort(keys.get(), w.empty() ? nullptr : idx.get(), offsets, num_segments, stream));
     if (!w.empty()) {
-      // Segments of size 1 are skipped by the sorter only when there is no payload, so every
-      // idx entry was written.
       GatherKernel<<<GridFor(n, 256), 256, 0, stream>>>(weights_in.get(), idx.get(),
                                                         weights_out.get(), n);
       STREAMSTATS_CUDA_CHECK_LAUNCH();
@@ -223,6 +253,19 @@ struct GpuAccelerator::Impl {
     return absl::OkStatus();
   }
 };
+
+void* AllocatePinnedHost(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void FreePinnedHost(void* p) {
+  if (p != nullptr) cudaFreeHost(p);
+}
 
 GpuAccelerator::GpuAccelerator(int device) : device_(device) {}
 GpuAccelerator::~GpuAccelerator() = default;

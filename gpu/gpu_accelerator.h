@@ -30,6 +30,12 @@
 
 namespace streamstats::gpu {
 
+// Page-locked host memory for windows that go to the GPU: an input window already in such memory
+// is copied by DMA without the staging copy (the server's ingest buffers can live there).
+// Null on failure.
+void* AllocatePinnedHost(size_t bytes);
+void FreePinnedHost(void* p);
+
 class GpuAccelerator final : public core::Accelerator {
  public:
   // Fails (never crashes) when `device` does not exist or its context cannot be created.

@@ -36,7 +36,8 @@ namespace streamstats::gpu {
 
 struct GpuPoolOptions {
   std::vector<int> devices;            // ordinals; empty = every visible device
-  size_t cpu_threshold = 16384;        // keys; smaller windows stay on the CPU (bench/GPU_RESULTS.md)
+  size_t cpu_threshold = 2048;  // keys; smaller windows stay on the CPU (crossover measured
+                                // between 2^10 and 2^12 on an H100, bench/GPU_RESULTS.md)
   size_t batch_max_keys = size_t{1} << 22;  // keys per segmented launch
   size_t alone_threshold = size_t{1} << 20;  // keys; larger windows are sent alone
   absl::Duration linger = absl::Microseconds(100);  // wait for more windows to batch

@@ -97,8 +97,7 @@ struct SketchDevice {
       STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceRunLengthEncode::Encode(
           cub_temp.get(), temp, ids.get(), unique.get(), totals.get(), small.get(), n, stream));
     } else {
-      // The order among equal ids does not matter for a sum, so no payload: permute weights by
-      // sorting (id, position) and gathering would cost more; instead sort ids with positions.
+      // Sort ids with their positions, then gather the weights into sorted order.
       STREAMSTATS_RETURN_IF_ERROR(idx.Reserve(n));
       STREAMSTATS_RETURN_IF_ERROR(sorted_weights.Reserve(n));
       STREAMSTATS_RETURN_IF_ERROR(sorter.Sort(ids.get(), idx.get(), offsets, 1, stream));

@@ -176,16 +176,48 @@ __device__ __forceinline__ uint64_t MergePath(const uint64_t* a, const uint32_t*
   return lo;
 }
 
+// The segment whose chunk range holds chunk `block`: the last s with chunk_start <= block.
+__device__ __forceinline__ int SegmentOfChunk(const LargeSeg* segs, int num_segs,
+                                              uint64_t block) {
+  int lo = 0, hi = num_segs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (segs[mid].chunk_start <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// splits[c] = how many keys of run A precede chunk c's output (merge-path search), one thread per
+// chunk, all in parallel: the merge blocks then start without a serial search of their own.
+template <bool kIdx>
+__global__ void MergePartitionKernel(const uint64_t* in_k, const uint32_t* in_x,
+                                     const LargeSeg* segs, int num_segs, uint64_t run,
+                                     uint64_t chunks, uint64_t* splits) {
+  const uint64_t c = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
+  if (c >= chunks) return;
+  const LargeSeg seg = segs[SegmentOfChunk(segs, num_segs, c)];
+  const uint64_t out_start = (c - seg.chunk_start) * kMergeChunk;
+  const uint64_t pair_start = out_start / (2 * run) * (2 * run);
+  const uint64_t na = min(run, seg.size - pair_start);
+  const uint64_t nb = min(run, seg.size - pair_start - na);
+  const uint64_t* a = in_k + seg.begin + pair_start;
+  const uint32_t* ax = kIdx ? in_x + seg.begin + pair_start : nullptr;
+  splits[c] = MergePath<kIdx>(a, ax, na, a + na, kIdx ? ax + na : nullptr, nb,
+                              out_start - pair_start);
+}
+
 template <bool kIdx>
 __global__ void __launch_bounds__(kMergeThreads)
     MergePassKernel(const uint64_t* in_k, const uint32_t* in_x, uint64_t* out_k, uint32_t* out_x,
-                    const LargeSeg* segs, int num_segs, uint64_t run) {
+                    const LargeSeg* segs, int num_segs, uint64_t run, const uint64_t* splits) {
   __shared__ uint64_t sk[kMergeChunk];
   __shared__ uint32_t sx[kIdx ? kMergeChunk : 1];
-  __shared__ uint64_t bounds[2];
   const int t = threadIdx.x;
   const uint64_t block = blockIdx.x;
-  // The segment whose chunk range holds this block: the last s with chunk_start <= block.
   int lo = 0, hi = num_segs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -206,9 +238,9 @@ __global__ void __launch_bounds__(kMergeThreads)
   const uint32_t* bx = kIdx ? ax + na : nullptr;
   const uint64_t d0 = out_start - pair_start;
   const uint64_t d1 = min(d0 + kMergeChunk, na + nb);
-  if (t < 2) bounds[t] = MergePath<kIdx>(a, ax, na, b, bx, nb, t == 0 ? d0 : d1);
-  __syncthreads();
-  const uint64_t a0 = bounds[0], a1 = bounds[1];
+  // The split at d1 is the next chunk's, unless this chunk ends its pair (then all of A).
+  const uint64_t a0 = splits[block];
+  const uint64_t a1 = d1 == na + nb ? na : splits[block + 1];
   const uint64_t b0 = d0 - a0, b1 = d1 - a1;
   const int ca = static_cast<int>(a1 - a0), cb = static_cast<int>(b1 - b0);
   const int total = ca + cb;
@@ -362,6 +394,7 @@ absl::Status SegmentedSorter::Sort(uint64_t* keys, uint32_t* idx, const size_t* 
   if (passes > 0) {
     STREAMSTATS_RETURN_IF_ERROR(alt_keys_.Reserve(n_total));
     if (idx != nullptr) STREAMSTATS_RETURN_IF_ERROR(alt_idx_.Reserve(n_total));
+    STREAMSTATS_RETURN_IF_ERROR(splits_.Reserve(chunks + 1));
   }
   if (idx != nullptr) {
     TileSortKernel<true><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
@@ -379,12 +412,21 @@ absl::Status SegmentedSorter::Sort(uint64_t* keys, uint32_t* idx, const size_t* 
     uint64_t* ok = from_alt ? keys : alt_keys_.get();
     uint32_t* ox = from_alt ? idx : alt_idx_.get();
     const uint64_t run = uint64_t{kTileKeys} << p;
+    const unsigned pgrid = static_cast<unsigned>((chunks + 255) / 256);
+    if (idx != nullptr) {
+      MergePartitionKernel<true><<<pgrid, 256, 0, stream>>>(
+          ik, ix, d_large, static_cast<int>(large_.size()), run, chunks, splits_.get());
+    } else {
+      MergePartitionKernel<false><<<pgrid, 256, 0, stream>>>(
+          ik, ix, d_large, static_cast<int>(large_.size()), run, chunks, splits_.get());
+    }
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
     if (idx != nullptr) {
       MergePassKernel<true><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
-          ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run);
+          ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run, splits_.get());
     } else {
       MergePassKernel<false><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
-          ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run);
+          ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run, splits_.get());
     }
     STREAMSTATS_CUDA_CHECK_LAUNCH();
   }

@@ -53,8 +53,52 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
         if (s.lossy_counting().has_epsilon()) o.lossy_counting.epsilon = s.lossy_counting().epsilon();
         o.lossy_counting.window_items = s.lossy_counting().window_items();
         break;
+      case v1::SummarySpec::kCountMin: {
+        const v1::CountMinSpec& c = s.count_min();
+        o.kind = core::SummaryKind::kCountMin;
+        if (c.has_epsilon()) o.count_min.epsilon = c.epsilon();
+        if (c.has_delta()) o.count_min.delta = c.delta();
+        o.count_min.conservative = c.conservative();
+        o.count_min.heavy_hitter_capacity = c.heavy_hitter_capacity();
+        break;
+      }
+      case v1::SummarySpec::kFcm: {
+        const v1::FcmSpec& f = s.fcm();
+        o.kind = core::SummaryKind::kFcm;
+        if (f.has_epsilon()) o.fcm.epsilon = f.epsilon();
+        if (f.has_delta()) o.fcm.delta = f.delta();
+        o.fcm.dh = f.dh();
+        o.fcm.dl = f.dl();
+        if (f.k() != 0) o.fcm.k = f.k();
+        o.fcm.conservative = f.conservative();
+        o.fcm.heavy_hitter_capacity = f.heavy_hitter_capacity();
+        break;
+      }
+      case v1::SummarySpec::kMisraGries:
+        o.kind = core::SummaryKind::kMisraGries;
+        if (s.misra_gries().k() != 0) o.misra_gries.k = s.misra_gries().k();
+        break;
+      case v1::SummarySpec::kPbf: {
+        const v1::PbfSpec& b = s.pbf();
+        o.kind = core::SummaryKind::kPbf;
+        o.pbf.m = b.m();
+        o.pbf.k = b.k();
+        o.pbf.p = b.p();
+        o.pbf.expected_keys = b.expected_keys();
+        o.pbf.threshold = b.threshold();
+        break;
+      }
       default:
         return absl::InvalidArgumentError("a summary spec must name its kind");
+    }
+    const bool sketch = o.kind == core::SummaryKind::kCountMin || o.kind == core::SummaryKind::kFcm ||
+                        o.kind == core::SummaryKind::kMisraGries || o.kind == core::SummaryKind::kPbf;
+    if (sketch && spec.partitioning().partitions() > 1) {
+      o.partition.partitions = spec.partitioning().partitions();
+      o.partition.scheme = spec.partitioning().scheme() == v1::Partitioning::SCHEME_HASH
+                               ? core::PartitionScheme::kHash
+                               : core::PartitionScheme::kBlock;
+      o.partition.groups = spec.partitioning().groups();
     }
     if (absl::Status st = o.Validate(config.value_kind); !st.ok()) {
       return absl::InvalidArgumentError(

@@ -26,6 +26,7 @@
 #include "server/executor.h"
 #include "server/service.h"
 #include "server/session_manager.h"
+#include "server/tenants.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to serve gRPC on; port 0 picks a free port (see --port_file)");
@@ -37,7 +38,21 @@ ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, i
 ABSL_FLAG(int, ingest_threads, 0, "threads applying batches; 0: one per core");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
 ABSL_FLAG(bool, allow_insecure_remote, false,
-          "allow listening on a non-loopback address without authentication");
+          "allow listening on a non-loopback address without a tokens file");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "lines 'TENANT TOKEN'; clients send 'authorization: Bearer TOKEN'; re-read on SIGHUP. "
+          "Empty: single tenant 'default', loopback only");
+ABSL_FLAG(std::string, quotas_file, "",
+          "per-tenant quotas: 'default sessions=N memory_bytes=N items_per_second=N' and "
+          "'tenant NAME ...' lines (0 = unlimited)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain; with --tls_key enables TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require and verify client certificates (mutual TLS)");
+ABSL_FLAG(uint64_t, max_batch_items, 1 << 20, "items per Ingest batch; more is RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint32_t, max_streams_per_tenant, 64, "concurrent Ingest streams per tenant");
+ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
+ABSL_FLAG(int, keepalive_timeout_s, 20, "close a connection whose keepalive ping is unanswered");
 
 namespace {
 
@@ -58,15 +73,51 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  if (!IsLoopback(listen) && !absl::GetFlag(FLAGS_allow_insecure_remote)) {
+  const std::string tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  if (tokens_file.empty() && !IsLoopback(listen) && !absl::GetFlag(FLAGS_allow_insecure_remote)) {
     std::fprintf(stderr,
-                 "streamstatsd: refusing to listen on %s without authentication; use a loopback "
-                 "address or pass --allow_insecure_remote\n",
+                 "streamstatsd: refusing to listen on %s without authentication; give "
+                 "--auth_tokens_file, use a loopback address, or pass --allow_insecure_remote\n",
                  listen.c_str());
     return 2;
+  }
+  TenantRegistry tenants;
+  if (!tokens_file.empty()) {
+    if (absl::Status s = tenants.LoadTokensFile(tokens_file); !s.ok()) {
+      std::fprintf(stderr, "streamstatsd: --auth_tokens_file: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  if (const std::string qf = absl::GetFlag(FLAGS_quotas_file); !qf.empty()) {
+    if (absl::Status s = tenants.LoadQuotasFile(qf); !s.ok()) {
+      std::fprintf(stderr, "streamstatsd: --quotas_file: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert), tls_key = absl::GetFlag(FLAGS_tls_key);
+  if (!tls_cert.empty() || !tls_key.empty()) {
+    auto cert = ReadFile(tls_cert), key = ReadFile(tls_key);
+    if (!cert.ok() || !key.ok()) {
+      std::fprintf(stderr, "streamstatsd: --tls_cert and --tls_key must both name readable PEM files\n");
+      return 2;
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (const std::string ca = absl::GetFlag(FLAGS_tls_client_ca); !ca.empty()) {
+      auto roots = ReadFile(ca);
+      if (!roots.ok()) {
+        std::fprintf(stderr, "streamstatsd: cannot read --tls_client_ca=%s\n", ca.c_str());
+        return 2;
+      }
+      ssl.pem_root_certs = *roots;
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
   }
 
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -79,7 +130,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  SessionManager sessions({.data_dir = data_dir});
+  SessionManager sessions({.data_dir = data_dir, .tenants = &tenants});
   if (absl::Status s = sessions.LoadAll(ConfigFromSpecBytes); !s.ok()) {
     std::fprintf(stderr, "streamstatsd: %s\n", std::string(s.message()).c_str());
     return 1;
@@ -88,14 +139,21 @@ int main(int argc, char** argv) {
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto executor = std::make_unique<Executor>(threads);
-  StreamStatsService service(&sessions, executor.get());
+  StreamStatsService service(&sessions, executor.get(), &tenants,
+                             {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
+                              .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, absl::GetFlag(FLAGS_keepalive_time_s) * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             absl::GetFlag(FLAGS_keepalive_timeout_s) * 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -103,8 +161,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
-  std::printf("streamstatsd serving on %s (backend cpu, data dir %s, %zu sessions restored)\n",
-              bound.c_str(), data_dir.empty() ? "(none)" : data_dir.c_str(), sessions.size());
+  std::printf("streamstatsd serving on %s (backend cpu, data dir %s, %zu sessions restored, %s, %s)\n",
+              bound.c_str(), data_dir.empty() ? "(none)" : data_dir.c_str(), sessions.size(),
+              tenants.authentication_enabled() ? "bearer-token tenants" : "single tenant, no auth",
+              tls_cert.empty() ? "plaintext" : "TLS");
   std::printf("talk to it:  streamstats --server=%s session list\n", bound.c_str());
   std::fflush(stdout);
   if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
@@ -129,7 +189,16 @@ int main(int argc, char** argv) {
   });
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    if (tokens_file.empty()) continue;
+    // Existing connections stay; the next RPC sees the new tokens.
+    absl::Status s = tenants.LoadTokensFile(tokens_file);
+    std::fprintf(stderr, "streamstatsd: SIGHUP: %s\n",
+                 s.ok() ? "tokens reloaded" : ("reload failed, keeping the old tokens: " +
+                                               std::string(s.message())).c_str());
+  }
   std::fprintf(stderr, "streamstatsd: %s received, shutting down\n", strsignal(sig));
   service.BeginShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -53,15 +53,37 @@ void FillFrequency(const core::FrequencyAnswer& a, v1::Frequency* f) {
 
 }  // namespace
 
-std::string StreamStatsService::Tenant(grpc::CallbackServerContext*) const { return "default"; }
+absl::StatusOr<std::string> StreamStatsService::Tenant(grpc::CallbackServerContext* ctx) const {
+  if (tenants_ == nullptr) return std::string(kDefaultTenant);
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  absl::string_view value;
+  if (it != md.end()) value = absl::string_view(it->second.data(), it->second.size());
+  return tenants_->Authenticate(value);
+}
+
+bool StreamStatsService::AcquireStream(const std::string& tenant) {
+  absl::MutexLock lock(&streams_mu_);
+  uint32_t& n = streams_[tenant];
+  if (n >= limits_.max_streams_per_tenant) return false;
+  ++n;
+  return true;
+}
+
+void StreamStatsService::ReleaseStream(const std::string& tenant) {
+  absl::MutexLock lock(&streams_mu_);
+  if (--streams_[tenant] == 0) streams_.erase(tenant);
+}
 
 grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServerContext* ctx,
                                                             const v1::SessionSpec* request,
                                                             v1::SessionInfo* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
   auto config = ConfigFromSpec(*request);
   if (!config.ok()) return Done(ctx, config.status());
   config->create_time_unix_ms = NowUnixMs();
-  auto session = sessions_->Create(Tenant(ctx), *std::move(config));
+  auto session = sessions_->Create(*tenant, *std::move(config));
   if (!session.ok()) return Done(ctx, session.status());
   FillSessionInfo(**session, response);
   return Done(ctx, absl::OkStatus());
@@ -70,7 +92,9 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
 grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerContext* ctx,
                                                          const v1::GetSessionRequest* request,
                                                          v1::SessionInfo* response) {
-  auto session = sessions_->Get(Tenant(ctx), request->name());
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  auto session = sessions_->Get(*tenant, request->name());
   if (!session.ok()) return Done(ctx, session.status());
   FillSessionInfo(**session, response);
   return Done(ctx, absl::OkStatus());
@@ -79,7 +103,9 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerContext* ctx,
                                                            const v1::ListSessionsRequest*,
                                                            v1::ListSessionsResponse* response) {
-  for (const auto& session : sessions_->List(Tenant(ctx))) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  for (const auto& session : sessions_->List(*tenant)) {
     FillSessionInfo(*session, response->add_sessions());
   }
   return Done(ctx, absl::OkStatus());
@@ -88,13 +114,17 @@ grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerC
 grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServerContext* ctx,
                                                             const v1::DeleteSessionRequest* request,
                                                             v1::DeleteSessionResponse*) {
-  return Done(ctx, sessions_->Delete(Tenant(ctx), request->name()));
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  return Done(ctx, sessions_->Delete(*tenant, request->name()));
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerContext* ctx,
                                                            const v1::GetQuantilesRequest* request,
                                                            v1::GetQuantilesResponse* response) {
-  auto session = sessions_->Get(Tenant(ctx), request->session());
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return Done(ctx, session.status());
   auto result = (*session)->Quantiles(
       absl::MakeConstSpan(request->phis().data(), request->phis().size()));
@@ -117,7 +147,9 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
 grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerContext* ctx,
                                                        const v1::GetRanksRequest* request,
                                                        v1::GetRanksResponse* response) {
-  auto session = sessions_->Get(Tenant(ctx), request->session());
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return Done(ctx, session.status());
   auto result = (*session)->Ranks(
       absl::MakeConstSpan(request->values().data(), request->values().size()));
@@ -138,7 +170,9 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
     grpc::CallbackServerContext* ctx, const v1::GetFrequenciesRequest* request,
     v1::GetFrequenciesResponse* response) {
-  auto session = sessions_->Get(Tenant(ctx), request->session());
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return Done(ctx, session.status());
   std::vector<std::string> strings;
   auto keys = KeysFromRequest(*request, &strings);
@@ -158,7 +192,9 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
 grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
     grpc::CallbackServerContext* ctx, const v1::GetHeavyHittersRequest* request,
     v1::GetHeavyHittersResponse* response) {
-  auto session = sessions_->Get(Tenant(ctx), request->session());
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return Done(ctx, tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return Done(ctx, session.status());
   auto result = (*session)->HeavyHitters(request->support(), request->summary());
   if (!result.ok()) return Done(ctx, result.status());
@@ -211,7 +247,10 @@ class StreamStatsService::IngestReactor final
     });
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_->ReleaseStream(tenant_);
+    delete this;
+  }
 
  private:
   void Apply() {
@@ -264,6 +303,14 @@ class StreamStatsService::IngestReactor final
     std::vector<std::string> strings;
     auto batch = BatchFromRequest(request_, &strings);
     if (!batch.ok()) return batch.status();
+    if (batch->size() > service_->limits_.max_batch_items) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "batch ", request_.sequence(), " holds ", batch->size(), " items; the limit is ",
+          service_->limits_.max_batch_items, " (split it)"));
+    }
+    if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch->size()); !s.ok()) {
+      return s;
+    }
     absl::Status s = session_->Ingest(*batch, request_.producer_id(), request_.sequence());
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
@@ -295,15 +342,20 @@ class StreamStatsService::IngestReactor final
 
 grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* StreamStatsService::Ingest(
     grpc::CallbackServerContext* ctx) {
-  if (shutting_down_) {
-    class Refuse final : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
-     public:
-      Refuse() { Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down")); }
-      void OnDone() override { delete this; }
-    };
-    return new Refuse();
+  class Refuse final : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
+   public:
+    explicit Refuse(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+    void OnDone() override { delete this; }
+  };
+  if (shutting_down_) return new Refuse(absl::UnavailableError("server is shutting down"));
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return new Refuse(tenant.status());
+  if (!AcquireStream(*tenant)) {
+    return new Refuse(absl::ResourceExhaustedError(
+        absl::StrCat("tenant already has ", limits_.max_streams_per_tenant,
+                     " concurrent Ingest streams (the limit)")));
   }
-  return new IngestReactor(this, Tenant(ctx));
+  return new IngestReactor(this, *std::move(tenant));
 }
 
 }  // namespace streamstats::server

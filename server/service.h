@@ -5,18 +5,27 @@
 #define STREAMSTATS_SERVER_SERVICE_H_
 
 #include <atomic>
+#include <map>
 #include <string>
 
 #include "server/executor.h"
 #include "server/session_manager.h"
+#include "server/tenants.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"
 
 namespace streamstats::server {
 
+struct ServiceLimits {
+  uint64_t max_batch_items = 1 << 20;       // items per batch; more is RESOURCE_EXHAUSTED
+  uint32_t max_streams_per_tenant = 64;     // concurrent Ingest streams per tenant
+};
+
 class StreamStatsService final : public v1::StreamStats::CallbackService {
  public:
-  StreamStatsService(SessionManager* sessions, Executor* executor)
-      : sessions_(sessions), executor_(executor) {}
+  // `tenants` may be null: single-tenant mode without quotas.
+  StreamStatsService(SessionManager* sessions, Executor* executor,
+                     TenantRegistry* tenants = nullptr, ServiceLimits limits = {})
+      : sessions_(sessions), executor_(executor), tenants_(tenants), limits_(limits) {}
 
   // New ingest streams are refused with UNAVAILABLE from now on.
   void BeginShutdown() { shutting_down_ = true; }
@@ -50,12 +59,19 @@ class StreamStatsService final : public v1::StreamStats::CallbackService {
 
  private:
   class IngestReactor;
-  // The caller's tenant (one tenant until authentication lands).
-  std::string Tenant(grpc::CallbackServerContext* ctx) const;
+  // The caller's tenant from its bearer token; UNAUTHENTICATED when it has none.
+  absl::StatusOr<std::string> Tenant(grpc::CallbackServerContext* ctx) const;
+  // Counts an Ingest stream against its tenant's limit (false: over the limit).
+  bool AcquireStream(const std::string& tenant);
+  void ReleaseStream(const std::string& tenant);
 
   SessionManager* sessions_;
   Executor* executor_;
+  TenantRegistry* tenants_;
+  const ServiceLimits limits_;
   std::atomic<bool> shutting_down_{false};
+  absl::Mutex streams_mu_;
+  std::map<std::string, uint32_t> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace streamstats::server

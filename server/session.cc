@@ -58,6 +58,19 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
   switch (o.kind) {
     case SummaryKind::kLossyCounting:
       return absl::StrFormat("deterministic: f - %gN <= estimate <= f", o.lossy_counting.epsilon);
+    case SummaryKind::kCountMin:
+      return absl::StrFormat(
+          "f <= estimate always; estimate <= f + %gN with probability %g%s%s", o.count_min.epsilon,
+          1 - o.count_min.delta, o.count_min.conservative ? " (conservative update)" : "",
+          o.partition.partitions > 1 ? absl::StrFormat(" per worker, %d workers", o.partition.partitions) : "");
+    case SummaryKind::kFcm:
+      return absl::StrFormat("f <= estimate always; estimate <= f + %gN with probability 1-e^-%d",
+                             o.fcm.epsilon, o.fcm.EffectiveDh());
+    case SummaryKind::kMisraGries:
+      return absl::StrFormat("deterministic: f - N/%d <= estimate <= f", o.misra_gries.k + 1);
+    case SummaryKind::kPbf:
+      return absl::StrFormat("statistical: [lower, upper] is a %g-sigma interval",
+                             o.pbf.confidence_z);
     default:
       return absl::StrCat(core::SummaryKindName(o.kind), ": see lower/upper");
   }
@@ -95,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
 absl::Status Session::Ingest(const core::Batch& batch, absl::string_view producer_id,
                              uint64_t sequence, bool* duplicate) {
   if (duplicate != nullptr) *duplicate = false;
+  if (batch.size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
   if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
   absl::MutexLock batch_lock(&ingest_mu_);
   if (!producer_id.empty()) {
@@ -106,7 +120,7 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
     }
   }
   const size_t n = batch.size();
-  for (size_t begin = 0; begin < n || begin == 0; begin += kChunkItems) {
+  for (size_t begin = 0; begin < n; begin += kChunkItems) {
     const size_t end = std::min(n, begin + kChunkItems);
     core::Batch chunk = Slice(batch, begin, end);
     absl::MutexLock lock(&mu_);
@@ -115,7 +129,6 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
       // or memory exhaustion; report it rather than hide it.
       if (absl::Status s = summary->Update(chunk); !s.ok()) return s;
     }
-    if (end == n) break;
   }
   absl::MutexLock lock(&mu_);
   ++batches_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -84,9 +85,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
   absl::MutexLock lock(&mu_);
   size_t tenant_sessions = 0;
   for (const auto& [key, s] : sessions_) tenant_sessions += key.first == tenant;
-  if (tenant_sessions >= options_.max_sessions_per_tenant) {
-    return absl::ResourceExhaustedError(absl::StrCat("tenant '", tenant, "' already has ",
-                                                     tenant_sessions, " sessions (the limit)"));
+  uint64_t limit = options_.max_sessions_per_tenant;
+  if (options_.tenants != nullptr) {
+    const uint64_t quota = options_.tenants->QuotaFor(tenant).sessions;
+    if (quota != 0) limit = std::min<uint64_t>(limit, quota);
+  }
+  if (tenant_sessions >= limit) {
+    return absl::ResourceExhaustedError(absl::StrCat("session quota exceeded: tenant '", tenant,
+                                                     "' already has ", tenant_sessions,
+                                                     " sessions (its limit is ", limit, ")"));
   }
   auto [it, inserted] = sessions_.emplace(std::make_pair(tenant, shared->name()), shared);
   if (!inserted) {
@@ -127,6 +134,26 @@ absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view
     fs::remove(SnapshotPath(tenant, name), ec);
   }
   return absl::OkStatus();
+}
+
+uint64_t SessionManager::TenantMemoryBytes(const std::string& tenant) const {
+  uint64_t total = 0;
+  for (const auto& s : List(tenant)) total += s->Stats().memory_bytes;
+  return total;
+}
+
+absl::Status SessionManager::AdmitIngest(const std::string& tenant, uint64_t items) const {
+  if (options_.tenants == nullptr) return absl::OkStatus();
+  const Quota quota = options_.tenants->QuotaFor(tenant);
+  if (quota.memory_bytes != 0) {
+    const uint64_t used = TenantMemoryBytes(tenant);
+    if (used >= quota.memory_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "summary memory quota exceeded: tenant '", tenant, "' uses ", used, " of its ",
+          quota.memory_bytes, " bytes; delete sessions or raise the quota"));
+    }
+  }
+  return options_.tenants->TakeIngestTokens(tenant, items, absl::Now());
 }
 
 size_t SessionManager::size() const {

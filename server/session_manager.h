@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/session.h"
+#include "server/tenants.h"
 
 namespace streamstats::server {
 
@@ -27,7 +28,8 @@ class SessionManager {
   struct Options {
     std::string data_dir;  // empty: nothing is persisted
     core::Accelerator* accelerator = nullptr;  // null: the CPU
-    size_t max_sessions_per_tenant = 10000;
+    size_t max_sessions_per_tenant = 10000;  // the hard ceiling under any quota
+    TenantRegistry* tenants = nullptr;        // quotas; null: unlimited
   };
 
   explicit SessionManager(Options options);
@@ -41,6 +43,12 @@ class SessionManager {
   absl::Status Delete(const std::string& tenant, absl::string_view name);
 
   size_t size() const;
+
+  // Admission for a batch of `items` into one of the tenant's sessions: the summary-memory
+  // quota and the ingest-rate token bucket. RESOURCE_EXHAUSTED says which was exceeded; on
+  // error nothing is taken.
+  absl::Status AdmitIngest(const std::string& tenant, uint64_t items) const;
+  uint64_t TenantMemoryBytes(const std::string& tenant) const;
 
   // Writes a snapshot of every session; returns the first error but tries them all.
   absl::Status SaveAll() const;

@@ -9,8 +9,8 @@
 // and the network stops after its first log2(P) merge levels, so one tile holds 4096/P windows:
 // many windows of different sizes sort in one launch (the tile tasks group windows by P).
 // Stage 2, windows larger than a tile: their sorted 4096-key runs are merged pairwise by a
-// merge-path kernel (each block produces 2048 output keys; a binary search on the merge path
-// gives each block, then each thread, its share), ping-ponging between two buffers.
+// merge-path kernel (a partition kernel finds, in parallel, where each 4096-key output chunk
+// starts on the merge path; each block merges one chunk in shared memory, each thread 16 keys), ping-ponging between two buffers.
 //
 // Optional 32-bit payload `idx`: the tile stage sets it to the key's position and every compare
 // orders (key, idx) lexicographically, a total order, so equal keys keep arrival order exactly as
@@ -34,8 +34,8 @@ inline constexpr int kTileItems = 16;
 inline constexpr int kTileKeys = kTileThreads * kTileItems;  // 4096
 inline constexpr int kLogTileKeys = 12;
 inline constexpr int kMergeThreads = 256;
-inline constexpr int kMergeItems = 8;
-inline constexpr int kMergeChunk = kMergeThreads * kMergeItems;  // 2048
+inline constexpr int kMergeItems = 16;
+inline constexpr int kMergeChunk = kMergeThreads * kMergeItems;  // 4096
 
 struct TileTask {
   uint32_t first_desc;
@@ -71,6 +71,7 @@ class SegmentedSorter {
  private:
   DeviceBuffer<uint64_t> alt_keys_;
   DeviceBuffer<uint32_t> alt_idx_;
+  DeviceBuffer<uint64_t> splits_;
   DeviceBuffer<unsigned char> plan_dev_;
   PinnedBuffer<unsigned char> plan_host_;
   cudaEvent_t plan_copied_ = nullptr;

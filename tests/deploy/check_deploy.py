@@ -32,7 +32,7 @@ HISTOGRAMS = {
     "streamstats_wal_fsync_duration_seconds", "streamstats_snapshot_duration_seconds",
 }
 GAUGES = {
-    "streamstats_sessions", "streamstats_summary_memory_bytes", "streamstats_ingest_queue_depth",
+    "streamstats_sessions", "streamstats_session_memory_bytes", "streamstats_ingest_queue_depth",
     "streamstats_device_memory_bytes", "streamstats_build_info", "streamstats_session_quantile",
 }
 ALL_METRICS = COUNTERS | HISTOGRAMS | GAUGES
@@ -513,7 +513,7 @@ def check_promql(alerts_path, dashboard_path, out_rules):
     for want in ("streamstats_ingest_items_total", "streamstats_rpc_duration_seconds",
                  "streamstats_ingest_queue_depth", "streamstats_accelerator_kernel_seconds_total",
                  "streamstats_accelerator_fallbacks_total", "streamstats_device_memory_bytes",
-                 "streamstats_session_quantile", "streamstats_sessions", "streamstats_summary_memory_bytes"):
+                 "streamstats_session_quantile", "streamstats_sessions", "streamstats_session_memory_bytes"):
         if want not in used:
             problems.append(f"dashboard: no panel shows {want}")
     with open(out_rules, "w") as f:

@@ -22,6 +22,7 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 ok() { echo "ok:   $*"; }
 
+# shellcheck source=tests/deploy/lib.sh
 . "$HERE/lib.sh"
 
 KUBECTL=${KUBECTL:-$(command -v kubectl || true)}
@@ -41,11 +42,11 @@ trap 'rm -rf "$TMP"' EXIT
 # 1. Render both kustomizations (stderr kept: deprecation warnings from new kustomize are fine).
 render() {  # render DIR OUT
   if "$KUBECTL" kustomize "$1" >"$2" 2>"$TMP/kustomize.err"; then
-    ok "kubectl kustomize ${1#$ROOT/} ($(grep -c '^kind:' "$2") objects)"
+    ok "kubectl kustomize ${1#"$ROOT"/} ($(grep -c '^kind:' "$2") objects)"
     return 0
   fi
   cat "$TMP/kustomize.err" >&2
-  fail "kubectl kustomize ${1#$ROOT/} does not render"
+  fail "kubectl kustomize ${1#"$ROOT"/} does not render"
   return 1
 }
 rendered=1

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the tests/deploy scripts (sourced, not run).
 
 # need FOUND NAME DEBIAN_PACKAGE: return if FOUND is non-empty. Otherwise FAIL (exit 1) when apt

@@ -1,0 +1,459 @@
+// GPU benchmark (issue 4): our sorting network vs CUB, sketch kernels, the pool path, and the
+// measured ceilings. Prints one table; results recorded in bench/GPU_RESULTS.md.
+// Usage: gpu_bench [--quick]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/accelerator.h"
+#include "core/hash.h"
+#include "core/summary.h"
+#include "gpu/detail/segmented_sort.cuh"
+#include "gpu/gpu_accelerator.h"
+#include "gpu/gpu_pool.h"
+#include "gpu/gpu_sketches.h"
+
+using namespace streamstats;
+
+#define CK(x)                                                                       \
+  do {                                                                              \
+    cudaError_t e_ = (x);                                                           \
+    if (e_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+#define OK(x)                                                                       \
+  do {                                                                              \
+    absl::Status s_ = (x);                                                          \
+    if (!s_.ok()) {                                                                 \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+namespace {
+
+cudaStream_t g_stream;
+
+// Median over reps of the event time of `body`, with `reset` run (untimed) before each.
+double MedianMs(int reps, const std::function<void()>& reset, const std::function<void()>& body) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int r = 0; r < reps + 1; ++r) {
+    if (reset) reset();
+    CK(cudaEventRecord(a, g_stream));
+    body();
+    CK(cudaEventRecord(b, g_stream));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (r > 0) t.push_back(ms);  // the first run warms up
+  }
+  std::sort(t.begin(), t.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[t.size() / 2];
+}
+
+double WallMedianMs(int reps, const std::function<void()>& body) {
+  std::vector<double> t;
+  for (int r = 0; r < reps + 1; ++r) {
+    const auto s = std::chrono::steady_clock::now();
+    body();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
+    if (r > 0) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<uint64_t> RandomKeys(size_t n, uint64_t seed) {
+  std::vector<uint64_t> k(n);
+  for (size_t i = 0; i < n; ++i) k[i] = core::Mix64(seed * 0x9E3779B97F4A7C15ULL + i);
+  return k;
+}
+
+std::vector<uint64_t> ZipfKeys(size_t n, double s, uint64_t universe, uint64_t seed) {
+  std::vector<double> cdf(universe);
+  double sum = 0;
+  for (uint64_t i = 0; i < universe; ++i) cdf[i] = (sum += 1.0 / std::pow(double(i + 1), s));
+  std::vector<uint64_t> out(n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, sum);
+  for (auto& x : out) x = core::Mix64(1 + (std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin()));
+  return out;
+}
+
+__global__ void AtomicCeilingKernel(const uint64_t* keys, size_t n, unsigned long long* table,
+                                    uint64_t mask) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    atomicAdd(table + (keys[i] & mask), 1ull);
+  }
+}
+
+void Row(const char* section, const std::string& what, double ms, double items, double bytes,
+         double ceiling_gbs, const std::string& note) {
+  const double gitems = items / (ms * 1e6);
+  const double gbs = bytes / (ms * 1e6);
+  if (ceiling_gbs > 0) {
+    std::printf("| %-10s | %-44s | %10.3f | %9.3f | %8.1f | %5.1f%% | %s |\n", section, what.c_str(), ms,
+                gitems, gbs, 100 * gbs / ceiling_gbs, note.c_str());
+  } else {
+    std::printf("| %-10s | %-44s | %10.3f | %9.3f | %8.1f |    -   | %s |\n", section, what.c_str(), ms,
+                gitems, gbs, note.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int reps = quick ? 3 : 7;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  CK(cudaSetDevice(0));
+  CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  int devices = 0;
+  CK(cudaGetDeviceCount(&devices));
+  std::printf("device: %s, %d SMs, %.1f GiB, L2 %.0f MB, %d visible GPU(s)\n\n", prop.name,
+              prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, prop.l2CacheSize / 1e6,
+              devices);
+  std::printf("| section    | case                                         |    time ms |  G items/s |     GB/s | of ceil | note |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---|\n");
+
+  // ---- ceilings ----
+  const size_t big = size_t{1} << 27;  // 1 GiB of uint64
+  uint64_t *d_a, *d_b, *d_c;
+  CK(cudaMalloc(&d_a, big * 8));
+  CK(cudaMalloc(&d_b, big * 8));
+  CK(cudaMalloc(&d_c, big * 8));
+  {
+    std::vector<uint64_t> h = RandomKeys(big, 1);
+    CK(cudaMemcpy(d_a, h.data(), big * 8, cudaMemcpyHostToDevice));
+  }
+  const double d2d_ms = MedianMs(reps, nullptr, [&] {
+    CK(cudaMemcpyAsync(d_b, d_a, big * 8, cudaMemcpyDeviceToDevice, g_stream));
+  });
+  const double d2d_gbs = 2.0 * big * 8 / (d2d_ms * 1e6);
+  Row("ceiling", "device-to-device copy 1 GiB (read+write)", d2d_ms, big, 2.0 * big * 8, 0, "D2D ceiling");
+  uint64_t* h_pinned;
+  const size_t hbytes = size_t{256} << 20;
+  CK(cudaMallocHost(&h_pinned, hbytes));
+  std::memset(h_pinned, 1, hbytes);
+  const double h2d_ms = MedianMs(reps, nullptr, [&] {
+    CK(cudaMemcpyAsync(d_b, h_pinned, hbytes, cudaMemcpyHostToDevice, g_stream));
+  });
+  const double h2d_gbs = hbytes / (h2d_ms * 1e6);
+  Row("ceiling", "host-to-device pinned 256 MiB", h2d_ms, hbytes / 8.0, hbytes, 0, "H2D ceiling");
+  const double d2h_ms = MedianMs(reps, nullptr, [&] {
+    CK(cudaMemcpyAsync(h_pinned, d_b, hbytes, cudaMemcpyDeviceToHost, g_stream));
+  });
+  Row("ceiling", "device-to-host pinned 256 MiB", d2h_ms, hbytes / 8.0, hbytes, 0, "");
+  double atomic_gops = 0;
+  {
+    unsigned long long* table;
+    const uint64_t cells = 4 * 2719;  // a d=4, eps=0.001 Count-Min table
+    CK(cudaMalloc(&table, 16384 * 8));
+    const size_t n = size_t{1} << 26;
+    const double ms = MedianMs(reps, nullptr, [&] {
+      AtomicCeilingKernel<<<prop.multiProcessorCount * 16, 512, 0, g_stream>>>(d_a, n, table, 8191);
+    });
+    atomic_gops = n / (ms * 1e6);
+    Row("ceiling", "global atomicAdd u64, 8192 random cells", ms, n, n * 8.0, 0,
+        "atomic ceiling (G atomics/s in items col)");
+    (void)cells;
+    cudaFree(table);
+  }
+
+  // ---- segmented sort: ours vs cub::DeviceSegmentedSort, 2^24 keys ----
+  gpu::detail::SegmentedSorter sorter;
+  const size_t n24 = size_t{1} << 24;
+  std::vector<uint64_t> check_a(n24), check_b(n24);
+  for (int lw : {10, 12, 14, 16, 20}) {
+    const size_t w = size_t{1} << lw;
+    std::vector<size_t> offsets;
+    for (size_t o = 0; o <= n24; o += w) offsets.push_back(o);
+    const size_t segs = offsets.size() - 1;
+    int* d_off;
+    std::vector<int> ioff(offsets.begin(), offsets.end());
+    CK(cudaMalloc(&d_off, ioff.size() * sizeof(int)));
+    CK(cudaMemcpy(d_off, ioff.data(), ioff.size() * sizeof(int), cudaMemcpyHostToDevice));
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n24 * 8, cudaMemcpyDeviceToDevice, g_stream)); };
+    const double ours = MedianMs(reps, reset, [&] { OK(sorter.Sort(d_b, nullptr, offsets.data(), segs, g_stream)); });
+    CK(cudaMemcpy(check_a.data(), d_b, n24 * 8, cudaMemcpyDeviceToHost));
+    size_t temp = 0;
+    CK(cub::DeviceSegmentedSort::SortKeys(nullptr, temp, d_b, d_c, (int64_t)n24, (int64_t)segs, d_off, d_off + 1, g_stream));
+    void* d_temp;
+    CK(cudaMalloc(&d_temp, temp));
+    const double cub = MedianMs(reps, reset, [&] {
+      CK(cub::DeviceSegmentedSort::SortKeys(d_temp, temp, d_b, d_c, (int64_t)n24, (int64_t)segs, d_off, d_off + 1, g_stream));
+    });
+    CK(cudaMemcpy(check_b.data(), d_c, n24 * 8, cudaMemcpyDeviceToHost));
+    const bool same = check_a == check_b;
+    char what[96];
+    std::snprintf(what, sizeof what, "segmented 2^24 keys, windows 2^%d: ours", lw);
+    Row("segsort", what, ours, n24, 2.0 * n24 * 8, d2d_gbs, same ? "equals CUB output" : "MISMATCH vs CUB");
+    std::snprintf(what, sizeof what, "segmented 2^24 keys, windows 2^%d: CUB", lw);
+    char note[64];
+    std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx", cub / ours);
+    Row("segsort", what, cub, n24, 2.0 * n24 * 8, d2d_gbs, note);
+    cudaFree(d_temp);
+    cudaFree(d_off);
+  }
+
+  // ---- single windows: ours vs cub::DeviceRadixSort ----
+  for (int ln = 16; ln <= 26; ln += 2) {
+    const size_t n = size_t{1} << ln;
+    const size_t offsets[2] = {0, n};
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 8, cudaMemcpyDeviceToDevice, g_stream)); };
+    const double ours = MedianMs(reps, reset, [&] { OK(sorter.Sort(d_b, nullptr, offsets, 1, g_stream)); });
+    size_t temp = 0;
+    CK(cub::DeviceRadixSort::SortKeys(nullptr, temp, d_b, d_c, n, 0, 64, g_stream));
+    void* d_temp;
+    CK(cudaMalloc(&d_temp, temp));
+    const double cub = MedianMs(reps, reset, [&] {
+      CK(cub::DeviceRadixSort::SortKeys(d_temp, temp, d_b, d_c, n, 0, 64, g_stream));
+    });
+    cudaFree(d_temp);
+    char what[96], note[64];
+    std::snprintf(what, sizeof what, "single window 2^%d keys: ours", ln);
+    Row("sort", what, ours, n, 2.0 * n * 8, d2d_gbs, "");
+    std::snprintf(what, sizeof what, "single window 2^%d keys: CUB radix", ln);
+    std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx", cub / ours);
+    Row("sort", what, cub, n, 2.0 * n * 8, d2d_gbs, note);
+  }
+  {  // weighted (key, position) sort, the stable path
+    const size_t n = size_t{1} << 22;
+    uint32_t* d_idx;
+    CK(cudaMalloc(&d_idx, n * 4));
+    const size_t offsets[2] = {0, n};
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 8, cudaMemcpyDeviceToDevice, g_stream)); };
+    const double ms = MedianMs(reps, reset, [&] { OK(sorter.Sort(d_b, d_idx, offsets, 1, g_stream)); });
+    Row("sort", "single window 2^22 keys + stable index payload", ms, n, 2.0 * n * 12, d2d_gbs, "");
+    cudaFree(d_idx);
+  }
+
+  // ---- Count-Min ----
+  const size_t nsk = size_t{1} << 24;
+  std::vector<uint64_t> h_uniform = RandomKeys(nsk, 7);
+  std::vector<uint64_t> h_zipf = ZipfKeys(nsk, 1.1, size_t{1} << 20, 8);
+  uint64_t* d_keys;
+  uint64_t* d_out;
+  CK(cudaMalloc(&d_keys, nsk * 8));
+  CK(cudaMalloc(&d_out, nsk * 8));
+  for (int dist = 0; dist < 2; ++dist) {
+    CK(cudaMemcpy(d_keys, dist == 0 ? h_uniform.data() : h_zipf.data(), nsk * 8, cudaMemcpyHostToDevice));
+    const char* dname = dist == 0 ? "uniform" : "zipf1.1";
+    for (double delta : {0.02, 5e-8}) {
+      core::CountMinOptions o;
+      o.epsilon = 0.001;
+      o.delta = delta;
+      for (int mode = 0; mode < 3; ++mode) {  // direct, aggregated, conservative
+        core::CountMinOptions oo = o;
+        oo.conservative = mode == 2;
+        auto cm = gpu::GpuCountMin::Create(oo, 0);
+        OK(cm.status());
+        cudaStream_t saved = g_stream;
+        // Time on the sketch's own stream through a host-side wall clock around a sync.
+        const double ms = WallMedianMs(reps, [&] {
+          OK((*cm)->UpdateDeviceAsync(d_keys, nullptr, nsk, mode == 1));
+          OK((*cm)->Synchronize());
+        });
+        g_stream = saved;
+        char what[96];
+        std::snprintf(what, sizeof what, "CM update d=%llu w=%llu %s %s", (unsigned long long)oo.Depth(),
+                      (unsigned long long)oo.Width(), dname,
+                      mode == 0 ? "direct" : mode == 1 ? "sort+RLE" : "conservative");
+        Row("countmin", what, ms, nsk, nsk * 8.0, 0,
+            std::to_string(nsk * oo.Depth() / (ms * 1e6) / atomic_gops).substr(0, 5) +
+                "x the global-atomic ceiling (d updates/item)");
+        if (mode == 0) {
+          const double qms = WallMedianMs(reps, [&] {
+            OK((*cm)->QueryDeviceAsync(d_keys, nsk, d_out));
+            OK((*cm)->Synchronize());
+          });
+          std::snprintf(what, sizeof what, "CM query d=%llu %s", (unsigned long long)oo.Depth(), dname);
+          Row("countmin", what, qms, nsk, nsk * 16.0, d2d_gbs, "");
+        }
+      }
+    }
+  }
+  // FCM through the host API (host phase detector included), 2^22 items per batch.
+  {
+    const size_t n = size_t{1} << 22;
+    std::vector<uint64_t> ids(h_zipf.begin(), h_zipf.begin() + n);
+    for (double delta : {0.02, 5e-8}) {
+      core::FcmOptions o;
+      o.epsilon = 0.001;
+      o.delta = delta;
+      for (auto mode : {gpu::FcmPhaseMode::kPerItem, gpu::FcmPhaseMode::kPerBatch}) {
+        auto f = gpu::GpuFcm::Create(o, 0, mode);
+        OK(f.status());
+        const double ms = WallMedianMs(reps, [&] { OK((*f)->Update(ids, {})); });
+        char what[96];
+        std::snprintf(what, sizeof what, "FCM update d=%llu zipf1.1 %s (host phase)", (unsigned long long)o.Depth(),
+                      mode == gpu::FcmPhaseMode::kPerItem ? "per-item" : "per-batch");
+        Row("fcm", what, ms, n, n * 8.0, h2d_gbs, "host batch incl. H2D");
+        if (mode == gpu::FcmPhaseMode::kPerBatch) {
+          std::vector<uint64_t> est;
+          const double qms = WallMedianMs(reps, [&] { OK((*f)->Query(ids, &est)); });
+          std::snprintf(what, sizeof what, "FCM query d=%llu zipf1.1 (host batch)", (unsigned long long)o.Depth());
+          Row("fcm", what, qms, n, n * 16.0, h2d_gbs, "host batch incl. H2D+D2H");
+        }
+      }
+    }
+  }
+
+  // ---- PBF ----
+  {
+    struct Case { const char* name; core::PbfOptions o; };
+    std::vector<Case> cases(3);
+    cases[0].name = "Table1 case1 m=58466 k=200 p=.0308";
+    cases[0].o.m = 58466; cases[0].o.k = 200; cases[0].o.p = 0.0308;
+    cases[1].name = "Table1 case2 m=726078 k=500 p=.0153";
+    cases[1].o.m = 726078; cases[1].o.k = 500; cases[1].o.p = 0.0153;
+    cases[2].name = "1e7 keys, threshold 100 (chosen m,k,p)";
+    cases[2].o.expected_keys = 10000000; cases[2].o.threshold = 100;
+    CK(cudaMemcpy(d_keys, h_zipf.data(), nsk * 8, cudaMemcpyHostToDevice));
+    for (const Case& c : cases) {
+      auto p = gpu::GpuPbf::Create(c.o, 0);
+      OK(p.status());
+      const size_t n = size_t{1} << 22;
+      const double ms = WallMedianMs(reps, [&] {
+        OK((*p)->InsertDeviceAsync(d_keys, n));
+        OK((*p)->Synchronize());
+      });
+      const auto& pp = (*p)->parameters();
+      char what[128];
+      std::snprintf(what, sizeof what, "PBF insert %s", c.name);
+      char note[96];
+      std::snprintf(note, sizeof note, "m=%llu k=%llu p=%.4f; %.1f G coins/s",
+                    (unsigned long long)pp.m, (unsigned long long)pp.k, pp.p, n * pp.k / (ms * 1e6));
+      Row("pbf", what, ms, n, n * 8.0, 0, note);
+      const double qms = WallMedianMs(reps, [&] {
+        OK((*p)->SetPositionsDeviceAsync(d_keys, n, d_out));
+        OK((*p)->Synchronize());
+      });
+      std::snprintf(what, sizeof what, "PBF query %s", c.name);
+      Row("pbf", what, qms, n, n * 16.0, 0, "");
+    }
+  }
+
+  // ---- end to end: host window -> device -> rank sample / histogram back ----
+  auto acc_or = gpu::GpuAccelerator::Create(0);
+  OK(acc_or.status());
+  gpu::GpuAccelerator* acc = acc_or->get();
+  for (int ln : {16, 20, 22, 24}) {
+    const size_t n = size_t{1} << ln;
+    std::vector<uint64_t> base(h_uniform.begin(), h_uniform.begin() + n), k;
+    std::vector<uint64_t> none;
+    std::vector<core::RankSampleEntry> sample;
+    const double ms = WallMedianMs(reps, [&] {
+      k = base;  // (copy not excluded: it is part of what a session does)
+      OK(acc->RankSample(absl::MakeSpan(k), absl::MakeSpan(none), std::max<uint64_t>(1, n / 1000), &sample));
+    });
+    char what[96];
+    std::snprintf(what, sizeof what, "RankSample host window 2^%d (H2D+sort+sample)", ln);
+    Row("e2e", what, ms, n, n * 8.0, h2d_gbs, "vs H2D ceiling");
+    std::vector<core::HistogramEntry> hist;
+    std::vector<uint64_t> zbase(h_zipf.begin(), h_zipf.begin() + n);
+    const double hms = WallMedianMs(reps, [&] {
+      k = zbase;
+      OK(acc->Histogram(absl::MakeSpan(k), absl::MakeSpan(none), &hist));
+    });
+    std::snprintf(what, sizeof what, "Histogram host zipf window 2^%d", ln);
+    Row("e2e", what, hms, n, n * 8.0, h2d_gbs, std::to_string(hist.size()) + " runs back");
+    const double cms = WallMedianMs(quick ? 1 : 3, [&] {
+      k = base;
+      OK(core::CpuAcceleratorInstance()->RankSample(absl::MakeSpan(k), absl::MakeSpan(none), std::max<uint64_t>(1, n / 1000), &sample));
+    });
+    {
+      // The pool path from a pinned host batch: DMA straight from it, only the sample returns.
+      auto* pinned = static_cast<uint64_t*>(gpu::AllocatePinnedHost(n * 8));
+      std::memcpy(pinned, base.data(), n * 8);
+      const double pms = WallMedianMs(reps, [&] {
+        OK(acc->RankSample(absl::MakeSpan(pinned, n), absl::MakeSpan(none),
+                           std::max<uint64_t>(1, n / 1000), &sample));
+      });
+      std::snprintf(what, sizeof what, "RankSample pinned host window 2^%d", ln);
+      char note[96];
+      std::snprintf(note, sizeof note, "%.2fx the H2D copy time", pms / (n * 8.0 / (h2d_gbs * 1e6)));
+      Row("e2e", what, pms, n, n * 8.0, h2d_gbs, note);
+      std::memcpy(pinned, zbase.data(), n * 8);
+      const double phms = WallMedianMs(reps, [&] {
+        OK(acc->Histogram(absl::MakeSpan(pinned, n), absl::MakeSpan(none), &hist));
+      });
+      std::snprintf(what, sizeof what, "Histogram pinned host zipf window 2^%d", ln);
+      std::snprintf(note, sizeof note, "%.2fx the H2D copy time", phms / (n * 8.0 / (h2d_gbs * 1e6)));
+      Row("e2e", what, phms, n, n * 8.0, h2d_gbs, note);
+      gpu::FreePinnedHost(pinned);
+    }
+    std::snprintf(what, sizeof what, "RankSample host window 2^%d: CPU std::sort", ln);
+    Row("e2e", what, cms, n, n * 8.0, 0, "1 CPU thread");
+  }
+  // Hybrid threshold: one window, GPU latency vs CPU.
+  for (int ln = 8; ln <= 18; ln += 2) {
+    const size_t n = size_t{1} << ln;
+    std::vector<uint64_t> base(h_uniform.begin(), h_uniform.begin() + n), k;
+    const double g = WallMedianMs(15, [&] { k = base; OK(acc->SortWindow(absl::MakeSpan(k), {})); });
+    const double c = WallMedianMs(15, [&] { k = base; OK(core::CpuAcceleratorInstance()->SortWindow(absl::MakeSpan(k), {})); });
+    char what[96], note[64];
+    std::snprintf(what, sizeof what, "hybrid: one window 2^%d, GPU SortWindow", ln);
+    std::snprintf(note, sizeof note, "CPU %.3f ms -> %s", c, g < c ? "GPU wins" : "CPU wins");
+    Row("hybrid", what, g, n, n * 8.0, 0, note);
+  }
+  // The pool: 32 sessions, each sorting 64 windows of size w concurrently.
+  for (int lw : {12, 14, 16}) {
+    const size_t w = size_t{1} << lw;
+    gpu::GpuPoolOptions po;
+    po.cpu_threshold = 0;
+    auto pool = gpu::GpuPool::Create(po);
+    OK(pool.status());
+    for (int use_pool = 0; use_pool < 2; ++use_pool) {
+      core::Accelerator* a = use_pool ? static_cast<core::Accelerator*>(pool->get()) : core::CpuAcceleratorInstance();
+      const int sessions = 32, windows = 64;
+      const double ms = WallMedianMs(quick ? 1 : 3, [&] {
+        std::vector<std::thread> th;
+        for (int s = 0; s < sessions; ++s) {
+          th.emplace_back([&, s] {
+            std::vector<uint64_t> k;
+            for (int i = 0; i < windows; ++i) {
+              k.assign(h_uniform.begin() + (s * windows + i) % 1000 * 1000, h_uniform.begin() + (s * windows + i) % 1000 * 1000 + w);
+              OK(a->SortWindow(absl::MakeSpan(k), {}));
+            }
+          });
+        }
+        for (auto& t : th) t.join();
+      });
+      const double items = double(sessions) * windows * w;
+      char what[96];
+      std::snprintf(what, sizeof what, "pool: 32 sessions x 64 windows of 2^%d: %s", lw, use_pool ? "GPU pool" : "CPU (32 threads)");
+      char note[96] = "";
+      if (use_pool) {
+        const auto st = (*pool)->stats();
+        std::snprintf(note, sizeof note, "%llu launches for %llu windows", (unsigned long long)st.launches,
+                      (unsigned long long)st.gpu_windows);
+      }
+      Row("pool", what, ms, items, items * 8, use_pool ? h2d_gbs : 0, note);
+    }
+  }
+  std::printf("\nceilings: D2D %.0f GB/s, H2D %.1f GB/s, atomics %.1f G/s\n", d2d_gbs, h2d_gbs, atomic_gops);
+  return 0;
+}

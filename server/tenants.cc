@@ -1,0 +1,184 @@
+#include "server/tenants.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/session.h"
+#include "server/session_manager.h"
+
+namespace streamstats::server {
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? a[i] : 0;
+    unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> TenantRegistry::ParseTokens(
+    absl::string_view text) {
+  std::map<std::string, std::string> out;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (f.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens file line ", line_no, ": expected 'TENANT TOKEN'"));
+    }
+    if (!ValidateSessionName(f[0]).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokens file line ", line_no, ": tenant names use 1-128 characters from [A-Za-z0-9._-]"));
+    }
+    if (f[1].size() < 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens file line ", line_no, ": tokens must be at least 16 characters"));
+    }
+    if (!out.emplace(std::string(f[1]), std::string(f[0])).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens file line ", line_no, ": token used twice"));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::pair<Quota, std::map<std::string, Quota>>> TenantRegistry::ParseQuotas(
+    absl::string_view text) {
+  Quota defaults;
+  std::map<std::string, std::map<std::string, double>> raw;
+  std::map<std::string, double> raw_defaults;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::map<std::string, double>* target;
+    size_t first;
+    if (f[0] == "default") {
+      target = &raw_defaults;
+      first = 1;
+    } else if (f[0] == "tenant" && f.size() >= 2) {
+      target = &raw[std::string(f[1])];
+      first = 2;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "quotas file line ", line_no, ": expected 'default K=V...' or 'tenant NAME K=V...'"));
+    }
+    for (size_t i = first; i < f.size(); ++i) {
+      std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(f[i], absl::MaxSplits('=', 1));
+      double v;
+      if (!(kv.first == "sessions" || kv.first == "memory_bytes" || kv.first == "items_per_second") ||
+          !absl::SimpleAtod(kv.second, &v) || !(v >= 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "quotas file line ", line_no, ": '", f[i],
+            "' is not sessions=N, memory_bytes=N or items_per_second=N (N >= 0)"));
+      }
+      (*target)[std::string(kv.first)] = v;
+    }
+  }
+  auto apply = [](Quota q, const std::map<std::string, double>& kv) {
+    for (const auto& [k, v] : kv) {
+      if (k == "sessions") q.sessions = static_cast<uint64_t>(v);
+      if (k == "memory_bytes") q.memory_bytes = static_cast<uint64_t>(v);
+      if (k == "items_per_second") q.items_per_second = v;
+    }
+    return q;
+  };
+  defaults = apply(defaults, raw_defaults);
+  std::map<std::string, Quota> overrides;
+  for (const auto& [tenant, kv] : raw) overrides[tenant] = apply(defaults, kv);
+  return std::make_pair(defaults, overrides);
+}
+
+absl::Status TenantRegistry::LoadTokensFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  auto tokens = ParseTokens(*text);
+  if (!tokens.ok()) return tokens.status();
+  if (tokens->empty()) return absl::InvalidArgumentError(path + ": no tokens");
+  SetTokens(*std::move(tokens));
+  return absl::OkStatus();
+}
+
+absl::Status TenantRegistry::LoadQuotasFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  auto quotas = ParseQuotas(*text);
+  if (!quotas.ok()) return quotas.status();
+  SetQuotas(quotas->first, std::move(quotas->second));
+  return absl::OkStatus();
+}
+
+void TenantRegistry::SetTokens(std::map<std::string, std::string> token_to_tenant) {
+  absl::MutexLock lock(&mu_);
+  auth_ = true;
+  tokens_.assign(token_to_tenant.begin(), token_to_tenant.end());
+}
+
+void TenantRegistry::SetQuotas(Quota defaults, std::map<std::string, Quota> overrides) {
+  absl::MutexLock lock(&mu_);
+  default_quota_ = defaults;
+  quotas_ = std::move(overrides);
+}
+
+bool TenantRegistry::authentication_enabled() const {
+  absl::MutexLock lock(&mu_);
+  return auth_;
+}
+
+absl::StatusOr<std::string> TenantRegistry::Authenticate(absl::string_view authorization) const {
+  absl::MutexLock lock(&mu_);
+  if (!auth_) return std::string(kDefaultTenant);
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (!absl::StartsWith(authorization, kBearer)) {
+    return absl::UnauthenticatedError("missing 'authorization: Bearer TOKEN' metadata");
+  }
+  const absl::string_view token = authorization.substr(kBearer.size());
+  const std::string* tenant = nullptr;
+  for (const auto& [t, name] : tokens_) {  // no early exit: the time does not depend on a match
+    if (ConstantTimeEquals(t, token)) tenant = &name;
+  }
+  if (tenant == nullptr) return absl::UnauthenticatedError("unknown token");
+  return *tenant;
+}
+
+Quota TenantRegistry::QuotaFor(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = quotas_.find(tenant);
+  return it == quotas_.end() ? default_quota_ : it->second;
+}
+
+absl::Status TenantRegistry::TakeIngestTokens(const std::string& tenant, uint64_t items,
+                                              absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto q = quotas_.find(tenant);
+  const double rate = (q == quotas_.end() ? default_quota_ : q->second).items_per_second;
+  if (rate <= 0) return absl::OkStatus();
+  Bucket& b = buckets_[tenant];
+  if (!b.primed) {
+    b = {rate, now, true};
+  } else {
+    b.tokens = std::min(rate, b.tokens + rate * absl::ToDoubleSeconds(now - b.last));
+    b.last = now;
+  }
+  if (static_cast<double>(items) > b.tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tenant '", tenant, "' exceeded its ingest quota of ", rate, " items/s (batch of ", items,
+        " items, ", static_cast<uint64_t>(b.tokens), " available now); retry later"));
+  }
+  b.tokens -= static_cast<double>(items);
+  return absl::OkStatus();
+}
+
+}  // namespace streamstats::server
