@@ -27,12 +27,22 @@
 #include "server/service.h"
 #include "server/session_manager.h"
 #include "server/tenants.h"
+#include "server/wal.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to serve gRPC on; port 0 picks a free port (see --port_file)");
 ABSL_FLAG(std::string, data_dir, "./streamstats-data",
-          "directory for session snapshots (written on shutdown and every --snapshot_interval); "
-          "empty: keep nothing");
+          "directory for session snapshots and the write-ahead log; empty: keep nothing");
+ABSL_FLAG(std::string, durability, "",
+          "none | snapshot (periodic snapshots only) | wal (every batch logged before its ack, "
+          "plus snapshots); default: wal with a data dir, none without");
+ABSL_FLAG(std::string, wal_fsync, "always",
+          "always: an ack waits for fdatasync (group commit) | interval: fsync every "
+          "--wal_fsync_interval_ms (acked batches survive a process crash, not a power loss)");
+ABSL_FLAG(int, wal_fsync_interval_ms, 100, "fsync period of --wal_fsync=interval");
+ABSL_FLAG(bool, wal_ignore_corruption, false,
+          "start even when the log is corrupt before its end: keep what precedes the damage and "
+          "rename the bad segment to *.corrupt");
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
 ABSL_FLAG(int, ingest_threads, 0, "threads applying batches; 0: one per core");
@@ -130,10 +140,64 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  SessionManager sessions({.data_dir = data_dir, .tenants = &tenants});
+  std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability.empty()) durability = data_dir.empty() ? "none" : "wal";
+  if (durability != "none" && durability != "snapshot" && durability != "wal") {
+    std::fprintf(stderr, "streamstatsd: --durability must be none, snapshot or wal\n");
+    return 2;
+  }
+  if (durability != "none" && data_dir.empty()) {
+    std::fprintf(stderr, "streamstatsd: --durability=%s needs --data_dir\n", durability.c_str());
+    return 2;
+  }
+  auto fsync_policy = ParseFsyncPolicy(absl::GetFlag(FLAGS_wal_fsync));
+  if (!fsync_policy.ok()) {
+    std::fprintf(stderr, "streamstatsd: --wal_fsync: %s\n", std::string(fsync_policy.status().message()).c_str());
+    return 2;
+  }
+  SessionManager sessions({.data_dir = durability == "none" ? "" : data_dir, .tenants = &tenants});
   if (absl::Status s = sessions.LoadAll(ConfigFromSpecBytes); !s.ok()) {
     std::fprintf(stderr, "streamstatsd: %s\n", std::string(s.message()).c_str());
     return 1;
+  }
+  std::unique_ptr<WriteAheadLog> wal;
+  if (durability == "wal") {
+    const std::string wal_dir = data_dir + "/wal";
+    WalReplayReport report;
+    auto last = sessions.ReplayWal(wal_dir, absl::GetFlag(FLAGS_wal_ignore_corruption),
+                                   ConfigFromSpecBytes, &report);
+    if (!last.ok()) {
+      std::fprintf(stderr, "streamstatsd: %s\n", std::string(last.status().message()).c_str());
+      return 1;
+    }
+    if (report.torn_tail) {
+      std::fprintf(stderr,
+                   "streamstatsd: dropped a torn last record (%llu bytes) at the end of %s; it "
+                   "was never acknowledged\n",
+                   static_cast<unsigned long long>(report.torn_bytes), report.torn_file.c_str());
+    }
+    if (!report.moved_aside.empty()) {
+      std::fprintf(stderr, "streamstatsd: corrupt log moved aside to %s; started without it\n",
+                   report.moved_aside.c_str());
+    }
+    std::fprintf(stderr, "streamstatsd: replayed %llu log records\n",
+                 static_cast<unsigned long long>(report.records));
+    auto opened = WriteAheadLog::Open({.dir = wal_dir,
+                                       .policy = *fsync_policy,
+                                       .interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_fsync_interval_ms)),
+                                       .on_fsync = nullptr},
+                                      *last + 1);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "streamstatsd: %s\n", std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    wal = *std::move(opened);
+    sessions.set_wal(wal.get());
+    // Fold the replayed log into snapshots now, so the next start replays little.
+    if (absl::Status s = sessions.SaveAll(); !s.ok()) {
+      std::fprintf(stderr, "streamstatsd: snapshot after replay failed: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
   }
 
   int threads = absl::GetFlag(FLAGS_ingest_threads);
@@ -177,7 +241,7 @@ int main(int argc, char** argv) {
   bool stop = false;
   std::thread snapshotter([&] {
     const int interval = absl::GetFlag(FLAGS_snapshot_interval_s);
-    if (interval <= 0 || data_dir.empty()) return;
+    if (interval <= 0 || durability == "none") return;
     absl::MutexLock lock(&stop_mu);
     while (!stop_mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(interval))) {
       stop_mu.Unlock();

@@ -311,7 +311,8 @@ class StreamStatsService::IngestReactor final
     if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch->size()); !s.ok()) {
       return s;
     }
-    absl::Status s = session_->Ingest(*batch, request_.producer_id(), request_.sequence());
+    absl::Status s = service_->sessions_->Ingest(tenant_, *session_, *batch,
+                                                 request_.producer_id(), request_.sequence());
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
     }

@@ -106,7 +106,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
 }
 
 absl::Status Session::Ingest(const core::Batch& batch, absl::string_view producer_id,
-                             uint64_t sequence, bool* duplicate) {
+                             uint64_t sequence, const LogFn& log, bool* duplicate,
+                             uint64_t* lsn_out) {
   if (duplicate != nullptr) *duplicate = false;
   if (batch.size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
   if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
@@ -119,6 +120,13 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
       return absl::OkStatus();
     }
   }
+  uint64_t lsn = 0;
+  if (log) {
+    absl::StatusOr<uint64_t> logged = log();
+    if (!logged.ok()) return logged.status();
+    lsn = *logged;
+  }
+  if (lsn_out != nullptr) *lsn_out = lsn;
   const size_t n = batch.size();
   for (size_t begin = 0; begin < n; begin += kChunkItems) {
     const size_t end = std::min(n, begin + kChunkItems);
@@ -133,7 +141,13 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   absl::MutexLock lock(&mu_);
   ++batches_;
   if (!producer_id.empty()) producers_[producer_id] = sequence;
+  if (lsn != 0) applied_lsn_ = lsn;
   return absl::OkStatus();
+}
+
+uint64_t Session::applied_lsn() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return applied_lsn_;
 }
 
 uint64_t Session::count() const {
@@ -240,11 +254,15 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
 }
 
 std::string Session::Serialize() const {
+  // Whole batches only: a snapshot never holds half of one.
+  absl::MutexLock batch_lock(&ingest_mu_);
   absl::ReaderMutexLock lock(&mu_);
   core::ByteWriter w;
   w.PutString(config_.spec_bytes);
   w.Put<int64_t>(config_.create_time_unix_ms);
   w.Put<uint64_t>(batches_);
+  w.Put<uint64_t>(create_lsn_.load());
+  w.Put<uint64_t>(applied_lsn_);
   w.Put<uint64_t>(producers_.size());
   for (const auto& [id, seq] : producers_) {
     w.PutString(id);
@@ -264,9 +282,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
   core::ByteReader r(env->payload);
   std::string spec_bytes;
   int64_t create_time;
-  uint64_t batches, producers, summaries;
+  uint64_t batches, producers, summaries, create_lsn, applied_lsn;
   if (!r.GetString(&spec_bytes, 1 << 20) || !r.Get(&create_time) || !r.Get(&batches) ||
-      !r.GetCount(&producers, 16)) {
+      !r.Get(&create_lsn) || !r.Get(&applied_lsn) || !r.GetCount(&producers, 16)) {
     return core::Corrupt("session header");
   }
   auto config = parse_spec(spec_bytes);
@@ -278,6 +296,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
   Session& s = **session;
   absl::MutexLock lock(&s.mu_);
   s.batches_ = batches;
+  s.create_lsn_ = create_lsn;
+  s.applied_lsn_ = applied_lsn;
   for (uint64_t i = 0; i < producers; ++i) {
     std::string id;
     uint64_t seq;

@@ -6,6 +6,7 @@
 #ifndef STREAMSTATS_SERVER_SESSION_H_
 #define STREAMSTATS_SERVER_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -94,11 +95,22 @@ class Session {
   const SessionConfig& config() const { return config_; }
   const std::string& name() const { return config_.name; }
 
+  // Logs a validated batch before it is applied; returns its LSN (the WAL append).
+  using LogFn = std::function<absl::StatusOr<uint64_t>()>;
+
   // Validates and applies a batch to every summary; an invalid batch changes nothing.
   // With a producer id, a sequence not above that producer's highest applied one is skipped
-  // (*duplicate = true) and reported OK.
+  // (*duplicate = true) and reported OK. `log` (may be empty) runs after validation and before
+  // the batch is applied, under the session's batch lock, so a snapshot holds a batch exactly
+  // when it holds its LSN; a log failure applies nothing.
   absl::Status Ingest(const core::Batch& batch, absl::string_view producer_id, uint64_t sequence,
-                      bool* duplicate = nullptr);
+                      const LogFn& log = nullptr, bool* duplicate = nullptr,
+                      uint64_t* lsn = nullptr);
+
+  // The WAL position of the session's creation and of the last batch applied (0: none).
+  uint64_t create_lsn() const { return create_lsn_; }
+  void set_create_lsn(uint64_t lsn) { create_lsn_ = lsn; }
+  uint64_t applied_lsn() const;
 
   SessionStats Stats() const;
   uint64_t count() const;
@@ -126,8 +138,10 @@ class Session {
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> create_lsn_{0};
+  uint64_t applied_lsn_ ABSL_GUARDED_BY(mu_) = 0;
   // Serializes whole batches against each other (chunks release mu_ in between).
-  absl::Mutex ingest_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex ingest_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 };
 
 // The guarantee a frequency summary gives, in words with its parameters.

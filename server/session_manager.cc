@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "core/serialization.h"
 
 namespace streamstats::server {
 namespace fs = std::filesystem;
@@ -26,6 +27,73 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path) {
 }
 
 constexpr absl::string_view kSnapshotSuffix = ".snapshot";
+
+std::string EncodeBatchRecord(const std::string& tenant, const std::string& name,
+                              absl::string_view producer, uint64_t sequence,
+                              const core::Batch& batch) {
+  core::ByteWriter w;
+  w.PutString(tenant);
+  w.PutString(name);
+  w.PutString(producer);
+  w.Put<uint64_t>(sequence);
+  w.Put<uint8_t>(static_cast<uint8_t>(batch.kind));
+  const size_t n = batch.size();
+  w.Put<uint64_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (batch.kind) {
+      case core::ValueKind::kNumeric:
+        w.Put<double>(batch.values[i]);
+        break;
+      case core::ValueKind::kUint64:
+        w.Put<uint64_t>(batch.keys[i]);
+        break;
+      case core::ValueKind::kString:
+        w.PutString(batch.strings[i]);
+        break;
+    }
+  }
+  w.Put<uint64_t>(batch.weights.size());
+  for (uint64_t x : batch.weights) w.Put<uint64_t>(x);
+  return std::move(w.bytes());
+}
+
+struct DecodedBatch {
+  std::vector<double> values;
+  std::vector<uint64_t> keys;
+  std::vector<std::string> strings;
+  std::vector<uint64_t> weights;
+  core::Batch view;
+};
+
+bool DecodeBatch(core::ByteReader* r, DecodedBatch* b) {
+  uint8_t kind;
+  uint64_t n, w;
+  if (!r->Get(&kind) || kind < 1 || kind > 3 || !r->GetCount(&n, 1)) return false;
+  b->view.kind = static_cast<core::ValueKind>(kind);
+  for (uint64_t i = 0; i < n; ++i) {
+    bool ok = true;
+    switch (b->view.kind) {
+      case core::ValueKind::kNumeric:
+        ok = r->Get(&b->values.emplace_back());
+        break;
+      case core::ValueKind::kUint64:
+        ok = r->Get(&b->keys.emplace_back());
+        break;
+      case core::ValueKind::kString:
+        ok = r->GetString(&b->strings.emplace_back(), core::kMaxStringKeyBytes);
+        break;
+    }
+    if (!ok) return false;
+  }
+  if (!r->GetCount(&w, 8) || (w != 0 && w != n)) return false;
+  b->weights.resize(w);
+  for (uint64_t& x : b->weights) r->Get(&x);
+  b->view.values = b->values;
+  b->view.keys = b->keys;
+  b->view.strings = b->strings;
+  b->view.weights = b->weights;
+  return r->remaining() == 0;
+}
 
 }  // namespace
 
@@ -95,11 +163,44 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
                                                      "' already has ", tenant_sessions,
                                                      " sessions (its limit is ", limit, ")"));
   }
-  auto [it, inserted] = sessions_.emplace(std::make_pair(tenant, shared->name()), shared);
-  if (!inserted) {
+  const auto key = std::make_pair(tenant, shared->name());
+  if (sessions_.count(key) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("session '", shared->name(), "' already exists"));
   }
+  uint64_t lsn = 0;
+  if (options_.wal != nullptr) {
+    core::ByteWriter w;
+    w.PutString(tenant);
+    w.PutString(shared->config().spec_bytes);
+    w.Put<int64_t>(shared->config().create_time_unix_ms);
+    auto logged = options_.wal->Append(WalRecordType::kCreate, w.bytes());
+    if (!logged.ok()) return logged.status();
+    lsn = *logged;
+    shared->set_create_lsn(lsn);
+  }
+  sessions_.emplace(key, shared);
+  mu_.Unlock();
+  absl::Status durable = options_.wal != nullptr ? options_.wal->WaitDurable(lsn) : absl::OkStatus();
+  mu_.Lock();
+  if (!durable.ok()) return durable;
   return shared;
+}
+
+absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
+                                    const core::Batch& batch, absl::string_view producer_id,
+                                    uint64_t sequence) {
+  uint64_t lsn = 0;
+  Session::LogFn log;
+  if (options_.wal != nullptr) {
+    log = [&]() -> absl::StatusOr<uint64_t> {
+      return options_.wal->Append(WalRecordType::kBatch,
+                                  EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch));
+    };
+  }
+  if (absl::Status s = session.Ingest(batch, producer_id, sequence, log, nullptr, &lsn); !s.ok()) {
+    return s;
+  }
+  return lsn != 0 ? options_.wal->WaitDurable(lsn) : absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Get(const std::string& tenant,
@@ -123,17 +224,29 @@ std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& te
 }
 
 absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view name) {
+  absl::MutexLock snapshots(&snapshot_mu_);
+  uint64_t lsn = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (sessions_.erase(std::make_pair(tenant, std::string(name))) == 0) {
+    auto it = sessions_.find(std::make_pair(tenant, std::string(name)));
+    if (it == sessions_.end()) {
       return absl::NotFoundError(absl::StrCat("no session named '", name, "'"));
     }
+    if (options_.wal != nullptr) {
+      core::ByteWriter w;
+      w.PutString(tenant);
+      w.PutString(name);
+      auto logged = options_.wal->Append(WalRecordType::kDelete, w.bytes());
+      if (!logged.ok()) return logged.status();
+      lsn = *logged;
+    }
+    sessions_.erase(it);
   }
   if (!options_.data_dir.empty()) {
     std::error_code ec;
     fs::remove(SnapshotPath(tenant, name), ec);
   }
-  return absl::OkStatus();
+  return lsn != 0 ? options_.wal->WaitDurable(lsn) : absl::OkStatus();
 }
 
 uint64_t SessionManager::TenantMemoryBytes(const std::string& tenant) const {
@@ -163,6 +276,14 @@ size_t SessionManager::size() const {
 
 absl::Status SessionManager::SaveAll() const {
   if (options_.data_dir.empty()) return absl::OkStatus();
+  absl::MutexLock snapshots(&snapshot_mu_);
+  // Everything logged before the rotation is in the sessions listed below (creation and log
+  // append happen under mu_, batches log and apply under their session's batch lock), so once
+  // every snapshot is written the older segments can go.
+  uint64_t first_new_lsn = 0;
+  if (options_.wal != nullptr) {
+    if (absl::Status s = options_.wal->Rotate(&first_new_lsn); !s.ok()) return s;
+  }
   std::vector<std::pair<std::string, std::shared_ptr<Session>>> all;
   {
     absl::ReaderMutexLock lock(&mu_);
@@ -179,7 +300,68 @@ absl::Status SessionManager::SaveAll() const {
     }
     first.Update(WriteFileDurably(SnapshotPath(tenant, session->name()), session->Serialize()));
   }
+  if (first.ok() && options_.wal != nullptr) first = options_.wal->DeleteSegmentsBefore(first_new_lsn);
   return first;
+}
+
+absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool ignore_corruption,
+                                                   const SpecParser& parse_spec,
+                                                   WalReplayReport* report) {
+  uint64_t max_lsn = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [key, s] : sessions_) {
+      max_lsn = std::max({max_lsn, s->create_lsn(), s->applied_lsn()});
+    }
+  }
+  auto apply = [&](uint64_t lsn, WalRecordType type, absl::string_view payload) -> absl::Status {
+    core::ByteReader r(payload);
+    std::string tenant, name;
+    if (!r.GetString(&tenant, 1024)) return core::Corrupt("WAL record tenant");
+    if (type == WalRecordType::kCreate) {
+      std::string spec;
+      int64_t create_time;
+      if (!r.GetString(&spec, payload.size()) || !r.Get(&create_time)) return core::Corrupt("WAL create");
+      auto config = parse_spec(spec);
+      if (!config.ok()) return config.status();
+      config->spec_bytes = spec;
+      config->create_time_unix_ms = create_time;
+      absl::MutexLock lock(&mu_);
+      auto key = std::make_pair(tenant, config->name);
+      auto it = sessions_.find(key);
+      if (it != sessions_.end() && it->second->create_lsn() >= lsn) return absl::OkStatus();
+      auto session = Session::Create(*std::move(config), options_.accelerator);
+      if (!session.ok()) return session.status();
+      (*session)->set_create_lsn(lsn);
+      sessions_[key] = *std::move(session);
+      return absl::OkStatus();
+    }
+    if (!r.GetString(&name, 1024)) return core::Corrupt("WAL record session");
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(std::make_pair(tenant, name));
+    if (it == sessions_.end() || it->second->create_lsn() >= lsn) return absl::OkStatus();
+    if (type == WalRecordType::kDelete) {
+      sessions_.erase(it);
+      std::error_code ec;
+      fs::remove(SnapshotPath(tenant, name), ec);
+      return absl::OkStatus();
+    }
+    Session& session = *it->second;
+    if (session.applied_lsn() >= lsn) return absl::OkStatus();  // already in the snapshot
+    std::string producer;
+    uint64_t sequence;
+    DecodedBatch batch;
+    if (!r.GetString(&producer, 1024) || !r.Get(&sequence) || !DecodeBatch(&r, &batch)) {
+      return core::Corrupt("WAL batch record");
+    }
+    return session.Ingest(batch.view, producer, sequence, [lsn]() -> absl::StatusOr<uint64_t> {
+      return lsn;
+    });
+  };
+  if (absl::Status s = WriteAheadLog::Replay(dir, ignore_corruption, apply, report); !s.ok()) {
+    return s;
+  }
+  return std::max(max_lsn, report->last_lsn);
 }
 
 absl::Status SessionManager::LoadAll(const SpecParser& parse_spec) {

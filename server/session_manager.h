@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/session.h"
 #include "server/tenants.h"
+#include "server/wal.h"
 
 namespace streamstats::server {
 
@@ -30,6 +31,7 @@ class SessionManager {
     core::Accelerator* accelerator = nullptr;  // null: the CPU
     size_t max_sessions_per_tenant = 10000;  // the hard ceiling under any quota
     TenantRegistry* tenants = nullptr;        // quotas; null: unlimited
+    WriteAheadLog* wal = nullptr;             // null: batches are not logged
   };
 
   explicit SessionManager(Options options);
@@ -41,6 +43,19 @@ class SessionManager {
   std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;
   // Removes the session and its snapshot.
   absl::Status Delete(const std::string& tenant, absl::string_view name);
+
+  // Applies a batch to one of the tenant's sessions: logged first when there is a write-ahead
+  // log, and returns only once the batch is as durable as the log's policy promises (the ack
+  // may then be sent).
+  absl::Status Ingest(const std::string& tenant, Session& session, const core::Batch& batch,
+                      absl::string_view producer_id, uint64_t sequence);
+
+  // Replays the write-ahead log in `dir` over the sessions LoadAll restored; returns the
+  // highest LSN seen in snapshots or the log (the log reopens one past it).
+  absl::StatusOr<uint64_t> ReplayWal(const std::string& dir, bool ignore_corruption,
+                                     const SpecParser& parse_spec, WalReplayReport* report);
+  // Must be set before serving when a log is used (it is opened after replay).
+  void set_wal(WriteAheadLog* wal) { options_.wal = wal; }
 
   size_t size() const;
 
@@ -59,7 +74,9 @@ class SessionManager {
  private:
   std::string SnapshotPath(const std::string& tenant, absl::string_view name) const;
 
-  const Options options_;
+  Options options_;
+  // Serializes snapshots with deletes, so a deleted session's snapshot cannot reappear.
+  mutable absl::Mutex snapshot_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Session>> sessions_
       ABSL_GUARDED_BY(mu_);

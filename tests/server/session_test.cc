@@ -163,11 +163,11 @@ TEST(Session, QuestionsGoToTheSummaryThatAnswersThem) {
 TEST(Session, AProducerSequenceIsAppliedOnce) {
   auto s = *Session::Create(Config("p", {"quantiles"}), nullptr);
   bool dup = false;
-  ASSERT_TRUE(s->Ingest(Values({1, 2}), "prod", 1, &dup).ok());
+  ASSERT_TRUE(s->Ingest(Values({1, 2}), "prod", 1, nullptr, &dup).ok());
   EXPECT_FALSE(dup);
-  ASSERT_TRUE(s->Ingest(Values({1, 2}), "prod", 1, &dup).ok());
+  ASSERT_TRUE(s->Ingest(Values({1, 2}), "prod", 1, nullptr, &dup).ok());
   EXPECT_TRUE(dup);
-  ASSERT_TRUE(s->Ingest(Values({3}), "prod", 2, &dup).ok());
+  ASSERT_TRUE(s->Ingest(Values({3}), "prod", 2, nullptr, &dup).ok());
   EXPECT_EQ(s->count(), 3u);
 }
 

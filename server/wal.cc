@@ -1,0 +1,312 @@
+#include "server/wal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/serialization.h"
+#include "server/session_manager.h"
+
+namespace streamstats::server {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kHeaderBytes = 4 + 4 + 1 + 8;
+constexpr uint32_t kMaxRecordBytes = 1u << 30;
+
+absl::Status IoError(absl::string_view what, const std::string& path) {
+  int e = errno;
+  std::string msg = absl::StrCat("write-ahead log: ", what, " ", path, ": ", std::strerror(e));
+  if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
+  return absl::UnavailableError(msg);
+}
+
+std::string SegmentName(uint64_t first_lsn) { return absl::StrFormat("wal-%020d.log", first_lsn); }
+
+uint32_t RecordCrc(uint8_t type, uint64_t lsn, absl::string_view payload) {
+  char head[9];
+  head[0] = static_cast<char>(type);
+  std::memcpy(head + 1, &lsn, 8);
+  return core::Crc32c(payload, core::Crc32c(absl::string_view(head, 9)));
+}
+
+// The segments in `dir` by first LSN.
+std::vector<std::pair<uint64_t, std::string>> ListSegments(const std::string& dir) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    uint64_t first;
+    if (absl::StartsWith(name, "wal-") && absl::EndsWith(name, ".log") &&
+        absl::SimpleAtoi(name.substr(4, name.size() - 8), &first)) {
+      out.emplace_back(first, e.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void SyncDirectory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<FsyncPolicy> ParseFsyncPolicy(absl::string_view text) {
+  if (text == "always") return FsyncPolicy::kAlways;
+  if (text == "interval") return FsyncPolicy::kInterval;
+  return absl::InvalidArgumentError(absl::StrCat("fsync policy must be always or interval, got '", text, "'"));
+}
+
+absl::Status WriteAheadLog::Replay(
+    const std::string& dir, bool ignore_corruption,
+    const std::function<absl::Status(uint64_t, WalRecordType, absl::string_view)>& apply,
+    WalReplayReport* report) {
+  *report = {};
+  const auto segments = ListSegments(dir);
+  for (size_t si = 0; si < segments.size(); ++si) {
+    const std::string& path = segments[si].second;
+    const bool newest = si + 1 == segments.size();
+    auto bytes = ReadFile(path);
+    if (!bytes.ok()) return bytes.status();
+    absl::string_view data = *bytes;
+    size_t off = 0;
+    while (off < data.size()) {
+      std::string problem;
+      uint32_t len = 0, crc = 0;
+      uint8_t type = 0;
+      uint64_t lsn = 0;
+      const size_t left = data.size() - off;
+      bool cut_short = false;
+      if (left < kHeaderBytes) {
+        cut_short = true;
+      } else {
+        std::memcpy(&len, data.data() + off, 4);
+        std::memcpy(&crc, data.data() + off + 4, 4);
+        type = static_cast<uint8_t>(data[off + 8]);
+        std::memcpy(&lsn, data.data() + off + 9, 8);
+        if (len > kMaxRecordBytes) {
+          problem = "impossible record length";
+        } else if (kHeaderBytes + len > left) {
+          cut_short = true;
+        } else if (RecordCrc(type, lsn, data.substr(off + kHeaderBytes, len)) != crc) {
+          problem = "checksum mismatch";
+        } else if (type < 1 || type > 3) {
+          problem = "unknown record type";
+        } else if (lsn <= report->last_lsn) {
+          problem = "LSN out of order";
+        }
+      }
+      const bool last_record = cut_short || (problem == "checksum mismatch" &&
+                                             off + kHeaderBytes + len == data.size());
+      if ((cut_short || !problem.empty()) && newest && last_record) {
+        // A torn write: the process died while appending. Nothing after it was acknowledged.
+        report->torn_tail = true;
+        report->torn_bytes = data.size() - off;
+        report->torn_file = path;
+        if (::truncate(path.c_str(), static_cast<off_t>(off)) != 0) return IoError("cannot truncate", path);
+        break;
+      }
+      if (cut_short || !problem.empty()) {
+        if (cut_short) problem = "record cut short";
+        if (!ignore_corruption) {
+          return absl::DataLossError(absl::StrCat(
+              "write-ahead log ", path, " offset ", off, ": ", problem,
+              "; start with --wal_ignore_corruption to keep what precedes it and move the bad "
+              "segment aside"));
+        }
+        for (size_t j = si; j < segments.size(); ++j) {
+          const std::string aside = segments[j].second + ".corrupt";
+          fs::rename(segments[j].second, aside);
+          if (j == si) report->moved_aside = aside;
+        }
+        return absl::OkStatus();
+      }
+      absl::Status s = apply(lsn, static_cast<WalRecordType>(type),
+                             data.substr(off + kHeaderBytes, len));
+      if (!s.ok()) return s;
+      ++report->records;
+      report->last_lsn = lsn;
+      off += kHeaderBytes + len;
+    }
+  }
+  return absl::OkStatus();
+}
+
+WriteAheadLog::WriteAheadLog(Options options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(Options options,
+                                                                   uint64_t next_lsn) {
+  std::error_code ec;
+  fs::create_directories(options.dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", options.dir, ": ", ec.message()));
+  std::unique_ptr<WriteAheadLog> wal(new WriteAheadLog(std::move(options)));
+  {
+    absl::MutexLock lock(&wal->mu_);
+    for (auto& seg : ListSegments(wal->options_.dir)) {
+      if (seg.first < next_lsn) wal->segments_.push_back(seg);
+    }
+    if (absl::Status s = wal->OpenSegmentLocked(next_lsn); !s.ok()) return s;
+    wal->durable_lsn_ = next_lsn - 1;
+  }
+  if (wal->options_.policy == FsyncPolicy::kInterval) {
+    wal->interval_thread_ = std::thread([w = wal.get()] { w->IntervalLoop(); });
+  }
+  return wal;
+}
+
+WriteAheadLog::~WriteAheadLog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (interval_thread_.joinable()) interval_thread_.join();
+  absl::MutexLock lock(&mu_);
+  while (syncing_) mu_.Await(absl::Condition(+[](bool* s) { return !*s; }, &syncing_));
+  if (fd_ >= 0) {
+    ::fdatasync(fd_);
+    ::close(fd_);
+  }
+}
+
+absl::Status WriteAheadLog::OpenSegmentLocked(uint64_t first_lsn) {
+  const std::string path = (fs::path(options_.dir) / SegmentName(first_lsn)).string();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot open", path);
+  struct stat st;
+  ::fstat(fd, &st);
+  SyncDirectory(options_.dir);
+  fd_ = fd;
+  size_ = static_cast<uint64_t>(st.st_size);
+  next_lsn_ = first_lsn;
+  if (segments_.empty() || segments_.back().first != first_lsn) segments_.emplace_back(first_lsn, path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> WriteAheadLog::Append(WalRecordType type, absl::string_view payload) {
+  if (payload.size() > kMaxRecordBytes) return absl::InvalidArgumentError("record too large");
+  absl::MutexLock lock(&mu_);
+  if (!sync_error_.ok()) return sync_error_;
+  const uint64_t lsn = next_lsn_;
+  std::string record(kHeaderBytes, '\0');
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  const uint32_t crc = RecordCrc(static_cast<uint8_t>(type), lsn, payload);
+  std::memcpy(record.data(), &len, 4);
+  std::memcpy(record.data() + 4, &crc, 4);
+  record[8] = static_cast<char>(type);
+  std::memcpy(record.data() + 9, &lsn, 8);
+  record.append(payload.data(), payload.size());
+  size_t done = 0;
+  while (done < record.size()) {
+    ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status s = IoError("cannot append to", segments_.back().second);
+      // Cut the partial record off so the log stays a sequence of whole records.
+      if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) sync_error_ = s;
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  size_ += record.size();
+  ++next_lsn_;
+  return lsn;
+}
+
+absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
+  absl::MutexLock lock(&mu_);
+  while (durable_lsn_ < lsn) {
+    if (!sync_error_.ok()) return sync_error_;
+    if (syncing_) {
+      struct Args {
+        WriteAheadLog* w;
+        uint64_t lsn;
+      } args{this, lsn};
+      mu_.Await(absl::Condition(
+          +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return !a->w->syncing_ || a->w->durable_lsn_ >= a->lsn;
+          },
+          &args));
+      continue;
+    }
+    // This thread syncs for everyone appended so far (group commit).
+    syncing_ = true;
+    const uint64_t target = next_lsn_ - 1;
+    const int fd = fd_;
+    mu_.Unlock();
+    const auto start = std::chrono::steady_clock::now();
+    const int rc = ::fdatasync(fd);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options_.on_fsync) options_.on_fsync(secs);
+    mu_.Lock();
+    syncing_ = false;
+    if (rc != 0) {
+      sync_error_ = IoError("fdatasync failed for", segments_.back().second);
+      return sync_error_;
+    }
+    durable_lsn_ = std::max(durable_lsn_, target);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteAheadLog::WaitDurable(uint64_t lsn) {
+  if (options_.policy == FsyncPolicy::kInterval) {
+    absl::MutexLock lock(&mu_);
+    return sync_error_;
+  }
+  return SyncUpTo(lsn);
+}
+
+void WriteAheadLog::IntervalLoop() {
+  for (;;) {
+    uint64_t target;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.interval)) return;
+      target = next_lsn_ - 1;
+    }
+    SyncUpTo(target).IgnoreError();  // a failure is kept in sync_error_ and refuses appends
+  }
+}
+
+absl::Status WriteAheadLog::Rotate(uint64_t* first_new_lsn) {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(+[](bool* s) { return !*s; }, &syncing_));
+  if (::fdatasync(fd_) != 0) return IoError("fdatasync failed for", segments_.back().second);
+  durable_lsn_ = next_lsn_ - 1;
+  ::close(fd_);
+  fd_ = -1;
+  *first_new_lsn = next_lsn_;
+  return OpenSegmentLocked(next_lsn_);
+}
+
+absl::Status WriteAheadLog::DeleteSegmentsBefore(uint64_t lsn) {
+  absl::MutexLock lock(&mu_);
+  // Segment i holds [first_i, first_{i+1}); the open (last) segment always stays.
+  size_t keep_from = 0;
+  while (keep_from + 1 < segments_.size() && segments_[keep_from + 1].first <= lsn) {
+    if (::unlink(segments_[keep_from].second.c_str()) != 0 && errno != ENOENT) {
+      return IoError("cannot delete", segments_[keep_from].second);
+    }
+    ++keep_from;
+  }
+  segments_.erase(segments_.begin(), segments_.begin() + keep_from);
+  SyncDirectory(options_.dir);
+  return absl::OkStatus();
+}
+
+}  // namespace streamstats::server
