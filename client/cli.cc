@@ -15,6 +15,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,7 +26,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/client.h"
+#include "client/load_generator.h"
 #include "client/spec_parser.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -31,21 +36,24 @@ namespace streamstats::client {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: streamstats [--server=ADDR] [--json] [--timeout=SECONDS] COMMAND ...\n"
+    "usage: streamstats [--server=ADDR] [--json] [--timeout=SECONDS] [--token=T]\n"
+    "                   [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]] COMMAND ...\n"
     "  session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...] [--summary=...]\n"
     "                      [--backend=auto|cpu|gpu]\n"
     "                      [--partitions=P --partitioning=block|hash [--groups=G]]\n"
+    "                      [--window=items:N|seconds:T [--intervals=B]] [--export=PHI,...]\n"
     "      KIND: quantiles[:epsilon=E,window=W]  lossy_counting[:epsilon=E,window=W]\n"
     "            count_min[:epsilon=E,delta=D,conservative=true,candidates=C]\n"
     "            fcm[:epsilon=E,delta=D,dh=H,dl=L,k=K,conservative=true]  misra_gries[:k=K]\n"
     "            pbf:keys=N,threshold=F | pbf:m=BITS,k=K,p=P\n"
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
-    "  quantiles NAME PHI...\n"
+    "  quantiles NAME PHI... [--last=W|DURATION]      (window sessions: 1000, 300s, 5m, 1h)\n"
     "  ranks NAME VALUE...\n"
-    "  freq NAME KEY... [--summary=KIND]\n"
-    "  heavy-hitters NAME --support=S [--summary=KIND]\n"
-    "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051.\n";
+    "  freq NAME KEY... [--summary=KIND] [--last=...]\n"
+    "  heavy-hitters NAME --support=S [--summary=KIND] [--last=...]\n"
+    "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
+    "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051; the token to $STREAMSTATS_TOKEN.\n";
 
 struct Args {
   std::vector<std::string> positional;
@@ -127,6 +135,23 @@ int SessionCommand(Client& client, const Args& args, bool json) {
       *spec.add_summaries() = *summary;
     }
     if (spec.summaries().empty()) return Usage("session create needs at least one --summary");
+    if (args.Has("window")) {
+      auto window = ParseWindowSpec(args.Get("window"));
+      if (!window.ok()) return Usage(std::string(window.status().message()));
+      uint32_t intervals = 0;
+      if (args.Has("intervals") && !absl::SimpleAtoi(args.Get("intervals"), &intervals)) {
+        return Usage("--intervals must be a positive integer");
+      }
+      window->set_intervals(intervals);
+      *spec.mutable_window() = *window;
+    }
+    if (args.Has("export")) {
+      for (absl::string_view phi : absl::StrSplit(args.Get("export"), ',')) {
+        double v;
+        if (!absl::SimpleAtod(phi, &v)) return Usage(absl::StrCat("--export: not a number: '", phi, "'"));
+        spec.add_export_quantiles(v);
+      }
+    }
     if (args.Has("partitions")) {
       uint32_t partitions = 0, groups = 0;
       if (!absl::SimpleAtoi(args.Get("partitions"), &partitions) || partitions == 0) {
@@ -282,6 +307,27 @@ bool ParseDoubles(const std::vector<std::string>& p, size_t from, std::vector<do
   return true;
 }
 
+// --last=W (items) or --last=DURATION (e.g. 300s, 5m, 1h) for window sessions.
+template <typename Request>
+int ApplyLast(const Args& args, Request* request) {
+  if (!args.Has("last")) return 0;
+  auto last = ParseLast(args.Get("last"));
+  if (!last.ok()) return Usage(std::string(last.status().message()));
+  request->set_last_items(last->first);
+  request->set_last_seconds(last->second);
+  return 0;
+}
+
+void PrintCoverage(const v1::WindowCoverage& c) {
+  if (c.window_items() == 0 && c.covered_items() == 0) return;
+  std::printf("window: %llu items (covered %llu, uncertain %llu)%s  bound: %llu items\n",
+              static_cast<unsigned long long>(c.window_items()),
+              static_cast<unsigned long long>(c.covered_items()),
+              static_cast<unsigned long long>(c.uncertain_items()),
+              c.span_seconds() > 0 ? absl::StrFormat(", span %.1f s", c.span_seconds()).c_str() : "",
+              static_cast<unsigned long long>(c.max_error()));
+}
+
 int QuantilesCommand(Client& client, const Args& args, bool json) {
   const auto& p = args.positional;
   if (p.size() < 3) return Usage("quantiles needs NAME and at least one PHI");
@@ -291,6 +337,7 @@ int QuantilesCommand(Client& client, const Args& args, bool json) {
   std::string bad;
   if (!ParseDoubles(p, 2, &phis, &bad)) return Usage(absl::StrCat("not a number: '", bad, "'"));
   for (double phi : phis) request.add_phis(phi);
+  if (int rc = ApplyLast(args, &request); rc != 0) return rc;
   auto r = client.GetQuantiles(request);
   if (!r.ok()) return Fail(r.status());
   if (json) {
@@ -299,6 +346,7 @@ int QuantilesCommand(Client& client, const Args& args, bool json) {
   }
   std::printf("N=%llu  epsilon=%g  max rank error=%llu\n", static_cast<unsigned long long>(r->count()),
               r->epsilon(), static_cast<unsigned long long>(r->max_rank_error()));
+  PrintCoverage(r->coverage());
   for (const auto& q : r->quantiles()) {
     std::printf("phi=%g  value=%s  rank in [%llu, %llu] (target %llu)\n", q.phi(),
                 Fmt(q.value()).c_str(), static_cast<unsigned long long>(q.rank_lower()),
@@ -369,6 +417,7 @@ int FreqCommand(Client& client, const Args& args, bool json) {
         request.mutable_strings()->add_keys(p[i]);
     }
   }
+  if (int rc = ApplyLast(args, &request); rc != 0) return rc;
   auto r = client.GetFrequencies(request);
   if (!r.ok()) return Fail(r.status());
   if (json) {
@@ -376,6 +425,7 @@ int FreqCommand(Client& client, const Args& args, bool json) {
     return 0;
   }
   std::printf("N=%llu\n", static_cast<unsigned long long>(r->count()));
+  PrintCoverage(r->coverage());
   for (const auto& result : r->results()) {
     std::printf("%s (%s)\n", result.summary().c_str(), result.guarantee().c_str());
     for (int i = 0; i < result.frequencies_size(); ++i) {
@@ -400,6 +450,7 @@ int HeavyHittersCommand(Client& client, const Args& args, bool json) {
   request.set_session(p[1]);
   request.set_support(support);
   request.set_summary(args.Get("summary"));
+  if (int rc = ApplyLast(args, &request); rc != 0) return rc;
   auto r = client.GetHeavyHitters(request);
   if (!r.ok()) return Fail(r.status());
   if (json) {
@@ -408,6 +459,7 @@ int HeavyHittersCommand(Client& client, const Args& args, bool json) {
   }
   std::printf("N=%llu  %s (%s)\n", static_cast<unsigned long long>(r->count()),
               r->summary().c_str(), r->guarantee().c_str());
+  PrintCoverage(r->coverage());
   for (const auto& h : r->items()) {
     std::printf("  %s  estimate=%llu  in [%llu, %llu]\n", KeyText(h).c_str(),
                 static_cast<unsigned long long>(h.frequency().estimate()),
@@ -444,7 +496,21 @@ int Main(int argc, char** argv) {
   if (args.Has("timeout") && (!absl::SimpleAtod(args.Get("timeout"), &timeout_s) || timeout_s <= 0)) {
     return Usage("--timeout must be a positive number of seconds");
   }
-  auto client = Client::Connect(server, absl::Seconds(timeout_s));
+  Client::Options options;
+  options.timeout = absl::Seconds(timeout_s);
+  const char* env_token = std::getenv("STREAMSTATS_TOKEN");
+  options.token = args.Get("token", env_token ? env_token : "");
+  for (auto [flag, field] : {std::pair<const char*, std::string*>{"tls_ca", &options.tls_ca},
+                             {"tls_cert", &options.tls_cert},
+                             {"tls_key", &options.tls_key}}) {
+    if (!args.Has(flag)) continue;
+    std::ifstream in(args.Get(flag));
+    if (!in) return Usage(absl::StrCat("cannot read --", flag, "=", args.Get(flag)));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *field = ss.str();
+  }
+  auto client = Client::Connect(server, options);
   const std::string& command = args.positional[0];
   if (command == "session") return SessionCommand(*client, args, json);
   if (command == "ingest") return IngestCommand(*client, args, json);
@@ -452,6 +518,7 @@ int Main(int argc, char** argv) {
   if (command == "ranks") return RanksCommand(*client, args, json);
   if (command == "freq") return FreqCommand(*client, args, json);
   if (command == "heavy-hitters") return HeavyHittersCommand(*client, args, json);
+  if (command == "bench") return BenchCommand(server, args.options, std::cout, std::cerr);
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }
 

@@ -9,7 +9,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-IngestStream::IngestStream(v1::StreamStats::Stub* stub) {
+IngestStream::IngestStream(v1::StreamStats::Stub* stub, const std::string& token) {
+  if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
   stream_ = stub->Ingest(&context_);
   reader_ = std::thread([this] {
     v1::IngestAck ack;
@@ -39,18 +40,35 @@ absl::Status IngestStream::Finish() {
 }
 
 std::unique_ptr<Client> Client::Connect(const std::string& address, absl::Duration timeout) {
+  Options options;
+  options.timeout = timeout;
+  return Connect(address, options);
+}
+
+std::unique_ptr<Client> Client::Connect(const std::string& address, Options options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  return std::unique_ptr<Client>(new Client(std::move(channel), timeout));
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca;
+    ssl.pem_cert_chain = options.tls_cert;
+    ssl.pem_private_key = options.tls_key;
+    creds = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(address, creds, args);
+  return std::unique_ptr<Client>(new Client(std::move(channel), std::move(options)));
 }
 
-Client::Client(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
-    : channel_(std::move(channel)), stub_(v1::StreamStats::NewStub(channel_)), timeout_(timeout) {}
+Client::Client(std::shared_ptr<grpc::Channel> channel, Options options)
+    : channel_(std::move(channel)),
+      stub_(v1::StreamStats::NewStub(channel_)),
+      options_(std::move(options)) {}
 
 void Client::SetDeadline(grpc::ClientContext* ctx) const {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
 #define STREAMSTATS_UNARY(Method, Request, Response, request_expr)    \
@@ -106,7 +124,7 @@ absl::StatusOr<v1::GetHeavyHittersResponse> Client::GetHeavyHitters(
 #undef STREAMSTATS_UNARY
 
 std::unique_ptr<IngestStream> Client::StartIngest() {
-  return std::unique_ptr<IngestStream>(new IngestStream(stub_.get()));
+  return std::unique_ptr<IngestStream>(new IngestStream(stub_.get(), options_.token));
 }
 
 }  // namespace streamstats::client

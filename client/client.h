@@ -33,7 +33,7 @@ class IngestStream {
 
  private:
   friend class Client;
-  IngestStream(v1::StreamStats::Stub* stub);
+  IngestStream(v1::StreamStats::Stub* stub, const std::string& token);
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::IngestRequest, v1::IngestAck>> stream_;
   std::thread reader_;
@@ -43,7 +43,14 @@ class IngestStream {
 
 class Client {
  public:
-  // `address` like "127.0.0.1:50051"; `timeout` applies to each unary call.
+  struct Options {
+    absl::Duration timeout = absl::Seconds(30);  // per unary call
+    std::string token;   // sent as "authorization: Bearer TOKEN" when not empty
+    std::string tls_ca;  // PEM roots: use TLS and verify the server against them
+    std::string tls_cert, tls_key;  // PEM client certificate for mutual TLS (optional)
+  };
+  // `address` like "127.0.0.1:50051".
+  static std::unique_ptr<Client> Connect(const std::string& address, Options options);
   static std::unique_ptr<Client> Connect(const std::string& address,
                                          absl::Duration timeout = absl::Seconds(30));
 
@@ -60,11 +67,11 @@ class Client {
   std::unique_ptr<IngestStream> StartIngest();
 
  private:
-  Client(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout);
+  Client(std::shared_ptr<grpc::Channel> channel, Options options);
   void SetDeadline(grpc::ClientContext* ctx) const;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::StreamStats::Stub> stub_;
-  absl::Duration timeout_;
+  Options options_;
 };
 
 }  // namespace streamstats::client

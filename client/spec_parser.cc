@@ -85,6 +85,71 @@ class Taker {
 
 }  // namespace
 
+namespace {
+
+// "300", "300s", "5m", "1h", "1.5h" -> seconds.
+bool ParseDuration(absl::string_view text, double* seconds) {
+  double scale = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 's':
+        text.remove_suffix(1);
+        break;
+      case 'm':
+        scale = 60;
+        text.remove_suffix(1);
+        break;
+      case 'h':
+        scale = 3600;
+        text.remove_suffix(1);
+        break;
+      default:
+        break;
+    }
+  }
+  double v;
+  if (!absl::SimpleAtod(text, &v) || !(v > 0) || !std::isfinite(v)) return false;
+  *seconds = v * scale;
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::WindowSpec> ParseWindowSpec(absl::string_view text) {
+  std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(text, absl::MaxSplits(':', 1));
+  v1::WindowSpec w;
+  if (kv.first == "items") {
+    uint64_t n;
+    if (!absl::SimpleAtoi(kv.second, &n) || n == 0) {
+      return absl::InvalidArgumentError("--window=items:N needs a positive item count");
+    }
+    w.set_items(n);
+    return w;
+  }
+  if (kv.first == "seconds") {
+    double t;
+    if (!ParseDuration(kv.second, &t)) {
+      return absl::InvalidArgumentError("--window=seconds:T needs a positive duration (300, 5m, 1h)");
+    }
+    w.set_seconds(t);
+    return w;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--window must be items:N or seconds:T, got '", text, "'"));
+}
+
+absl::StatusOr<std::pair<uint64_t, double>> ParseLast(absl::string_view text) {
+  uint64_t items;
+  if (absl::SimpleAtoi(text, &items) && items > 0) return std::make_pair(items, 0.0);
+  double seconds;
+  if (!text.empty() && (text.back() == 's' || text.back() == 'm' || text.back() == 'h') &&
+      ParseDuration(text, &seconds)) {
+    return std::make_pair(uint64_t{0}, seconds);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--last must be an item count (1000) or a duration (300s, 5m, 1h), got '", text, "'"));
+}
+
 absl::StatusOr<v1::ValueKind> ParseValueKind(absl::string_view text) {
   if (text == "numeric") return v1::VALUE_KIND_NUMERIC;
   if (text == "keys" || text == "uint64") return v1::VALUE_KIND_UINT64;

@@ -13,6 +13,10 @@ namespace streamstats::client {
 absl::StatusOr<v1::ValueKind> ParseValueKind(absl::string_view text);
 absl::StatusOr<v1::Backend> ParseBackend(absl::string_view text);
 absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text);
+// "items:N" or "seconds:T" (T also as 300s, 5m, 1h).
+absl::StatusOr<v1::WindowSpec> ParseWindowSpec(absl::string_view text);
+// --last: an item count "W" -> {W, 0}; a duration "300s", "5m", "1h" -> {0, seconds}.
+absl::StatusOr<std::pair<uint64_t, double>> ParseLast(absl::string_view text);
 
 }  // namespace streamstats::client
 

@@ -12,8 +12,6 @@
 namespace streamstats::core {
 namespace {
 
-constexpr uint64_t kMaxWindowItems = uint64_t{1} << 40;
-
 uint64_t TargetRank(double phi, uint64_t n) {
   long double x = std::ceil(static_cast<long double>(phi) * static_cast<long double>(n));
   uint64_t r = x < 1 ? 1 : static_cast<uint64_t>(x);

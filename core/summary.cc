@@ -249,6 +249,10 @@ absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
                                                    ValueKindName(batch.kind), " items"));
   }
   const size_t n = batch.size();
+  if (!std::isfinite(batch.event_seconds) || batch.event_seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event time must be finite seconds since the epoch, got ", batch.event_seconds));
+  }
   if (!batch.weights.empty()) {
     if (batch.weights.size() != n) {
       return absl::InvalidArgumentError(absl::StrCat("weights must be empty or one per item: ",

@@ -84,6 +84,7 @@ void TimeWindowSummary::Expire() {
 }
 
 absl::Status TimeWindowSummary::Update(const Batch& batch) {
+  if (batch.event_seconds != 0) return UpdateAt(batch, batch.event_seconds);
   if (stamps_ == Stamps::kEvent) {
     return absl::InvalidArgumentError(
         "this time window is stamped with event times: send every batch with "

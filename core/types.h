@@ -32,6 +32,9 @@ struct Batch {
   absl::Span<const uint64_t> keys;
   absl::Span<const std::string> strings;
   absl::Span<const uint64_t> weights;
+  // Event time of the whole batch in seconds since the epoch, for time windows; 0 = none (the
+  // summary stamps the batch with its clock).
+  double event_seconds = 0;
 
   size_t size() const;
 };

@@ -1,5 +1,7 @@
 #include "server/convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace streamstats::server {
@@ -9,6 +11,41 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // absl and gRPC share the canonical code numbering.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
+
+namespace {
+
+// Turns each quantiles / lossy_counting summary into its windowed form.
+absl::Status ApplyWindow(const v1::WindowSpec& w, SessionConfig* config) {
+  if (w.kind_case() == v1::WindowSpec::KIND_NOT_SET) {
+    return absl::InvalidArgumentError("window needs items or seconds");
+  }
+  for (core::SummaryOptions& o : config->summaries) {
+    if (o.kind != core::SummaryKind::kQuantiles && o.kind != core::SummaryKind::kLossyCounting) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "windows apply to quantiles and lossy_counting summaries, not ", core::SummaryKindName(o.kind)));
+    }
+    const double epsilon =
+        o.kind == core::SummaryKind::kQuantiles ? o.quantiles.epsilon : o.lossy_counting.epsilon;
+    if (w.kind_case() == v1::WindowSpec::kItems) {
+      o.sliding.epsilon = epsilon;
+      o.sliding.window_items = w.items();
+      o.kind = o.kind == core::SummaryKind::kQuantiles ? core::SummaryKind::kSlidingQuantiles
+                                                       : core::SummaryKind::kSlidingFrequencies;
+    } else {
+      o.time_window.window_seconds = w.seconds();
+      if (w.intervals() != 0) o.time_window.intervals = w.intervals();
+      o.time_window.late_tolerance_seconds = w.late_tolerance_seconds();
+      o.time_window.inner = o.kind;
+      o.kind = core::SummaryKind::kTimeWindow;
+    }
+    if (absl::Status st = o.Validate(config->value_kind); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("window: ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
   SessionConfig config;
@@ -106,6 +143,22 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
     }
     config.summaries.push_back(o);
   }
+  if (spec.has_window()) {
+    if (absl::Status st = ApplyWindow(spec.window(), &config); !st.ok()) return st;
+  }
+  if (spec.export_quantiles_size() > 16) {
+    return absl::InvalidArgumentError("export at most 16 quantiles");
+  }
+  for (double phi : spec.export_quantiles()) {
+    if (absl::Status st = core::ValidatePhi(phi); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("export_quantiles: ", st.message()));
+    }
+  }
+  if (spec.export_quantiles_size() > 0 &&
+      std::none_of(spec.summaries().begin(), spec.summaries().end(),
+                   [](const v1::SummarySpec& s) { return s.has_quantiles(); })) {
+    return absl::InvalidArgumentError("export_quantiles needs a quantiles summary");
+  }
   config.spec_bytes = spec.SerializeAsString();
   return config;
 }
@@ -156,6 +209,7 @@ absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
       return absl::InvalidArgumentError("a batch needs a payload: values, keys or strings");
   }
   b.weights = absl::MakeConstSpan(request.weights().data(), request.weights().size());
+  b.event_seconds = request.event_time_unix_s();
   return b;
 }
 

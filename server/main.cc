@@ -28,6 +28,7 @@
 #include "server/session_manager.h"
 #include "server/tenants.h"
 #include "server/wal.h"
+#include "server/metrics.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to serve gRPC on; port 0 picks a free port (see --port_file)");
@@ -61,6 +62,8 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: require and verify client certificates (mutual TLS)");
 ABSL_FLAG(uint64_t, max_batch_items, 1 << 20, "items per Ingest batch; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint32_t, max_streams_per_tenant, 64, "concurrent Ingest streams per tenant");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
 ABSL_FLAG(int, keepalive_timeout_s, 20, "close a connection whose keepalive ping is unanswered");
 
@@ -200,12 +203,36 @@ int main(int argc, char** argv) {
     }
   }
 
+  std::unique_ptr<Metrics> metrics;
+  if (const std::string ml = absl::GetFlag(FLAGS_metrics_listen); !ml.empty()) {
+    auto started = Metrics::Start(ml, STREAMSTATS_VERSION);
+    if (!started.ok()) {
+      std::fprintf(stderr, "streamstatsd: --metrics_listen=%s: %s\n", ml.c_str(),
+                   std::string(started.status().message()).c_str());
+      return 2;
+    }
+    metrics = *std::move(started);
+    metrics->NoteTenant(kDefaultTenant);
+    for (const auto& [tenant, session] : sessions.All()) {
+      metrics->NoteTenant(tenant);
+      streamstats::v1::SessionSpec spec;
+      if (spec.ParseFromString(session->config().spec_bytes) && spec.export_quantiles_size() > 0) {
+        metrics->SetExported(tenant, session->name(),
+                             {spec.export_quantiles().begin(), spec.export_quantiles().end()});
+      }
+    }
+    metrics->AttachSessions(&sessions);
+    if (wal != nullptr) wal->set_on_fsync([m = metrics.get()](double s) { m->RecordWalFsync(s); });
+    sessions.set_on_snapshot([m = metrics.get()](double s) { m->RecordSnapshot(s); });
+  }
+
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto executor = std::make_unique<Executor>(threads);
   StreamStatsService service(&sessions, executor.get(), &tenants,
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
-                              .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)});
+                              .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},
+                             metrics.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -230,6 +257,11 @@ int main(int argc, char** argv) {
               tenants.authentication_enabled() ? "bearer-token tenants" : "single tenant, no auth",
               tls_cert.empty() ? "plaintext" : "TLS");
   std::printf("talk to it:  streamstats --server=%s session list\n", bound.c_str());
+  if (metrics != nullptr) {
+    const std::string ml = absl::GetFlag(FLAGS_metrics_listen);
+    std::printf("metrics:     http://%s:%d/metrics\n", ml.substr(0, ml.rfind(':')).c_str(),
+                metrics->port());
+  }
   std::fflush(stdout);
   if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
     std::ofstream(pf + ".tmp") << port << "\n";
@@ -277,6 +309,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "streamstatsd: final snapshot failed: %s\n", std::string(s.message()).c_str());
     return 1;
   }
+  if (metrics != nullptr) metrics->AttachSessions(nullptr);
   std::fprintf(stderr, "streamstatsd: stopped cleanly (%zu sessions saved)\n", sessions.size());
   return 0;
 }

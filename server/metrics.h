@@ -85,7 +85,8 @@ class Metrics {
 
   // The bound TCP port (the real one when started on port 0); 0 when not served.
   int port() const { return port_; }
-  // The exposition text, exactly what a scrape of /metrics returns.
+  // The exposition text of our metrics: a scrape of /metrics returns this plus prometheus-cpp's
+  // own exposer_* metrics.
   std::string Text() const;
 
   // An applied batch of `items` items and `bytes` payload bytes (the batch counter goes up by 1).

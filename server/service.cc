@@ -6,15 +6,36 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/metrics.h"
 
 namespace streamstats::server {
 namespace {
 
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
+// One unary RPC: finishes it and records its status and latency.
+class RpcScope {
+ public:
+  RpcScope(Metrics* metrics, const char* method, bool query, grpc::CallbackServerContext* ctx)
+      : metrics_(metrics), method_(method), query_(query), ctx_(ctx),
+        start_(std::chrono::steady_clock::now()) {}
+  grpc::ServerUnaryReactor* Done(const absl::Status& status) {
+    if (metrics_ != nullptr) {
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      metrics_->RecordRpc(method_, status.code(), secs);
+      if (query_ && status.ok()) metrics_->RecordQuery(method_, secs);
+    }
+    grpc::ServerUnaryReactor* reactor = ctx_->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+
+ private:
+  Metrics* metrics_;
+  const char* method_;
+  bool query_;
+  grpc::CallbackServerContext* ctx_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -45,6 +66,15 @@ absl::StatusOr<core::Keys> KeysFromRequest(const v1::GetFrequenciesRequest& r,
   return k;
 }
 
+void FillCoverage(const std::optional<core::WindowCoverage>& c, v1::WindowCoverage* out) {
+  if (!c.has_value()) return;
+  out->set_window_items(c->window_items);
+  out->set_covered_items(c->covered_items);
+  out->set_uncertain_items(c->uncertain_items);
+  out->set_span_seconds(c->span_seconds);
+  out->set_max_error(c->max_error);
+}
+
 void FillFrequency(const core::FrequencyAnswer& a, v1::Frequency* f) {
   f->set_estimate(a.estimate);
   f->set_lower(a.lower);
@@ -59,7 +89,9 @@ absl::StatusOr<std::string> StreamStatsService::Tenant(grpc::CallbackServerConte
   auto it = md.find("authorization");
   absl::string_view value;
   if (it != md.end()) value = absl::string_view(it->second.data(), it->second.size());
-  return tenants_->Authenticate(value);
+  auto tenant = tenants_->Authenticate(value);
+  if (tenant.ok() && metrics_ != nullptr) metrics_->NoteTenant(*tenant);
+  return tenant;
 }
 
 bool StreamStatsService::AcquireStream(const std::string& tenant) {
@@ -78,61 +110,76 @@ void StreamStatsService::ReleaseStream(const std::string& tenant) {
 grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServerContext* ctx,
                                                             const v1::SessionSpec* request,
                                                             v1::SessionInfo* response) {
+  RpcScope rpc(metrics_, "CreateSession", false, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   auto config = ConfigFromSpec(*request);
-  if (!config.ok()) return Done(ctx, config.status());
+  if (!config.ok()) return rpc.Done(config.status());
   config->create_time_unix_ms = NowUnixMs();
   auto session = sessions_->Create(*tenant, *std::move(config));
-  if (!session.ok()) return Done(ctx, session.status());
+  if (!session.ok()) return rpc.Done(session.status());
+  if (metrics_ != nullptr && request->export_quantiles_size() > 0) {
+    metrics_->SetExported(*tenant, request->name(),
+                          {request->export_quantiles().begin(), request->export_quantiles().end()});
+  }
   FillSessionInfo(**session, response);
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerContext* ctx,
                                                          const v1::GetSessionRequest* request,
                                                          v1::SessionInfo* response) {
+  RpcScope rpc(metrics_, "GetSession", false, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->name());
-  if (!session.ok()) return Done(ctx, session.status());
+  if (!session.ok()) return rpc.Done(session.status());
   FillSessionInfo(**session, response);
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerContext* ctx,
                                                            const v1::ListSessionsRequest*,
                                                            v1::ListSessionsResponse* response) {
+  RpcScope rpc(metrics_, "ListSessions", false, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   for (const auto& session : sessions_->List(*tenant)) {
     FillSessionInfo(*session, response->add_sessions());
   }
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServerContext* ctx,
                                                             const v1::DeleteSessionRequest* request,
                                                             v1::DeleteSessionResponse*) {
+  RpcScope rpc(metrics_, "DeleteSession", false, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
-  return Done(ctx, sessions_->Delete(*tenant, request->name()));
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  absl::Status deleted = sessions_->Delete(*tenant, request->name());
+  if (deleted.ok() && metrics_ != nullptr) metrics_->ClearExported(*tenant, request->name());
+  return rpc.Done(deleted);
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerContext* ctx,
                                                            const v1::GetQuantilesRequest* request,
                                                            v1::GetQuantilesResponse* response) {
+  RpcScope rpc(metrics_, "GetQuantiles", true, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
-  if (!session.ok()) return Done(ctx, session.status());
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Quantiles(
-      absl::MakeConstSpan(request->phis().data(), request->phis().size()));
-  if (!result.ok()) return Done(ctx, result.status());
+      absl::MakeConstSpan(request->phis().data(), request->phis().size()),
+      core::Window{request->last_items(), request->last_seconds()});
+  if (!result.ok()) return rpc.Done(result.status());
   response->set_count(result->count);
   response->set_epsilon(result->epsilon);
   response->set_max_rank_error(
-      static_cast<uint64_t>(static_cast<long double>(result->epsilon) * result->count));
+      result->coverage.has_value()
+          ? result->coverage->max_error
+          : static_cast<uint64_t>(static_cast<long double>(result->epsilon) * result->count));
+  FillCoverage(result->coverage, response->mutable_coverage());
   for (const core::QuantileAnswer& a : result->answers) {
     v1::Quantile* q = response->add_quantiles();
     q->set_phi(a.phi);
@@ -141,19 +188,20 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
     q->set_rank_lower(a.rank_lower);
     q->set_rank_upper(a.rank_upper);
   }
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerContext* ctx,
                                                        const v1::GetRanksRequest* request,
                                                        v1::GetRanksResponse* response) {
+  RpcScope rpc(metrics_, "GetRanks", true, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
-  if (!session.ok()) return Done(ctx, session.status());
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Ranks(
       absl::MakeConstSpan(request->values().data(), request->values().size()));
-  if (!result.ok()) return Done(ctx, result.status());
+  if (!result.ok()) return rpc.Done(result.status());
   response->set_count(result->count);
   response->set_epsilon(result->epsilon);
   for (const core::RankAnswer& a : result->answers) {
@@ -164,42 +212,49 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
     r->set_estimate(a.estimate);
     r->set_normalized(result->count == 0 ? 0 : a.estimate / static_cast<double>(result->count));
   }
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
     grpc::CallbackServerContext* ctx, const v1::GetFrequenciesRequest* request,
     v1::GetFrequenciesResponse* response) {
+  RpcScope rpc(metrics_, "GetFrequencies", true, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
-  if (!session.ok()) return Done(ctx, session.status());
+  if (!session.ok()) return rpc.Done(session.status());
   std::vector<std::string> strings;
   auto keys = KeysFromRequest(*request, &strings);
-  if (!keys.ok()) return Done(ctx, keys.status());
-  auto result = (*session)->Frequencies(*keys, request->summary());
-  if (!result.ok()) return Done(ctx, result.status());
+  if (!keys.ok()) return rpc.Done(keys.status());
+  auto result = (*session)->Frequencies(
+      *keys, request->summary(), core::Window{request->last_items(), request->last_seconds()});
+  if (!result.ok()) return rpc.Done(result.status());
   response->set_count(result->count);
+  FillCoverage(result->coverage, response->mutable_coverage());
   for (const SummaryFrequencies& sf : result->results) {
     v1::SummaryFrequencies* out = response->add_results();
-    out->set_summary(core::SummaryKindName(sf.kind));
+    out->set_summary(sf.name);
     out->set_guarantee(sf.guarantee);
     for (const core::FrequencyAnswer& a : sf.answers) FillFrequency(a, out->add_frequencies());
   }
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
     grpc::CallbackServerContext* ctx, const v1::GetHeavyHittersRequest* request,
     v1::GetHeavyHittersResponse* response) {
+  RpcScope rpc(metrics_, "GetHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx);
-  if (!tenant.ok()) return Done(ctx, tenant.status());
+  if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
-  if (!session.ok()) return Done(ctx, session.status());
-  auto result = (*session)->HeavyHitters(request->support(), request->summary());
-  if (!result.ok()) return Done(ctx, result.status());
+  if (!session.ok()) return rpc.Done(session.status());
+  auto result = (*session)->HeavyHitters(
+      request->support(), request->summary(),
+      core::Window{request->last_items(), request->last_seconds()});
+  if (!result.ok()) return rpc.Done(result.status());
   response->set_count(result->count);
-  response->set_summary(core::SummaryKindName(result->kind));
+  response->set_summary(result->name);
+  FillCoverage(result->coverage, response->mutable_coverage());
   response->set_guarantee(result->guarantee);
   const core::ValueKind kind = (*session)->config().value_kind;
   for (const core::HeavyHitter& h : result->items) {
@@ -217,7 +272,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
     }
     FillFrequency(h.frequency, out->mutable_frequency());
   }
-  return Done(ctx, absl::OkStatus());
+  return rpc.Done(absl::OkStatus());
 }
 
 // One Ingest stream. Reads one batch, applies it on the executor, then reads the next: the
@@ -255,6 +310,14 @@ class StreamStatsService::IngestReactor final
  private:
   void Apply() {
     absl::Status status = ApplyRequest();
+    if (Metrics* m = service_->metrics_; m != nullptr) {
+      if (status.ok()) {
+        m->RecordIngest(tenant_, applied_items_, request_.ByteSizeLong());
+      } else {
+        m->RecordRejected(status.code());
+      }
+      m->SetQueueDepth(static_cast<int64_t>(service_->executor_->queue_depth()));
+    }
     bool read = Step([this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (status.ok()) {
         ack_pending_ = true;
@@ -316,6 +379,7 @@ class StreamStatsService::IngestReactor final
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
     }
+    applied_items_ = batch->size();
     absl::MutexLock lock(&mu_);
     items_applied_ += batch->size();
     ack_.set_session(request_.session());
@@ -328,6 +392,7 @@ class StreamStatsService::IngestReactor final
   StreamStatsService* service_;
   const std::string tenant_;
   std::shared_ptr<Session> session_;  // touched only by the single in-flight Apply
+  uint64_t applied_items_ = 0;        // of the batch in flight (same)
   v1::IngestRequest request_;
   absl::Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);

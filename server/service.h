@@ -15,6 +15,8 @@
 
 namespace streamstats::server {
 
+class Metrics;
+
 struct ServiceLimits {
   uint64_t max_batch_items = 1 << 20;       // items per batch; more is RESOURCE_EXHAUSTED
   uint32_t max_streams_per_tenant = 64;     // concurrent Ingest streams per tenant
@@ -23,9 +25,12 @@ struct ServiceLimits {
 class StreamStatsService final : public v1::StreamStats::CallbackService {
  public:
   // `tenants` may be null: single-tenant mode without quotas.
+  // `metrics` may be null (nothing recorded).
   StreamStatsService(SessionManager* sessions, Executor* executor,
-                     TenantRegistry* tenants = nullptr, ServiceLimits limits = {})
-      : sessions_(sessions), executor_(executor), tenants_(tenants), limits_(limits) {}
+                     TenantRegistry* tenants = nullptr, ServiceLimits limits = {},
+                     Metrics* metrics = nullptr)
+      : sessions_(sessions), executor_(executor), tenants_(tenants), limits_(limits),
+        metrics_(metrics) {}
 
   // New ingest streams are refused with UNAVAILABLE from now on.
   void BeginShutdown() { shutting_down_ = true; }
@@ -69,6 +74,7 @@ class StreamStatsService final : public v1::StreamStats::CallbackService {
   Executor* executor_;
   TenantRegistry* tenants_;
   const ServiceLimits limits_;
+  Metrics* metrics_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex streams_mu_;
   std::map<std::string, uint32_t> streams_ ABSL_GUARDED_BY(streams_mu_);

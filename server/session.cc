@@ -17,9 +17,39 @@ using core::SummaryKind;
 constexpr size_t kChunkItems = 1 << 16;
 constexpr uint16_t kSessionSnapshotTag = 0x5353;  // "SS": a session, not a single summary
 
-bool AnswersFrequencies(SummaryKind kind) { return kind != SummaryKind::kQuantiles; }
-bool AnswersHeavyHitters(SummaryKind kind) {
-  return kind != SummaryKind::kQuantiles && kind != SummaryKind::kPbf;
+bool AnswersQuantiles(const core::SummaryOptions& o) {
+  return o.kind == SummaryKind::kQuantiles || o.kind == SummaryKind::kSlidingQuantiles ||
+         (o.kind == SummaryKind::kTimeWindow && o.time_window.inner == SummaryKind::kQuantiles);
+}
+bool AnswersFrequencies(const core::SummaryOptions& o) { return !AnswersQuantiles(o); }
+bool AnswersHeavyHitters(const core::SummaryOptions& o) {
+  return AnswersFrequencies(o) && o.kind != SummaryKind::kPbf;
+}
+// The name a summary answers under ("lossy_counting" for a sliding or timed one too).
+std::string RoleName(const core::SummaryOptions& o) {
+  if (o.kind == SummaryKind::kSlidingQuantiles) return "quantiles";
+  if (o.kind == SummaryKind::kSlidingFrequencies) return "lossy_counting";
+  if (o.kind == SummaryKind::kTimeWindow) return core::SummaryKindName(o.time_window.inner);
+  return core::SummaryKindName(o.kind);
+}
+bool IsWindowed(const core::SummaryOptions& o) {
+  return o.kind == SummaryKind::kSlidingQuantiles || o.kind == SummaryKind::kSlidingFrequencies ||
+         o.kind == SummaryKind::kTimeWindow;
+}
+absl::Status CheckWindow(const core::SummaryOptions& o, const core::Window& w,
+                         const SessionConfig& c) {
+  if ((w.last_items != 0 || w.last_seconds != 0) && !IsWindowed(o)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session '", c.name, "' keeps no window; last_items / last_seconds need a session "
+        "created with a window (--window=items:N or --window=seconds:T)"));
+  }
+  if (w.last_items != 0 && w.last_seconds != 0) {
+    return absl::InvalidArgumentError("give last_items or last_seconds, not both");
+  }
+  if (!(w.last_seconds >= 0) || !std::isfinite(w.last_seconds)) {
+    return absl::InvalidArgumentError("last_seconds must be a positive number of seconds");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status NoSuchSummary(const SessionConfig& c, absl::string_view what) {
@@ -71,6 +101,14 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
     case SummaryKind::kPbf:
       return absl::StrFormat("statistical: [lower, upper] is a %g-sigma interval",
                              o.pbf.confidence_z);
+    case SummaryKind::kSlidingFrequencies:
+      return absl::StrFormat("deterministic over the window asked: upper - lower <= %gW",
+                             o.sliding.epsilon);
+    case SummaryKind::kTimeWindow:
+      return absl::StrFormat(
+          "deterministic over the intervals covered: upper - lower <= %gW plus the items of the "
+          "partly expired oldest interval (coverage.uncertain_items)",
+          o.lossy_counting.epsilon);
     default:
       return absl::StrCat(core::SummaryKindName(o.kind), ": see lower/upper");
   }
@@ -87,10 +125,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
   }
   for (size_t i = 0; i < config.summaries.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (config.summaries[i].kind == config.summaries[j].kind) {
-        return absl::InvalidArgumentError(absl::StrCat("at most one ",
-                                                       core::SummaryKindName(config.summaries[i].kind),
-                                                       " summary per session"));
+      if (RoleName(config.summaries[i]) == RoleName(config.summaries[j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("at most one ", RoleName(config.summaries[i]), " summary per session"));
       }
     }
   }
@@ -168,23 +205,34 @@ SessionStats Session::Stats() const {
   return stats;
 }
 
-const core::Summary* Session::Find(SummaryKind kind) const {
-  for (const auto& s : summaries_) {
-    if (s->kind() == kind) return s.get();
+const core::Summary* Session::FindQuantiles(const core::SummaryOptions** options) const {
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    if (AnswersQuantiles(config_.summaries[i])) {
+      *options = &config_.summaries[i];
+      return summaries_[i].get();
+    }
   }
   return nullptr;
 }
 
-absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis) const {
+absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis,
+                                                   const core::Window& window) const {
   if (phis.empty()) return absl::InvalidArgumentError("ask for at least one phi");
   // Writer lock: a quantile summary caches its merged view while answering.
   absl::MutexLock lock(&mu_);
-  const core::Summary* q = Find(SummaryKind::kQuantiles);
+  const core::SummaryOptions* o = nullptr;
+  const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "quantile questions (add --summary=quantiles)");
+  if (absl::Status s = CheckWindow(*o, window, config_); !s.ok()) return s;
   QuantilesResult r;
   r.count = q->count();
-  for (const auto& o : config_.summaries) {
-    if (o.kind == SummaryKind::kQuantiles) r.epsilon = o.quantiles.epsilon;
+  r.epsilon = o->kind == SummaryKind::kSlidingQuantiles ? o->sliding.epsilon : o->quantiles.epsilon;
+  if (const core::WindowedSummary* w = core::AsWindowed(*q); w != nullptr) {
+    auto answers = w->QuantilesOver(phis, window);
+    if (!answers.ok()) return answers.status();
+    r.answers = std::move(answers->answers);
+    r.coverage = answers->coverage;
+    return r;
   }
   auto answers = q->Quantiles(phis);
   if (!answers.ok()) return answers.status();
@@ -195,13 +243,12 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
 absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) const {
   if (values.empty()) return absl::InvalidArgumentError("ask for at least one value");
   absl::MutexLock lock(&mu_);
-  const core::Summary* q = Find(SummaryKind::kQuantiles);
+  const core::SummaryOptions* o = nullptr;
+  const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
   RanksResult r;
   r.count = q->count();
-  for (const auto& o : config_.summaries) {
-    if (o.kind == SummaryKind::kQuantiles) r.epsilon = o.quantiles.epsilon;
-  }
+  r.epsilon = o->quantiles.epsilon;
   auto answers = q->Ranks(values);
   if (!answers.ok()) return answers.status();
   r.answers = *std::move(answers);
@@ -209,7 +256,8 @@ absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) cons
 }
 
 absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
-                                                       absl::string_view summary) const {
+                                                       absl::string_view summary,
+                                                       const core::Window& window) const {
   if (keys.size() == 0) return absl::InvalidArgumentError("ask for at least one key");
   if (absl::Status s = core::ValidateKeys(keys, config_.value_kind); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
@@ -217,11 +265,20 @@ absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
   r.count = summaries_.front()->count();
   for (size_t i = 0; i < summaries_.size(); ++i) {
     const core::Summary& s = *summaries_[i];
-    if (!AnswersFrequencies(s.kind())) continue;
-    if (!summary.empty() && summary != core::SummaryKindName(s.kind())) continue;
+    const core::SummaryOptions& o = config_.summaries[i];
+    if (!AnswersFrequencies(o)) continue;
+    if (!summary.empty() && summary != RoleName(o)) continue;
+    if (absl::Status st = CheckWindow(o, window, config_); !st.ok()) return st;
+    if (const core::WindowedSummary* w = core::AsWindowed(s); w != nullptr) {
+      auto answers = w->FrequenciesOver(keys, window);
+      if (!answers.ok()) return answers.status();
+      r.coverage = answers->coverage;
+      r.results.push_back({s.kind(), RoleName(o), FrequencyGuarantee(o), std::move(answers->answers)});
+      continue;
+    }
     auto answers = s.Frequencies(keys);
     if (!answers.ok()) return answers.status();
-    r.results.push_back({s.kind(), FrequencyGuarantee(config_.summaries[i]), *std::move(answers)});
+    r.results.push_back({s.kind(), RoleName(o), FrequencyGuarantee(o), *std::move(answers)});
   }
   if (r.results.empty()) {
     return summary.empty() ? NoSuchSummary(config_, "frequency questions")
@@ -232,21 +289,32 @@ absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
 }
 
 absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
-                                                         absl::string_view summary) const {
+                                                         absl::string_view summary,
+                                                         const core::Window& window) const {
   if (!(support > 0 && support <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("support must be in (0, 1], got ", support));
   }
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < summaries_.size(); ++i) {
     const core::Summary& s = *summaries_[i];
-    if (!AnswersHeavyHitters(s.kind())) continue;
-    if (!summary.empty() && summary != core::SummaryKindName(s.kind())) continue;
-    auto items = s.HeavyHitters(support);
-    if (!items.ok()) return items.status();
+    const core::SummaryOptions& o = config_.summaries[i];
+    if (!AnswersHeavyHitters(o)) continue;
+    if (!summary.empty() && summary != RoleName(o)) continue;
+    if (absl::Status st = CheckWindow(o, window, config_); !st.ok()) return st;
     HeavyHittersResult r;
     r.count = s.count();
     r.kind = s.kind();
-    r.guarantee = FrequencyGuarantee(config_.summaries[i]);
+    r.name = RoleName(o);
+    r.guarantee = FrequencyGuarantee(o);
+    if (const core::WindowedSummary* w = core::AsWindowed(s); w != nullptr) {
+      auto items = w->HeavyHittersOver(support, window);
+      if (!items.ok()) return items.status();
+      r.items = std::move(items->answers);
+      r.coverage = items->coverage;
+      return r;
+    }
+    auto items = s.HeavyHitters(support);
+    if (!items.ok()) return items.status();
     r.items = *std::move(items);
     return r;
   }

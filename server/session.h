@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/summary.h"
+#include "core/windowed.h"
 
 namespace streamstats::server {
 
@@ -59,6 +61,7 @@ struct QuantilesResult {
   uint64_t count = 0;
   double epsilon = 0;
   std::vector<core::QuantileAnswer> answers;
+  std::optional<core::WindowCoverage> coverage;  // window sessions
 };
 
 struct RanksResult {
@@ -69,6 +72,7 @@ struct RanksResult {
 
 struct SummaryFrequencies {
   core::SummaryKind kind;
+  std::string name;  // what the API calls it: "lossy_counting" also for a windowed one
   std::string guarantee;
   std::vector<core::FrequencyAnswer> answers;
 };
@@ -76,13 +80,16 @@ struct SummaryFrequencies {
 struct FrequenciesResult {
   uint64_t count = 0;
   std::vector<SummaryFrequencies> results;
+  std::optional<core::WindowCoverage> coverage;
 };
 
 struct HeavyHittersResult {
   uint64_t count = 0;
   core::SummaryKind kind;
+  std::string name;
   std::string guarantee;
   std::vector<core::HeavyHitter> items;
+  std::optional<core::WindowCoverage> coverage;
 };
 
 class Session {
@@ -115,12 +122,16 @@ class Session {
   SessionStats Stats() const;
   uint64_t count() const;
 
-  absl::StatusOr<QuantilesResult> Quantiles(absl::Span<const double> phis) const;
+  // `window` (zero: the whole history, or the whole window of a window session) may be given
+  // only for window sessions.
+  absl::StatusOr<QuantilesResult> Quantiles(absl::Span<const double> phis,
+                                            const core::Window& window = {}) const;
   absl::StatusOr<RanksResult> Ranks(absl::Span<const double> values) const;
   // `summary` empty: every frequency summary answers; else only that kind.
-  absl::StatusOr<FrequenciesResult> Frequencies(const core::Keys& keys,
-                                                absl::string_view summary) const;
-  absl::StatusOr<HeavyHittersResult> HeavyHitters(double support, absl::string_view summary) const;
+  absl::StatusOr<FrequenciesResult> Frequencies(const core::Keys& keys, absl::string_view summary,
+                                                const core::Window& window = {}) const;
+  absl::StatusOr<HeavyHittersResult> HeavyHitters(double support, absl::string_view summary,
+                                                  const core::Window& window = {}) const;
 
   // Snapshot: the config, the producers' sequences and every summary, checksummed.
   std::string Serialize() const;
@@ -130,7 +141,10 @@ class Session {
 
  private:
   Session(SessionConfig config, core::Accelerator* accelerator);
-  const core::Summary* Find(core::SummaryKind kind) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The summary answering quantiles (plain, sliding or a time window of quantiles), and its
+  // options; null when there is none.
+  const core::Summary* FindQuantiles(const core::SummaryOptions** options) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const SessionConfig config_;
   core::Accelerator* accelerator_;

@@ -223,6 +223,13 @@ std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& te
   return out;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<Session>>> SessionManager::All() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<Session>>> out;
+  for (const auto& [key, s] : sessions_) out.emplace_back(key.first, s);
+  return out;
+}
+
 absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view name) {
   absl::MutexLock snapshots(&snapshot_mu_);
   uint64_t lsn = 0;
@@ -277,6 +284,7 @@ size_t SessionManager::size() const {
 absl::Status SessionManager::SaveAll() const {
   if (options_.data_dir.empty()) return absl::OkStatus();
   absl::MutexLock snapshots(&snapshot_mu_);
+  const absl::Time start = absl::Now();
   // Everything logged before the rotation is in the sessions listed below (creation and log
   // append happen under mu_, batches log and apply under their session's batch lock), so once
   // every snapshot is written the older segments can go.
@@ -301,6 +309,7 @@ absl::Status SessionManager::SaveAll() const {
     first.Update(WriteFileDurably(SnapshotPath(tenant, session->name()), session->Serialize()));
   }
   if (first.ok() && options_.wal != nullptr) first = options_.wal->DeleteSegmentsBefore(first_new_lsn);
+  if (on_snapshot_) on_snapshot_(absl::ToDoubleSeconds(absl::Now() - start));
   return first;
 }
 

@@ -41,6 +41,8 @@ class SessionManager {
   absl::StatusOr<std::shared_ptr<Session>> Get(const std::string& tenant,
                                                absl::string_view name) const;
   std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;
+  // Every session with its tenant.
+  std::vector<std::pair<std::string, std::shared_ptr<Session>>> All() const;
   // Removes the session and its snapshot.
   absl::Status Delete(const std::string& tenant, absl::string_view name);
 
@@ -56,6 +58,8 @@ class SessionManager {
                                      const SpecParser& parse_spec, WalReplayReport* report);
   // Must be set before serving when a log is used (it is opened after replay).
   void set_wal(WriteAheadLog* wal) { options_.wal = wal; }
+  // Called with the seconds each SaveAll took (metrics); set before serving.
+  void set_on_snapshot(std::function<void(double)> f) { on_snapshot_ = std::move(f); }
 
   size_t size() const;
 
@@ -75,6 +79,7 @@ class SessionManager {
   std::string SnapshotPath(const std::string& tenant, absl::string_view name) const;
 
   Options options_;
+  std::function<void(double)> on_snapshot_;
   // Serializes snapshots with deletes, so a deleted session's snapshot cannot reappear.
   mutable absl::Mutex snapshot_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;

@@ -78,8 +78,10 @@ absl::StatusOr<std::pair<Quota, std::map<std::string, Quota>>> TenantRegistry::P
     for (size_t i = first; i < f.size(); ++i) {
       std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(f[i], absl::MaxSplits('=', 1));
       double v;
+      // Finite and below 2^64: the integer quotas are converted to uint64_t (1e300 or inf
+      // would be undefined behaviour there).
       if (!(kv.first == "sessions" || kv.first == "memory_bytes" || kv.first == "items_per_second") ||
-          !absl::SimpleAtod(kv.second, &v) || !(v >= 0)) {
+          !absl::SimpleAtod(kv.second, &v) || !(v >= 0) || !(v < 18446744073709551616.0)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "quotas file line ", line_no, ": '", f[i],
             "' is not sessions=N, memory_bytes=N or items_per_second=N (N >= 0)"));
@@ -169,7 +171,9 @@ absl::Status TenantRegistry::TakeIngestTokens(const std::string& tenant, uint64_
   if (!b.primed) {
     b = {rate, now, true};
   } else {
-    b.tokens = std::min(rate, b.tokens + rate * absl::ToDoubleSeconds(now - b.last));
+    // A wall clock stepping backwards refills nothing and takes nothing.
+    const double elapsed = std::max(0.0, absl::ToDoubleSeconds(now - b.last));
+    b.tokens = std::min(rate, b.tokens + rate * elapsed);
     b.last = now;
   }
   if (static_cast<double>(items) > b.tokens) {

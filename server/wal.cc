@@ -56,6 +56,24 @@ std::vector<std::pair<uint64_t, std::string>> ListSegments(const std::string& di
   return out;
 }
 
+// Whether a whole, checksummed record with LSN `lsn` starts somewhere in data[from, end). A torn
+// write is always the end of the log, so a record whose length runs past the end of the file
+// but is followed by a good record is damage, not a tear.
+bool WholeRecordFollows(absl::string_view data, size_t from, uint64_t lsn) {
+  char want[8];
+  std::memcpy(want, &lsn, 8);
+  for (size_t p = from; p + kHeaderBytes <= data.size(); ++p) {
+    if (std::memcmp(data.data() + p + 9, want, 8) != 0) continue;
+    uint32_t len, crc;
+    std::memcpy(&len, data.data() + p, 4);
+    std::memcpy(&crc, data.data() + p + 4, 4);
+    const uint8_t type = static_cast<uint8_t>(data[p + 8]);
+    if (type < 1 || type > 3 || len > data.size() - p - kHeaderBytes) continue;
+    if (RecordCrc(type, lsn, data.substr(p + kHeaderBytes, len)) == crc) return true;
+  }
+  return false;
+}
+
 void SyncDirectory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
@@ -85,6 +103,11 @@ absl::Status WriteAheadLog::Replay(
     if (!bytes.ok()) return bytes.status();
     absl::string_view data = *bytes;
     size_t off = 0;
+    // A segment's name is the LSN it starts at: LSNs go on from there even when the segment is
+    // empty (every session whose records it followed may have been deleted since), so the log
+    // never reopens below an LSN it already used.
+    report->last_lsn = std::max(report->last_lsn, segments[si].first - 1);
+    uint64_t expected_lsn = segments[si].first;  // of the record at `off`
     while (off < data.size()) {
       std::string problem;
       uint32_t len = 0, crc = 0;
@@ -113,7 +136,8 @@ absl::Status WriteAheadLog::Replay(
       }
       const bool last_record = cut_short || (problem == "checksum mismatch" &&
                                              off + kHeaderBytes + len == data.size());
-      if ((cut_short || !problem.empty()) && newest && last_record) {
+      if ((cut_short || !problem.empty()) && newest && last_record &&
+          !WholeRecordFollows(data, off + 1, expected_lsn + 1)) {
         // A torn write: the process died while appending. Nothing after it was acknowledged.
         report->torn_tail = true;
         report->torn_bytes = data.size() - off;
@@ -122,7 +146,10 @@ absl::Status WriteAheadLog::Replay(
         break;
       }
       if (cut_short || !problem.empty()) {
-        if (cut_short) problem = "record cut short";
+        if (cut_short) {
+          problem = left < kHeaderBytes || !newest ? "record cut short"
+                                                   : "record length runs past the end of the file";
+        }
         if (!ignore_corruption) {
           return absl::DataLossError(absl::StrCat(
               "write-ahead log ", path, " offset ", off, ": ", problem,
@@ -141,13 +168,15 @@ absl::Status WriteAheadLog::Replay(
       if (!s.ok()) return s;
       ++report->records;
       report->last_lsn = lsn;
+      expected_lsn = lsn + 1;
       off += kHeaderBytes + len;
     }
   }
   return absl::OkStatus();
 }
 
-WriteAheadLog::WriteAheadLog(Options options) : options_(std::move(options)) {}
+WriteAheadLog::WriteAheadLog(Options options)
+    : options_(std::move(options)), on_fsync_(options_.on_fsync) {}
 
 absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(Options options,
                                                                    uint64_t next_lsn) {
@@ -251,7 +280,7 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
     const auto start = std::chrono::steady_clock::now();
     const int rc = ::fdatasync(fd);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (options_.on_fsync) options_.on_fsync(secs);
+    if (on_fsync_) on_fsync_(secs);
     mu_.Lock();
     syncing_ = false;
     if (rc != 0) {

@@ -72,6 +72,8 @@ class WriteAheadLog {
   absl::Status WaitDurable(uint64_t lsn);
   // Starts a new segment; every record appended before returns an LSN below *first_new_lsn.
   absl::Status Rotate(uint64_t* first_new_lsn);
+  // Replaces the fsync metrics hook (call before serving).
+  void set_on_fsync(std::function<void(double seconds)> f) { on_fsync_ = std::move(f); }
   // Deletes the segments holding only records below `lsn`.
   absl::Status DeleteSegmentsBefore(uint64_t lsn);
 
@@ -82,6 +84,7 @@ class WriteAheadLog {
   void IntervalLoop();
 
   const Options options_;
+  std::function<void(double seconds)> on_fsync_;
   absl::Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in the open segment

@@ -72,6 +72,7 @@ class Server {
     pid_ = 0;
   }
   const std::string& port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + port_; }
   // SIGTERM and a bounded wait; returns the exit code (or -1, after SIGKILL).
   int Stop() {
