@@ -29,6 +29,11 @@
 #include "server/tenants.h"
 #include "server/wal.h"
 #include "server/metrics.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#ifdef STREAMSTATS_HAVE_GPU
+#include "gpu/gpu_pool.h"
+#endif
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to serve gRPC on; port 0 picks a free port (see --port_file)");
@@ -62,12 +67,48 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: require and verify client certificates (mutual TLS)");
 ABSL_FLAG(uint64_t, max_batch_items, 1 << 20, "items per Ingest batch; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint32_t, max_streams_per_tenant, 64, "concurrent Ingest streams per tenant");
+ABSL_FLAG(std::string, gpus, "auto",
+          "GPUs for the accelerator pool: auto (every visible GPU, or the CPU when there is none), "
+          "none, or ordinals like 0,1");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
 ABSL_FLAG(int, keepalive_timeout_s, 20, "close a connection whose keepalive ping is unanswered");
 
 namespace {
+
+// Starts the GPU pool per --gpus; leaves *pool null for the CPU. Errors only when GPUs were
+// named explicitly and cannot be used.
+absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::core::Accelerator>* pool) {
+  if (spec == "none") return absl::OkStatus();
+#ifdef STREAMSTATS_HAVE_GPU
+  streamstats::gpu::GpuPoolOptions options;
+  if (spec != "auto") {
+    for (absl::string_view ordinal : absl::StrSplit(spec, ',')) {
+      int d;
+      if (!absl::SimpleAtoi(ordinal, &d) || d < 0) {
+        return absl::InvalidArgumentError("expected auto, none or ordinals like 0,1; got '" + spec + "'");
+      }
+      options.devices.push_back(d);
+    }
+  }
+  auto created = streamstats::gpu::GpuPool::Create(options);
+  if (!created.ok()) {
+    if (spec != "auto") return created.status();
+    std::fprintf(stderr, "streamstatsd: no usable GPU (%s); the CPU does the work\n",
+                 std::string(created.status().message()).c_str());
+    return absl::OkStatus();
+  }
+  *pool = *std::move(created);
+  return absl::OkStatus();
+#else
+  (void)pool;
+  if (spec != "auto") {
+    return absl::FailedPreconditionError("this streamstatsd was built without CUDA; use --gpus=auto or none");
+  }
+  return absl::OkStatus();
+#endif
+}
 
 bool IsLoopback(const std::string& addr) {
   return absl::StartsWith(addr, "127.") || absl::StartsWith(addr, "localhost:") ||
@@ -158,7 +199,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "streamstatsd: --wal_fsync: %s\n", std::string(fsync_policy.status().message()).c_str());
     return 2;
   }
-  SessionManager sessions({.data_dir = durability == "none" ? "" : data_dir, .tenants = &tenants});
+  std::unique_ptr<streamstats::core::Accelerator> gpu_pool;
+  std::string backend_name = "cpu";
+  if (absl::Status s = StartGpuPool(absl::GetFlag(FLAGS_gpus), &gpu_pool); !s.ok()) {
+    std::fprintf(stderr, "streamstatsd: --gpus: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (gpu_pool != nullptr) backend_name = gpu_pool->name();
+  SessionManager sessions({.data_dir = durability == "none" ? "" : data_dir,
+                           .accelerator = gpu_pool.get(),
+                           .tenants = &tenants});
   if (absl::Status s = sessions.LoadAll(ConfigFromSpecBytes); !s.ok()) {
     std::fprintf(stderr, "streamstatsd: %s\n", std::string(s.message()).c_str());
     return 1;
@@ -252,8 +302,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
-  std::printf("streamstatsd serving on %s (backend cpu, data dir %s, %zu sessions restored, %s, %s)\n",
-              bound.c_str(), data_dir.empty() ? "(none)" : data_dir.c_str(), sessions.size(),
+  std::printf("streamstatsd serving on %s (backend %s, data dir %s, %zu sessions restored, %s, %s)\n",
+              bound.c_str(), backend_name.c_str(), data_dir.empty() ? "(none)" : data_dir.c_str(),
+              sessions.size(),
               tenants.authentication_enabled() ? "bearer-token tenants" : "single tenant, no auth",
               tls_cert.empty() ? "plaintext" : "TLS");
   std::printf("talk to it:  streamstats --server=%s session list\n", bound.c_str());

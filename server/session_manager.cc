@@ -145,9 +145,22 @@ std::string SessionManager::SnapshotPath(const std::string& tenant, absl::string
       .string();
 }
 
+absl::StatusOr<core::Accelerator*> SessionManager::AcceleratorFor(Backend backend) const {
+  if (backend == Backend::kCpu || options_.accelerator == nullptr) {
+    if (backend == Backend::kGpu) {
+      return absl::FailedPreconditionError(
+          "backend=gpu asked for, but this server has no GPU (see its --gpus flag); use auto or cpu");
+    }
+    return core::CpuAcceleratorInstance();
+  }
+  return options_.accelerator;
+}
+
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::string& tenant,
                                                                 SessionConfig config) {
-  auto session = Session::Create(std::move(config), options_.accelerator);
+  auto accelerator = AcceleratorFor(config.backend);
+  if (!accelerator.ok()) return accelerator.status();
+  auto session = Session::Create(std::move(config), *accelerator);
   if (!session.ok()) return session.status();
   std::shared_ptr<Session> shared = *std::move(session);
   absl::MutexLock lock(&mu_);
@@ -339,7 +352,10 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
       auto key = std::make_pair(tenant, config->name);
       auto it = sessions_.find(key);
       if (it != sessions_.end() && it->second->create_lsn() >= lsn) return absl::OkStatus();
-      auto session = Session::Create(*std::move(config), options_.accelerator);
+      // A gpu session restored on a server without GPUs keeps working on the CPU.
+      auto accelerator = AcceleratorFor(config->backend);
+      auto session = Session::Create(*std::move(config), accelerator.ok() ? *accelerator
+                                                                          : core::CpuAcceleratorInstance());
       if (!session.ok()) return session.status();
       (*session)->set_create_lsn(lsn);
       sessions_[key] = *std::move(session);
@@ -386,6 +402,7 @@ absl::Status SessionManager::LoadAll(const SpecParser& parse_spec) {
       if (!absl::EndsWith(path, kSnapshotSuffix)) continue;
       auto bytes = ReadFile(path);
       if (!bytes.ok()) return bytes.status();
+      // A restored session runs on the GPU pool when there is one (unless it asked for the CPU).
       auto session = Session::Deserialize(*bytes, parse_spec, options_.accelerator);
       if (!session.ok()) {
         return absl::Status(session.status().code(),

@@ -28,7 +28,7 @@ class SessionManager {
  public:
   struct Options {
     std::string data_dir;  // empty: nothing is persisted
-    core::Accelerator* accelerator = nullptr;  // null: the CPU
+    core::Accelerator* accelerator = nullptr;  // the GPU pool for backend auto/gpu; null: none
     size_t max_sessions_per_tenant = 10000;  // the hard ceiling under any quota
     TenantRegistry* tenants = nullptr;        // quotas; null: unlimited
     WriteAheadLog* wal = nullptr;             // null: batches are not logged
@@ -77,6 +77,9 @@ class SessionManager {
 
  private:
   std::string SnapshotPath(const std::string& tenant, absl::string_view name) const;
+  // Where a session's window sorts run: the CPU for backend=cpu, else the GPU pool when the
+  // server has one; backend=gpu without one is FAILED_PRECONDITION.
+  absl::StatusOr<core::Accelerator*> AcceleratorFor(Backend backend) const;
 
   Options options_;
   std::function<void(double)> on_snapshot_;
