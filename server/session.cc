@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/serialization.h"
@@ -71,17 +72,19 @@ core::Batch Slice(const core::Batch& b, size_t begin, size_t end) {
 }  // namespace
 
 absl::Status ValidateSessionName(absl::string_view name) {
-  if (name.empty() || name.size() > 128 || name == "." || name == "..") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("session name must be 1-128 characters from [A-Za-z0-9._-], got '", name, "'"));
-  }
+  bool ok = !name.empty() && name.size() <= 128 && name != "." && name != "..";
   for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "session name must be 1-128 characters from [A-Za-z0-9._-], got '", name, "'"));
-    }
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
   }
-  return absl::OkStatus();
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "session name must be 1-128 characters from [A-Za-z0-9._-], got '", QuoteName(name), "'"));
+}
+
+std::string QuoteName(absl::string_view name) {
+  std::string shown = absl::CHexEscape(name.substr(0, 64));
+  if (name.size() > 64) absl::StrAppend(&shown, "... (", name.size(), " bytes)");
+  return shown;
 }
 
 std::string FrequencyGuarantee(const core::SummaryOptions& o) {

@@ -42,6 +42,9 @@ using SpecParser = std::function<absl::StatusOr<SessionConfig>(absl::string_view
 
 // Checks a session name: 1–128 characters from [A-Za-z0-9._-], not "." or "..".
 absl::Status ValidateSessionName(absl::string_view name);
+// A client-supplied name as an error message may quote it: escaped, at most 64 bytes shown
+// (status messages travel in the call's trailers, whose size is limited).
+std::string QuoteName(absl::string_view name);
 
 struct SummaryStats {
   core::SummaryKind kind;

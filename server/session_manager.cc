@@ -221,7 +221,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Get(const std::string& 
   absl::ReaderMutexLock lock(&mu_);
   auto it = sessions_.find(std::make_pair(tenant, std::string(name)));
   if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("no session named '", name, "'"));
+    return absl::NotFoundError(absl::StrCat("no session named '", QuoteName(name), "'"));
   }
   return it->second;
 }
@@ -250,7 +250,7 @@ absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(std::make_pair(tenant, std::string(name)));
     if (it == sessions_.end()) {
-      return absl::NotFoundError(absl::StrCat("no session named '", name, "'"));
+      return absl::NotFoundError(absl::StrCat("no session named '", QuoteName(name), "'"));
     }
     if (options_.wal != nullptr) {
       core::ByteWriter w;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -190,6 +191,102 @@ TEST_F(EndToEnd, EveryBadInputGetsItsStatusAndChangesNothing) {
   RunResult list = Shell(server.Cli("session list"));
   EXPECT_EQ(list.rc, 0);
   EXPECT_EQ(list.out.find("e0"), std::string::npos) << list.out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 3: the sketch family through the CLI, on string keys, with hash partitioning.
+TEST_F(EndToEnd, SketchSessionsAnswerFromEverySummaryThroughTheCli) {
+  Server server(dir_);
+  ASSERT_EQ(Shell(server.Cli("session create flows --type=strings --summary=count_min:epsilon=0.001,delta=0.01 "
+                             "--summary=fcm:epsilon=0.001 --summary=misra_gries:k=200 "
+                             "--summary=pbf:keys=5000,threshold=500 --partitions=4 --partitioning=hash"))
+                .rc,
+            0);
+  // flow-0 appears 5000 times, flow-1 2000 times, 3000 singletons.
+  std::map<std::string, int> truth;
+  {
+    std::ofstream out(dir_ + "/flows.txt");
+    std::vector<std::string> items;
+    for (int i = 0; i < 5000; ++i) items.push_back("flow-0");
+    for (int i = 0; i < 2000; ++i) items.push_back("flow-1");
+    for (int i = 0; i < 3000; ++i) items.push_back("single-" + std::to_string(i));
+    std::mt19937 rng(3);
+    std::shuffle(items.begin(), items.end(), rng);
+    for (const auto& s : items) {
+      out << s << "\n";
+      ++truth[s];
+    }
+  }
+  ASSERT_EQ(Shell(server.Cli("ingest flows " + dir_ + "/flows.txt --batch=1000")).rc, 0);
+  RunResult r = Shell(server.Cli("--json freq flows flow-0 flow-1 single-7"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* summary : {"count_min", "fcm", "misra_gries", "pbf"}) {
+    EXPECT_NE(r.out.find(std::string("\"summary\": \"") + summary + "\""), std::string::npos)
+        << summary << "\n" << r.out;
+  }
+  // Every deterministic summary brackets the truth; PBF's interval is statistical (3 sigma).
+  std::vector<double> lower = JsonNumbers(r.out, "lower"), upper = JsonNumbers(r.out, "upper");
+  ASSERT_EQ(lower.size(), 12u) << r.out;
+  const double f[3] = {5000, 2000, 1};
+  for (int s = 0; s < 3; ++s) {  // count_min, fcm, misra_gries
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_LE(lower[s * 3 + k], f[k]) << r.out;
+      EXPECT_GE(upper[s * 3 + k], f[k]) << r.out;
+    }
+  }
+  r = Shell(server.Cli("heavy-hitters flows --support=0.1 --summary=count_min"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("flow-0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("flow-1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("single-"), std::string::npos) << r.out;
+  r = Shell(server.Cli("session create bad --type=strings --summary=count_min:epsilon=2"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// Issue 5: a count window through the API: answers over the last W items only, with coverage.
+TEST_F(EndToEnd, WindowSessionsAnswerOverTheLastItemsAsked) {
+  Server server(dir_);
+  ASSERT_EQ(Shell(server.Cli("session create w --summary=quantiles:epsilon=0.01 "
+                             "--summary=lossy_counting:epsilon=0.01 --window=items:20000"))
+                .rc,
+            0);
+  {
+    std::ofstream out(dir_ + "/drift.txt");
+    for (int i = 0; i < 50000; ++i) out << (i < 40000 ? i % 1000 : 5000 + i % 10) << "\n";
+  }
+  ASSERT_EQ(Shell(server.Cli("ingest w " + dir_ + "/drift.txt --batch=5000")).rc, 0);
+  // The last 10000 items are all in [5000, 5009].
+  RunResult r = Shell(server.Cli("--json quantiles w 0 0.5 1 --last=10000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (double v : JsonNumbers(r.out, "value")) {
+    EXPECT_GE(v, 5000);
+    EXPECT_LE(v, 5009);
+  }
+  EXPECT_EQ(JsonNumbers(r.out, "window_items"), std::vector<double>{10000}) << r.out;
+  ASSERT_EQ(JsonNumbers(r.out, "max_error").size(), 1u);
+  EXPECT_LE(JsonNumbers(r.out, "max_error")[0], 0.01 * 10000);
+  // Over the whole 20000-item window: the median is still in the band (the last half of it).
+  r = Shell(server.Cli("--json freq w 5003 7 --last=10000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<double> lower = JsonNumbers(r.out, "lower"), upper = JsonNumbers(r.out, "upper");
+  ASSERT_EQ(lower.size(), 2u) << r.out;
+  EXPECT_LE(lower[0], 1000);
+  EXPECT_GE(upper[0], 1000);
+  EXPECT_LE(upper[0] - lower[0], 0.01 * 10000);
+  EXPECT_EQ(lower[1], 0);  // 7 left the window long ago
+  EXPECT_LE(upper[1], 0.01 * 10000);
+  r = Shell(server.Cli("quantiles w 0.5 --last=30000"));
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;
+  ASSERT_EQ(Shell(server.Cli("session create plain --summary=quantiles")).rc, 0);
+  r = Shell(server.Cli("quantiles plain 0.5 --last=10"));
+  EXPECT_NE(r.out.find("keeps no window"), std::string::npos) << r.out;
   EXPECT_EQ(server.Stop(), 0);
 }
 

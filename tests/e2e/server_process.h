@@ -47,7 +47,7 @@ class Server {
     fs::remove(dir + "/port");
     std::vector<std::string> args = {STREAMSTATSD_BIN, "--listen=127.0.0.1:0",
                                      "--port_file=" + dir + "/port", "--data_dir=" + dir + "/data",
-                                     "--snapshot_interval_s=0"};
+                                     "--snapshot_interval_s=0", "--metrics_listen=127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
