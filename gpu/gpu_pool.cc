@@ -90,6 +90,9 @@ void GpuPool::WorkerLoop(Device* device) {
         mu_.Unlock();
         absl::SleepFor(options_.linger);
         mu_.Lock();
+        // Another device's worker may have taken every queued window meanwhile (issue 4's
+        // two-GPU check found this: front() of an empty queue).
+        if (queue_.empty()) continue;
       }
       const bool weighted = !queue_.front()->weights.empty();
       size_t keys = 0;

@@ -371,6 +371,11 @@ class StreamStatsService::IngestReactor final
           "batch ", request_.sequence(), " holds ", batch->size(), " items; the limit is ",
           service_->limits_.max_batch_items, " (split it)"));
     }
+    // Refuse a malformed batch before it spends the tenant's rate quota.
+    if (batch->size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
+    if (absl::Status s = core::ValidateBatch(*batch, session_->config().value_kind); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
+    }
     if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch->size()); !s.ok()) {
       return s;
     }

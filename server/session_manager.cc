@@ -22,7 +22,7 @@ namespace {
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   int e = errno;
   std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
-  if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
+  if (e == ENOSPC || e == EDQUOT || e == EFBIG) return absl::ResourceExhaustedError(msg);
   return absl::UnavailableError(msg);
 }
 

@@ -176,6 +176,11 @@ absl::Status TenantRegistry::TakeIngestTokens(const std::string& tenant, uint64_
     b.tokens = std::min(rate, b.tokens + rate * elapsed);
     b.last = now;
   }
+  if (static_cast<double>(items) > rate) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a batch of ", items, " items is larger than tenant '", tenant, "''s ingest quota of ",
+        rate, " items/s allows at once; split it"));
+  }
   if (static_cast<double>(items) > b.tokens) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "tenant '", tenant, "' exceeded its ingest quota of ", rate, " items/s (batch of ", items,

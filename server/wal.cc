@@ -27,7 +27,7 @@ constexpr uint32_t kMaxRecordBytes = 1u << 30;
 absl::Status IoError(absl::string_view what, const std::string& path) {
   int e = errno;
   std::string msg = absl::StrCat("write-ahead log: ", what, " ", path, ": ", std::strerror(e));
-  if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
+  if (e == ENOSPC || e == EDQUOT || e == EFBIG) return absl::ResourceExhaustedError(msg);
   return absl::UnavailableError(msg);
 }
 
@@ -106,7 +106,7 @@ absl::Status WriteAheadLog::Replay(
     // A segment's name is the LSN it starts at: LSNs go on from there even when the segment is
     // empty (every session whose records it followed may have been deleted since), so the log
     // never reopens below an LSN it already used.
-    report->last_lsn = std::max(report->last_lsn, segments[si].first - 1);
+    if (segments[si].first > 0) report->last_lsn = std::max(report->last_lsn, segments[si].first - 1);
     uint64_t expected_lsn = segments[si].first;  // of the record at `off`
     while (off < data.size()) {
       std::string problem;
