@@ -335,6 +335,21 @@ int main(int argc, char** argv) {
     }
   });
 
+#ifdef STREAMSTATS_HAVE_GPU
+  // GPU pool fallbacks to the CPU, as a counter (kernel time and bytes are not measured yet).
+  std::thread gpu_stats([&] {
+    auto* pool = dynamic_cast<streamstats::gpu::GpuPool*>(gpu_pool.get());
+    if (pool == nullptr || metrics == nullptr) return;
+    uint64_t reported = 0;
+    absl::MutexLock lock(&stop_mu);
+    while (!stop_mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(5))) {
+      const uint64_t fallbacks = pool->stats().fallbacks;
+      metrics->RecordAccelerator(pool->name(), 0, 0, fallbacks - reported);
+      reported = fallbacks;
+    }
+  });
+#endif
+
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
@@ -356,6 +371,9 @@ int main(int argc, char** argv) {
     stop = true;
   }
   snapshotter.join();
+#ifdef STREAMSTATS_HAVE_GPU
+  gpu_stats.join();
+#endif
   if (absl::Status s = sessions.SaveAll(); !s.ok()) {
     std::fprintf(stderr, "streamstatsd: final snapshot failed: %s\n", std::string(s.message()).c_str());
     return 1;
