@@ -39,14 +39,13 @@ done
 [ -s "$work/port" ] || { echo "load_test: server did not write its port"; cat "$work/server.log"; exit 1; }
 port=$(cat "$work/port")
 
-# One line per second: seconds since start, VmRSS in kB.
+# About one line per second: wall seconds since the driver started, VmRSS in kB.
 (
-  t=0
+  start=$(date +%s)
   while kill -0 "$server_pid" 2>/dev/null; do
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$server_pid/status" 2>/dev/null || true)
-    [ -n "$rss" ] && echo "$t $rss"
+    [ -n "$rss" ] && echo "$(($(date +%s) - start)) $rss"
     sleep 1
-    t=$((t + 1))
   done
 ) >"$work/rss" &
 sampler_pid=$!

@@ -62,7 +62,9 @@ TEST(SessionSpec, BadSpecsAreInvalidArgumentWithAMessage) {
   ok.add_summaries()->mutable_quantiles();
   EXPECT_TRUE(bad(ok).ok());
 
-  for (const char* name : {"", "has space", "slash/y", "..", std::string(129, 'x').c_str()}) {
+  // std::string, not const char*: a c_str() of a temporary would dangle inside the list (ASan).
+  for (const std::string& name :
+       std::vector<std::string>{"", "has space", "slash/y", "..", std::string(129, 'x')}) {
     v1::SessionSpec s = ok;
     s.set_name(name);
     EXPECT_EQ(bad(s).code(), StatusCode::kInvalidArgument) << name;
