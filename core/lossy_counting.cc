@@ -330,14 +330,17 @@ class LossyCountingCore {
     for (uint64_t i = 0; i < weights; ++i) {
       uint64_t w;
       if (!r->Get(&w)) return Corrupt("lossy_counting pending weight cut short");
-      if (w == 0 || AddWouldOverflow(pending_weight, w)) {
-        return Corrupt("lossy_counting pending weight is zero or overflows");
+      // No accepted batch carries a weight above 2^40 (ValidateBatch).
+      if (w == 0 || w > (uint64_t{1} << 40) || AddWouldOverflow(pending_weight, w)) {
+        return Corrupt("lossy_counting pending weight is zero, above 2^40 or overflows");
       }
       pending_weight += w;
       pending_weights_.push_back(w);
     }
-    if (AddWouldOverflow(n_summarized_, pending_weight))
-      return Corrupt("lossy_counting N overflows");
+    if (AddWouldOverflow(n_summarized_, pending_weight) ||
+        n_summarized_ + pending_weight > (uint64_t{1} << 62)) {
+      return Corrupt("lossy_counting N overflows or exceeds 2^62");
+    }
     pending_weight_ = pending_weight;
     return absl::OkStatus();
   }

@@ -410,7 +410,7 @@ absl::StatusOr<std::unique_ptr<Summary>> QuantileSummary::Deserialize(absl::stri
   if (!r.GetCount(&weights, 8) || (weights != 0 && weights != pending)) return Corrupt("pending weights");
   q->pending_weights_.resize(weights);
   for (uint64_t& x : q->pending_weights_) {
-    if (!r.Get(&x) || x == 0) return Corrupt("pending weight");
+    if (!r.Get(&x) || x == 0 || x > (uint64_t{1} << 40)) return Corrupt("pending weight");
   }
   q->pending_weight_ = weights == 0 ? pending : 0;
   for (uint64_t x : q->pending_weights_) {

@@ -81,7 +81,7 @@ class Summary {
 
 // Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
 struct QuantileOptions {
-  double epsilon = 0.01;      // rank error bound as a fraction of N, in (0, 0.5]
+  double epsilon = 0.01;      // rank error bound as a fraction of N, in [1e-6, 0.5]
   uint64_t window_items = 0;  // items per sorted window; 0 = auto: clamp(ceil(8/epsilon), 1024, 2^20)
   absl::Status Validate() const;
   uint64_t EffectiveWindow() const;
@@ -89,7 +89,7 @@ struct QuantileOptions {
 
 // Lossy Counting (Manku–Motwani), window-based (seed 000 §5.1).
 struct LossyCountingOptions {
-  double epsilon = 0.001;     // frequency error bound as a fraction of N, in (0, 0.5]
+  double epsilon = 0.001;     // frequency error bound as a fraction of N, in [1e-6, 0.5]
   uint64_t window_items = 0;  // items per window; 0 = auto: clamp(ceil(1/epsilon), 4096, 2^20)
   absl::Status Validate() const;
   uint64_t EffectiveWindow() const;

@@ -4,6 +4,7 @@
 // blocks, serialization, errors, memory and accelerator fallback.
 #include "core/quantile_summary.h"
 
+#include <chrono>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -1460,6 +1461,36 @@ TEST(QuantileSummary, AFailingAcceleratorLosesNothing) {
       EXPECT_EQ(switched->Serialize(), cpu->Serialize());
     }
   }
+}
+
+}  // namespace
+}  // namespace streamstats::core
+
+namespace streamstats::core {
+namespace {
+
+// Regression (issue 6 fuzzing): a tiny epsilon let one heavy-weighted batch cost a minute per
+// query; epsilon below 1e-6 is refused, and a heavy batch stays cheap at the smallest allowed.
+TEST(QuantileSummary, TinyEpsilonIsRefusedAndHeavyWeightsStayCheapAtTheSmallestAllowed) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kQuantiles;
+  o.quantiles.epsilon = 1e-9;
+  EXPECT_EQ(CreateSummary(o, ValueKind::kNumeric).status().code(), absl::StatusCode::kInvalidArgument);
+  o.quantiles.epsilon = 1e-6;
+  auto s = CreateSummary(o, ValueKind::kNumeric);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::vector<double> values = {1, 2, 3};
+  const std::vector<uint64_t> weights = {uint64_t{1} << 40, uint64_t{1} << 40, uint64_t{1} << 40};
+  Batch b;
+  b.values = values;
+  b.weights = weights;
+  ASSERT_TRUE(ValidateBatch(b, ValueKind::kNumeric).ok());
+  ASSERT_TRUE((*s)->Update(b).ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto q = (*s)->Quantiles(std::vector<double>{0.5});
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ((*q)[0].value, 2);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
 }  // namespace

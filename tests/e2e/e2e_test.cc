@@ -176,7 +176,7 @@ TEST_F(EndToEnd, EveryBadInputGetsItsStatusAndChangesNothing) {
   expect("session delete nosuch", "NOT_FOUND");
   expect("session create s --type=numeric --summary=quantiles", "ALREADY_EXISTS");
   std::string msg = expect("session create e --summary=quantiles:epsilon=1.5", "INVALID_ARGUMENT");
-  EXPECT_NE(msg.find("epsilon must be in (0, 0.5]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("epsilon must be in [1e-06, 0.5]"), std::string::npos) << msg;
   expect("session create e0 --summary=quantiles:epsilon=0", "INVALID_ARGUMENT");
   expect("session create '' --summary=quantiles", "INVALID_ARGUMENT");
   expect("session create 'bad name' --summary=quantiles", "INVALID_ARGUMENT");
