@@ -141,18 +141,22 @@ uint64_t QuantileSummary::ToKey(double value) const {
   return static_cast<uint64_t>(std::floor(value));
 }
 
+absl::Status QuantileSummary::AppendPending(uint64_t key, uint64_t weight) {
+  pending_keys_.push_back(key);
+  // Weights are materialized only once one differs from 1.
+  if (weight != 1 && pending_weights_.empty()) pending_weights_.assign(pending_keys_.size() - 1, 1);
+  if (weight != 1 || !pending_weights_.empty()) pending_weights_.push_back(weight);
+  pending_weight_ += weight;
+  return pending_keys_.size() >= window_ ? FlushWindow() : absl::OkStatus();
+}
+
 absl::Status QuantileSummary::Update(const Batch& batch) {
   const size_t n = batch.size();
   for (size_t i = 0; i < n; ++i) {
-    pending_keys_.push_back(value_kind_ == ValueKind::kNumeric ? ToOrderedBits(batch.values[i])
-                                                               : batch.keys[i]);
-    uint64_t w = batch.weights.empty() ? 1 : batch.weights[i];
-    if (w != 1 && pending_weights_.empty()) pending_weights_.assign(pending_keys_.size() - 1, 1);
-    if (w != 1 || !pending_weights_.empty()) pending_weights_.push_back(w);
-    pending_weight_ += w;
-    if (pending_keys_.size() >= window_) {
-      if (absl::Status s = FlushWindow(); !s.ok()) return s;
-    }
+    const uint64_t key =
+        value_kind_ == ValueKind::kNumeric ? ToOrderedBits(batch.values[i]) : batch.keys[i];
+    absl::Status s = AppendPending(key, batch.weights.empty() ? 1 : batch.weights[i]);
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -298,14 +302,9 @@ absl::Status QuantileSummary::Merge(const Summary& other_base) {
     }
   }
   for (size_t i = 0; i < other.pending_keys_.size(); ++i) {
-    uint64_t w = other.pending_weights_.empty() ? 1 : other.pending_weights_[i];
-    pending_keys_.push_back(other.pending_keys_[i]);
-    if (w != 1 && pending_weights_.empty()) pending_weights_.assign(pending_keys_.size() - 1, 1);
-    if (w != 1 || !pending_weights_.empty()) pending_weights_.push_back(w);
-    pending_weight_ += w;
-    if (pending_keys_.size() >= window_) {
-      if (absl::Status s = FlushWindow(); !s.ok()) return s;
-    }
+    absl::Status s = AppendPending(
+        other.pending_keys_[i], other.pending_weights_.empty() ? 1 : other.pending_weights_[i]);
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -92,6 +92,8 @@ class QuantileSummary final : public Summary {
   };
 
   absl::Status FlushWindow();
+  // Adds one item to the current window, flushing it when full.
+  absl::Status AppendPending(uint64_t key, uint64_t weight);
   // Adds a bucket at `level`, merging and pruning while two share a level.
   void AddBucket(int level, GkSummary summary);
   // All buckets merged with the exact partial window.

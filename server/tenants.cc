@@ -23,15 +23,28 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> TenantRegistry::ParseTokens(
-    absl::string_view text) {
-  std::map<std::string, std::string> out;
+namespace {
+
+// The fields of each meaningful line of a config file (blank lines and '#' comments skipped),
+// with its 1-based line number.
+std::vector<std::pair<int, std::vector<absl::string_view>>> ConfigLines(absl::string_view text) {
+  std::vector<std::pair<int, std::vector<absl::string_view>>> out;
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    out.emplace_back(line_no, absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, std::string>> TenantRegistry::ParseTokens(
+    absl::string_view text) {
+  std::map<std::string, std::string> out;
+  for (const auto& [line_no, f] : ConfigLines(text)) {
     if (f.size() != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("tokens file line ", line_no, ": expected 'TENANT TOKEN'"));
@@ -57,12 +70,7 @@ absl::StatusOr<std::pair<Quota, std::map<std::string, Quota>>> TenantRegistry::P
   Quota defaults;
   std::map<std::string, std::map<std::string, double>> raw;
   std::map<std::string, double> raw_defaults;
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_no;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  for (const auto& [line_no, f] : ConfigLines(text)) {
     std::map<std::string, double>* target;
     size_t first;
     if (f[0] == "default") {
