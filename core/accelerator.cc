@@ -19,6 +19,10 @@ absl::Status Accelerator::SortSegments(absl::Span<uint64_t> keys,
   return absl::OkStatus();
 }
 
+std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&) {
+  return nullptr;
+}
+
 absl::Status Accelerator::Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                                     std::vector<HistogramEntry>* out) {
   absl::Status s = SortWindow(keys, weights);

@@ -7,6 +7,7 @@
 #define STREAMSTATS_CORE_ACCELERATOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@
 #include "absl/types/span.h"
 
 namespace streamstats::core {
+
+struct CountMinOptions;  // core/summary.h
+struct PbfOptions;
 
 // One distinct key of a sorted window and its total weight.
 struct HistogramEntry {
@@ -25,6 +29,32 @@ struct HistogramEntry {
 struct RankSampleEntry {
   uint64_t key;
   uint64_t rank;
+};
+
+// A frequency sketch's table kept in an accelerator's memory (DESIGN.md: "apply a batch of sketch
+// updates, insert/query a PBF batch"). Its summary (core/count_min.h, core/pbf.h) hands it every
+// batch and reads the table back before answering; core/device_mirror.h keeps a host copy that
+// can always be rebuilt, so a device failure loses nothing. Used by one summary at a time.
+class DeviceSketch {
+ public:
+  virtual ~DeviceSketch() = default;
+  // Count-Min (plain update): adds ids[i] with weights[i] (empty: 1 each) in order; estimates[i]
+  // = the minimum over the item's d counters right after its own addition — exactly what the
+  // sequential update computes (the heavy-hitter candidates are fed with it).
+  // PBF: inserts the items at the stream positions that follow the ones already inserted, as
+  // Pbf::Update does; `estimates` must be null.
+  virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           std::vector<uint64_t>* estimates) = 0;
+  // Copies the state out: Count-Min's row-major d x w counters, or the PBF's bit words.
+  virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
+};
+
+// What to keep on the device; exactly one of the options is set.
+struct DeviceSketchSpec {
+  const CountMinOptions* count_min = nullptr;  // plain update only
+  const PbfOptions* pbf = nullptr;
+  absl::Span<const uint64_t> state;  // the current table / bit words, uploaded as the start
+  uint64_t position = 0;             // PBF: items inserted so far (the next stream position)
 };
 
 class Accelerator {
@@ -50,6 +80,10 @@ class Accelerator {
   // last position (total weight), positions counted in the weight-expanded order. step >= 1.
   virtual absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                                   uint64_t step, std::vector<RankSampleEntry>* out);
+
+  // A device-resident copy of a sketch, or null: the sketch then stays in host memory (always
+  // so for the CPU accelerator; the GPU pool returns null when device memory runs out).
+  virtual std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec);
 };
 
 // The reference implementation: std::sort, then a linear pass.

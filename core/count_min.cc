@@ -25,7 +25,11 @@ CountMin::CountMin(const CountMinOptions& options, ValueKind value_kind, Acceler
       depth_(options.Depth()),
       width_(options.Width()),
       table_(depth_ * width_, 0),
-      candidates_(options.EffectiveHeavyHitterCapacity()) {
+      candidates_(options.EffectiveHeavyHitterCapacity()),
+      mirror_(absl::MakeSpan(table_), [this](absl::Span<const uint64_t> ids,
+                                             absl::Span<const uint64_t> weights) {
+        AddToTable(ids, weights);
+      }) {
   rows_.reserve(depth_);
   for (uint64_t r = 0; r < depth_; ++r) rows_.push_back(MakePairwiseHash(options.seed, r));
 }
@@ -54,7 +58,50 @@ void CountMin::Add(uint64_t id, uint64_t weight, absl::string_view str) {
   candidates_.Offer(id, estimate, str);
 }
 
+void CountMin::set_accelerator(Accelerator* accelerator) {
+  mirror_.Detach();
+  accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
+}
+
+void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
+                      absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                      absl::Span<uint64_t> table, std::vector<uint64_t>* estimates) {
+  if (estimates != nullptr) estimates->resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t weight = weights.empty() ? 1 : weights[i];
+    uint64_t estimate = std::numeric_limits<uint64_t>::max();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      estimate = std::min(estimate, table[r * width + rows[r](ids[i]) % width] += weight);
+    }
+    if (estimates != nullptr) (*estimates)[i] = estimate;
+  }
+}
+
+void CountMin::AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+  CountMinPlainAdd(rows_, width_, ids, weights, absl::MakeSpan(table_), nullptr);
+}
+
+bool CountMin::UpdateOnDevice(const Batch& batch) {
+  if (options_.conservative) return false;
+  if (!mirror_.attached()) {
+    DeviceSketchSpec spec;
+    spec.count_min = &options_;
+    mirror_.TryAttach(accelerator_, spec);
+    if (!mirror_.attached()) return false;
+  }
+  const size_t n = batch.size();
+  scratch_ids_.resize(n);
+  for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+  if (!mirror_.Add(scratch_ids_, batch.weights, &scratch_estimates_)) return false;
+  for (size_t i = 0; i < n; ++i) {
+    candidates_.Offer(scratch_ids_[i], scratch_estimates_[i], KeyStringAt(batch, i));
+    count_ += WeightAt(batch, i);
+  }
+  return true;
+}
+
 absl::Status CountMin::Update(const Batch& batch) {
+  if (batch.size() != 0 && UpdateOnDevice(batch)) return absl::OkStatus();
   const size_t n = batch.size();
   for (size_t i = 0; i < n; ++i) {
     const uint64_t weight = WeightAt(batch, i);
@@ -65,6 +112,7 @@ absl::Status CountMin::Update(const Batch& batch) {
 }
 
 uint64_t CountMin::EstimateId(uint64_t id) const {
+  mirror_.Refresh();
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
   for (uint64_t r = 0; r < depth_; ++r) {
     estimate = std::min(estimate, table_[r * width_ + rows_[r](id) % width_]);
@@ -85,7 +133,9 @@ absl::Status CountMin::Merge(const Summary& other_summary) {
         ValueKindName(value_kind_), " ", Describe(), ", the other ",
         ValueKindName(other->value_kind_), " ", other->Describe()));
   }
-  for (size_t i = 0; i < table_.size(); ++i) table_[i] += other->table_[i];
+  mirror_.Detach();  // the host table changes below; the next Update uploads it again
+  const std::vector<uint64_t>& other_table = other->table();
+  for (size_t i = 0; i < table_.size(); ++i) table_[i] += other_table[i];
   count_ += other->count_;
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return EstimateId(id); });
   return absl::OkStatus();
@@ -93,7 +143,9 @@ absl::Status CountMin::Merge(const Summary& other_summary) {
 
 size_t CountMin::MemoryBytes() const {
   return sizeof(*this) + TableBytes() + rows_.capacity() * sizeof(PairwiseHash) +
-         candidates_.MemoryBytes();
+         candidates_.MemoryBytes() + mirror_.MemoryBytes() +
+         (scratch_ids_.capacity() + scratch_estimates_.capacity()) *
+             sizeof(uint64_t);
 }
 
 absl::StatusOr<std::vector<FrequencyAnswer>> CountMin::Frequencies(const Keys& keys) const {
@@ -124,6 +176,7 @@ std::string CountMin::Serialize() const {
   w.Put<uint64_t>(options_.heavy_hitter_capacity);
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
+  mirror_.Refresh();
   for (uint64_t c : table_) w.Put<uint64_t>(c);
   candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountMin), w.bytes());

@@ -28,7 +28,14 @@
 // workers merge to the unpartitioned sketch). Conservative sketches also add: still never an
 // underestimate and still <= the plain sketch's counters, but not the table conservative update
 // would have built on the concatenated stream. Candidates: the union, re-estimated, top C kept.
-// Space: 8*d*w bytes + the candidate set. Not thread-safe; the owning session serializes access.
+// Space: 8*d*w bytes + the candidate set.
+// On an accelerator that keeps sketches on its device (the GPU pool), a plain sketch's table lives
+// there (core/device_mirror.h): batches are added on the device, which also returns each item's
+// sequential estimate for the candidates, so the table, the candidates and every answer equal the
+// CPU's bit for bit; a device failure moves the sketch back to the host without losing a batch.
+// Conservative update stays on the host (sequential by nature: see gpu/gpu_sketches.h).
+// Not thread-safe for writers; const methods may run concurrently (the owning session's shared
+// lock).
 #ifndef STREAMSTATS_CORE_COUNT_MIN_H_
 #define STREAMSTATS_CORE_COUNT_MIN_H_
 
@@ -41,12 +48,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accelerator.h"
+#include "core/device_mirror.h"
 #include "core/hash.h"
 #include "core/heavy_hitter_candidates.h"
 #include "core/summary.h"
 #include "core/types.h"
 
 namespace streamstats::core {
+
+// Adds ids[i] (weights[i], or 1 each) in order to a row-major plain Count-Min table with the
+// given row hashes; estimates[i] (optional) = the item's minimum counter right after its own
+// addition. The sequential semantics every DeviceSketch for Count-Min must reproduce.
+void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
+                      absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                      absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
 
 class CountMin final : public Summary {
  public:
@@ -68,7 +83,7 @@ class CountMin final : public Summary {
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
-  void set_accelerator(Accelerator* accelerator) override { accelerator_ = accelerator; }
+  void set_accelerator(Accelerator* accelerator) override;
 
   absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
   // InvalidArgument unless 0 < support <= 1.
@@ -81,12 +96,22 @@ class CountMin final : public Summary {
   uint64_t depth() const { return depth_; }
   uint64_t width() const { return width_; }
   // Row-major d x w counters.
-  const std::vector<uint64_t>& table() const { return table_; }
+  const std::vector<uint64_t>& table() const {
+    mirror_.Refresh();
+    return table_;
+  }
+  // True while the table lives on a device; device failures repaired so far.
+  bool on_device() const { return mirror_.attached(); }
+  uint64_t device_failures() const { return mirror_.failures(); }
   size_t TableBytes() const { return table_.size() * sizeof(uint64_t); }
   const HeavyHitterCandidates& candidates() const { return candidates_; }
 
  private:
   void Add(uint64_t id, uint64_t weight, absl::string_view str);
+  // Plain update of the host table only (replaying a device journal).
+  void AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // The batch on the device; false when it must be applied on the host.
+  bool UpdateOnDevice(const Batch& batch);
 
   CountMinOptions options_;
   ValueKind value_kind_;
@@ -97,6 +122,8 @@ class CountMin final : public Summary {
   std::vector<uint64_t> table_;
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;
+  DeviceMirror mirror_;
+  std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // device batches
 };
 
 }  // namespace streamstats::core

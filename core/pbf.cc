@@ -51,35 +51,74 @@ Pbf::Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerat
       params_(options.Effective()),
       value_kind_(value_kind),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()),
-      coin_seed_(PbfCoinSeed(options.seed)),
-      unit_threshold_(PbfThreshold(params_.p)),
-      words_((params_.m + 63) / 64, 0) {}
+      words_((params_.m + 63) / 64, 0),
+      mirror_(
+          absl::MakeSpan(words_),
+          [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+            // Re-insert the journal at the stream positions it had: it ends at count_.
+            uint64_t total = 0;
+            for (size_t i = 0; i < ids.size(); ++i) total += weights.empty() ? 1 : weights[i];
+            count_ -= total;
+            for (size_t i = 0; i < ids.size(); ++i) Insert(ids[i], weights.empty() ? 1 : weights[i]);
+          },
+          [this] {
+            set_bits_ = 0;
+            for (uint64_t word : words_) set_bits_ += static_cast<uint64_t>(__builtin_popcountll(word));
+          }) {}
+
+void Pbf::set_accelerator(Accelerator* accelerator) {
+  mirror_.Detach();
+  accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
+}
 
 std::string Pbf::Describe() const {
   return absl::StrCat("m=", params_.m, ",k=", params_.k, ",p=", params_.p,
                       ",z=", options_.confidence_z, ",seed=", options_.seed);
 }
 
-void Pbf::Insert(uint64_t id, uint64_t weight) {
+uint64_t PbfInsert(const PbfParameters& params, uint64_t seed, uint64_t position, uint64_t id,
+                   uint64_t weight, absl::Span<uint64_t> words) {
   const uint64_t threshold =
-      weight == 1 ? unit_threshold_
-                  : PbfThreshold(-std::expm1(static_cast<double>(weight) * std::log1p(-params_.p)));
-  const uint64_t key_hash = PbfKeyHash(options_.seed, id);
-  for (uint64_t j = 0; j < params_.k; ++j) {
-    if (!PbfCoin(coin_seed_, count_, j, threshold)) continue;
-    const uint64_t pos = PbfPosition(key_hash, j, params_.m);
-    uint64_t& word = words_[pos >> 6];
+      weight == 1 ? PbfThreshold(params.p)
+                  : PbfThreshold(-std::expm1(static_cast<double>(weight) * std::log1p(-params.p)));
+  const uint64_t coin_seed = PbfCoinSeed(seed);
+  const uint64_t key_hash = PbfKeyHash(seed, id);
+  uint64_t newly_set = 0;
+  for (uint64_t j = 0; j < params.k; ++j) {
+    if (!PbfCoin(coin_seed, position, j, threshold)) continue;
+    const uint64_t pos = PbfPosition(key_hash, j, params.m);
+    uint64_t& word = words[pos >> 6];
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if ((word & bit) == 0) {
       word |= bit;
-      ++set_bits_;
+      ++newly_set;
     }
   }
+  return newly_set;
+}
+
+void Pbf::Insert(uint64_t id, uint64_t weight) {
+  set_bits_ += PbfInsert(params_, options_.seed, count_, id, weight, absl::MakeSpan(words_));
   count_ += weight;
 }
 
 absl::Status Pbf::Update(const Batch& batch) {
   const size_t n = batch.size();
+  if (n == 0) return absl::OkStatus();
+  if (!mirror_.attached()) {
+    DeviceSketchSpec spec;
+    spec.pbf = &options_;
+    spec.position = count_;
+    mirror_.TryAttach(accelerator_, spec);
+  }
+  if (mirror_.attached()) {
+    scratch_ids_.resize(n);
+    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+    if (mirror_.Add(scratch_ids_, batch.weights, nullptr)) {
+      for (size_t i = 0; i < n; ++i) count_ += WeightAt(batch, i);
+      return absl::OkStatus();
+    }
+  }
   for (size_t i = 0; i < n; ++i) Insert(KeyIdAt(batch, i), WeightAt(batch, i));
   return absl::OkStatus();
 }
@@ -93,9 +132,13 @@ absl::Status Pbf::Merge(const Summary&) {
       "and sum per-filter estimates instead");
 }
 
-size_t Pbf::MemoryBytes() const { return sizeof(*this) + words_.capacity() * sizeof(uint64_t); }
+size_t Pbf::MemoryBytes() const {
+  return sizeof(*this) + (words_.capacity() + scratch_ids_.capacity()) * sizeof(uint64_t) +
+         mirror_.MemoryBytes();
+}
 
 uint64_t Pbf::SetPositions(uint64_t id) const {
+  mirror_.Refresh();
   const uint64_t key_hash = PbfKeyHash(options_.seed, id);
   uint64_t y = 0;
   for (uint64_t j = 0; j < params_.k; ++j) {
@@ -105,7 +148,9 @@ uint64_t Pbf::SetPositions(uint64_t id) const {
   return y;
 }
 
-double Pbf::fill() const { return static_cast<double>(set_bits_) / static_cast<double>(params_.m); }
+double Pbf::fill() const {
+  mirror_.Refresh();
+  return static_cast<double>(set_bits_) / static_cast<double>(params_.m); }
 
 double Pbf::RawEstimate(uint64_t y) const {
   const double q = static_cast<double>(y) / static_cast<double>(params_.k);
@@ -175,6 +220,7 @@ std::string Pbf::Serialize() const {
   w.Put<double>(options_.confidence_z);
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
+  mirror_.Refresh();
   w.Put<uint64_t>(set_bits_);
   for (uint64_t word : words_) w.Put<uint64_t>(word);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kPbf), w.bytes());

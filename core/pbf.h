@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accelerator.h"
+#include "core/device_mirror.h"
 #include "core/hash.h"
 #include "core/host_device.h"
 #include "core/summary.h"
@@ -104,9 +105,18 @@ STREAMSTATS_HOST_DEVICE inline bool PbfCoin(uint64_t coin_seed, uint64_t positio
 // floor(q * 2^64) for q in [0, 1); 2^64 - 1 ("always") for q >= 1. Host only (uses libm).
 uint64_t PbfThreshold(double q);
 
+// Inserts one item of weight `weight` at stream position `position` into the bit words of a
+// filter with `params` and hash seed `seed`; returns how many bits it newly set. What Pbf::Update
+// does per item, shared with the device-sketch test doubles.
+uint64_t PbfInsert(const PbfParameters& params, uint64_t seed, uint64_t position, uint64_t id,
+                   uint64_t weight, absl::Span<uint64_t> words);
+
 class Pbf final : public Summary {
  public:
-  // `options` must have passed Validate(). `accelerator` is not owned (and not used yet).
+  // `options` must have passed Validate(). `accelerator` is not owned. On an accelerator that
+  // keeps sketches on its device (the GPU pool) the bit array lives there (core/device_mirror.h)
+  // and inserts run on the device with the same coins: bits and answers equal the CPU's; a
+  // device failure moves the filter back to the host without losing a batch.
   Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerator);
 
   // Restores what Serialize wrote (the envelope's payload). Inconsistent bytes: DataLossError.
@@ -125,7 +135,7 @@ class Pbf final : public Summary {
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
-  void set_accelerator(Accelerator* accelerator) override { accelerator_ = accelerator; }
+  void set_accelerator(Accelerator* accelerator) override;
 
   absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
   absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const override;
@@ -138,7 +148,12 @@ class Pbf final : public Summary {
   double RawEstimate(uint64_t y) const;
   double fill() const;  // b
   const PbfParameters& parameters() const { return params_; }
-  const std::vector<uint64_t>& words() const { return words_; }
+  const std::vector<uint64_t>& words() const {
+    mirror_.Refresh();
+    return words_;
+  }
+  bool on_device() const { return mirror_.attached(); }
+  uint64_t device_failures() const { return mirror_.failures(); }
 
  private:
   void Insert(uint64_t id, uint64_t weight);
@@ -147,11 +162,11 @@ class Pbf final : public Summary {
   PbfParameters params_;
   ValueKind value_kind_;
   Accelerator* accelerator_;
-  uint64_t coin_seed_;
-  uint64_t unit_threshold_;
   std::vector<uint64_t> words_;
   uint64_t set_bits_ = 0;
   uint64_t count_ = 0;
+  DeviceMirror mirror_;
+  std::vector<uint64_t> scratch_ids_;  // device batches
 };
 
 }  // namespace streamstats::core
