@@ -20,10 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/spec_parser.h"
+#include "core/sync.h"
 #include "grpcpp/grpcpp.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"
 
@@ -203,8 +203,11 @@ class StreamRunner {
     std::thread reader([&] {
       v1::IngestAck ack;
       while (stream->Read(&ack)) OnAck(ack);
-      absl::MutexLock lock(&mu_);
-      done_reading_ = true;  // a writer waiting for room must not wait for acks that never come
+      {
+        MutexLock lock(&mu_);
+        done_reading_ = true;  // a writer waiting for room must not wait for acks that never come
+      }
+      room_cv_.SignalAll();
     });
     std::this_thread::sleep_until(start);
     uint64_t sequence = 0;
@@ -228,13 +231,11 @@ class StreamRunner {
       }
       request->set_sequence(++sequence);
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (o_.max_in_flight > 0) {
-          auto room = [this] {
-            mu_.AssertReaderHeld();
-            return pending_.size() < static_cast<size_t>(o_.max_in_flight) || done_reading_;
-          };
-          mu_.Await(absl::Condition(&room));
+          while (pending_.size() >= static_cast<size_t>(o_.max_in_flight) && !done_reading_) {
+            room_cv_.Wait(&mu_);
+          }
           if (done_reading_) break;  // the stream broke; Finish says why
         }
         pending_.push_back({sequence, Clock::now(),
@@ -263,20 +264,24 @@ class StreamRunner {
 
   void OnAck(const v1::IngestAck& ack) {
     const auto now = Clock::now();
-    absl::MutexLock lock(&mu_);
-    while (!pending_.empty() && pending_.front().sequence <= ack.sequence()) {
-      latencies_.push_back(SecondsBetween(pending_.front().sent, now));
-      acked_bytes_ += pending_.front().bytes;
-      ++acked_batches_;
-      pending_.pop_front();
+    {
+      MutexLock lock(&mu_);
+      while (!pending_.empty() && pending_.front().sequence <= ack.sequence()) {
+        latencies_.push_back(SecondsBetween(pending_.front().sent, now));
+        acked_bytes_ += pending_.front().bytes;
+        ++acked_batches_;
+        pending_.pop_front();
+      }
+      acked_items_ = ack.items_applied();
+      end_ = now;
     }
-    acked_items_ = ack.items_applied();
-    end_ = now;
+    room_cv_.SignalAll();  // the writer may be waiting for room
   }
 
   const LoadOptions& o_;
   std::vector<PoolBatch> pool_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar room_cv_;  // signalled when pending_ shrinks or done_reading_ is set
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
   bool done_reading_ ABSL_GUARDED_BY(mu_) = false;  // the ack stream ended
   // Written by the reader thread only; read after it is joined.

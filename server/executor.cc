@@ -8,19 +8,23 @@ Executor::Executor(int threads) {
 
 Executor::~Executor() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
+  work_cv_.SignalAll();
   for (std::thread& t : threads_) t.join();
 }
 
 void Executor::Submit(std::function<void()> task) {
-  absl::MutexLock lock(&mu_);
-  tasks_.push_back(std::move(task));
+  {
+    MutexLock lock(&mu_);
+    tasks_.push_back(std::move(task));
+  }
+  work_cv_.Signal();  // one task, one worker; a worker that finds none waits again
 }
 
 size_t Executor::queue_depth() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return tasks_.size();
 }
 
@@ -28,12 +32,8 @@ void Executor::Loop() {
   for (;;) {
     std::function<void()> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Executor* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-            return e->stopping_ || !e->tasks_.empty();
-          },
-          this));
+      MutexLock lock(&mu_);
+      while (!stopping_ && tasks_.empty()) work_cv_.Wait(&mu_);
       if (tasks_.empty()) return;  // stopping, and everything submitted has run
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 
 namespace streamstats::server {
 
@@ -26,7 +26,8 @@ class Executor {
 
  private:
   void Loop();
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  CondVar work_cv_;  // signalled on a new task and on stopping
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

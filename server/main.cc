@@ -22,6 +22,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "core/sync.h"
 #include "server/convert.h"
 #include "server/executor.h"
 #include "server/service.h"
@@ -320,18 +321,25 @@ int main(int argc, char** argv) {
   }
 
   // Periodic snapshots run on their own thread until shutdown.
-  absl::Mutex stop_mu;
-  bool stop = false;
+  streamstats::Mutex stop_mu;
+  streamstats::CondVar stop_cv;  // signalled when `stop` becomes true
+  bool stop = false;  // guarded by stop_mu
+  // Waits up to `period`; returns true at once when `stop` is (or becomes) set.
+  auto stopped_within = [&](absl::Duration period) {
+    const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(period);
+    streamstats::MutexLock lock(&stop_mu);
+    while (!stop) {
+      if (stop_cv.WaitWithDeadline(&stop_mu, deadline)) break;  // the period is up
+    }
+    return stop;
+  };
   std::thread snapshotter([&] {
     const int interval = absl::GetFlag(FLAGS_snapshot_interval_s);
     if (interval <= 0 || durability == "none") return;
-    absl::MutexLock lock(&stop_mu);
-    while (!stop_mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(interval))) {
-      stop_mu.Unlock();
+    while (!stopped_within(absl::Seconds(interval))) {
       if (absl::Status s = sessions.SaveAll(); !s.ok()) {
         std::fprintf(stderr, "streamstatsd: snapshot failed: %s\n", std::string(s.message()).c_str());
       }
-      stop_mu.Lock();
     }
   });
 
@@ -341,8 +349,7 @@ int main(int argc, char** argv) {
     auto* pool = dynamic_cast<streamstats::gpu::GpuPool*>(gpu_pool.get());
     if (pool == nullptr || metrics == nullptr) return;
     uint64_t reported = 0;
-    absl::MutexLock lock(&stop_mu);
-    while (!stop_mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(5))) {
+    while (!stopped_within(absl::Seconds(5))) {
       const uint64_t fallbacks = pool->stats().fallbacks;
       metrics->RecordAccelerator(pool->name(), 0, 0, fallbacks - reported);
       reported = fallbacks;
@@ -367,9 +374,10 @@ int main(int argc, char** argv) {
   executor.reset();  // every batch handed to it is applied
   server->Wait();
   {
-    absl::MutexLock lock(&stop_mu);
+    streamstats::MutexLock lock(&stop_mu);
     stop = true;
   }
+  stop_cv.SignalAll();
   snapshotter.join();
 #ifdef STREAMSTATS_HAVE_GPU
   gpu_stats.join();

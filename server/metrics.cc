@@ -93,27 +93,27 @@ std::vector<MetricFamily> ComputeSessionFamilies(const SessionManager& manager,
 class Metrics::SessionCollectable final : public prometheus::Collectable {
  public:
   explicit SessionCollectable(const Metrics* owner) : owner_(owner) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cached_ = SessionFamilyShells();
   }
 
   std::vector<MetricFamily> Collect() const override {
     {
-      absl::ReaderMutexLock attach(&owner_->attach_mu_);
+      ReaderMutexLock attach(&owner_->attach_mu_);
       if (owner_->attached_ != nullptr) return owner_->ComputeNow(*owner_->attached_);
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return cached_;
   }
 
   void Set(std::vector<MetricFamily> families) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cached_ = std::move(families);
   }
 
  private:
   const Metrics* const owner_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<MetricFamily> cached_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -288,10 +288,10 @@ void Metrics::SetDeviceMemory(const std::string& device, uint64_t bytes) {
 
 void Metrics::NoteTenant(const std::string& tenant) {
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     if (tenants_.count(tenant) != 0) return;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   tenants_.insert(tenant);
 }
 
@@ -306,12 +306,12 @@ void Metrics::SetExported(const std::string& tenant, const std::string& session,
     return;
   }
   NoteTenant(tenant);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   exported_[{tenant, session}] = std::move(valid);
 }
 
 void Metrics::ClearExported(const std::string& tenant, const std::string& session) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   exported_.erase({tenant, session});
 }
 
@@ -319,7 +319,7 @@ std::vector<MetricFamily> Metrics::ComputeNow(const SessionManager& sessions) co
   std::set<std::string> tenants;
   std::vector<Exported> exported;
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     tenants = tenants_;
     for (const auto& [key, phis] : exported_) exported.push_back({key.first, key.second, phis});
   }
@@ -331,7 +331,7 @@ void Metrics::Refresh(const SessionManager& sessions) {
 }
 
 void Metrics::AttachSessions(const SessionManager* sessions) {
-  absl::MutexLock lock(&attach_mu_);
+  MutexLock lock(&attach_mu_);
   attached_ = sessions;
 }
 

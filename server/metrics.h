@@ -47,7 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 
 namespace prometheus {
 class Exposer;
@@ -153,9 +153,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* device_memory_;
 
   // Held (shared) while a scrape reads the attached manager, so detaching waits for it.
-  mutable absl::Mutex attach_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable Mutex attach_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   const SessionManager* attached_ ABSL_GUARDED_BY(attach_mu_) = nullptr;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::set<std::string> tenants_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, std::vector<double>> exported_ ABSL_GUARDED_BY(mu_);
 };

@@ -95,7 +95,7 @@ absl::StatusOr<std::string> StreamStatsService::Tenant(grpc::CallbackServerConte
 }
 
 bool StreamStatsService::AcquireStream(const std::string& tenant) {
-  absl::MutexLock lock(&streams_mu_);
+  MutexLock lock(&streams_mu_);
   uint32_t& n = streams_[tenant];
   if (n >= limits_.max_streams_per_tenant) return false;
   ++n;
@@ -103,7 +103,7 @@ bool StreamStatsService::AcquireStream(const std::string& tenant) {
 }
 
 void StreamStatsService::ReleaseStream(const std::string& tenant) {
-  absl::MutexLock lock(&streams_mu_);
+  MutexLock lock(&streams_mu_);
   if (--streams_[tenant] == 0) streams_.erase(tenant);
 }
 
@@ -337,7 +337,7 @@ class StreamStatsService::IngestReactor final
     bool write = false, finish = false, live;
     grpc::Status final_status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       update();
       if (!writing_ && ack_pending_ && !broken_) {
         ack_pending_ = false;
@@ -385,7 +385,7 @@ class StreamStatsService::IngestReactor final
       return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
     }
     applied_items_ = batch->size();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     items_applied_ += batch->size();
     ack_.set_session(request_.session());
     ack_.set_sequence(request_.sequence());
@@ -399,7 +399,7 @@ class StreamStatsService::IngestReactor final
   std::shared_ptr<Session> session_;  // touched only by the single in-flight Apply
   uint64_t applied_items_ = 0;        // of the batch in flight (same)
   v1::IngestRequest request_;
-  absl::Mutex mu_;
+  Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
   v1::IngestAck in_flight_;  // owned by the write in flight
   uint64_t items_applied_ ABSL_GUARDED_BY(mu_) = 0;

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "core/sync.h"
 #include "server/executor.h"
 #include "server/session_manager.h"
 #include "server/tenants.h"
@@ -76,7 +77,7 @@ class StreamStatsService final : public v1::StreamStats::CallbackService {
   const ServiceLimits limits_;
   Metrics* metrics_;
   std::atomic<bool> shutting_down_{false};
-  absl::Mutex streams_mu_;
+  Mutex streams_mu_;
   std::map<std::string, uint32_t> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 

@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
   }
   if (accelerator == nullptr) accelerator = core::CpuAcceleratorInstance();
   std::unique_ptr<Session> session(new Session(std::move(config), accelerator));
-  absl::MutexLock lock(&session->mu_);
+  MutexLock lock(&session->mu_);
   for (const core::SummaryOptions& options : session->config_.summaries) {
     auto summary = core::CreateSummary(options, session->config_.value_kind, accelerator);
     if (!summary.ok()) return summary.status();
@@ -151,9 +151,9 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (duplicate != nullptr) *duplicate = false;
   if (batch.size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
   if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
-  absl::MutexLock batch_lock(&ingest_mu_);
+  MutexLock batch_lock(&ingest_mu_);
   if (!producer_id.empty()) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = producers_.find(producer_id);
     if (it != producers_.end() && sequence <= it->second) {
       if (duplicate != nullptr) *duplicate = true;
@@ -171,14 +171,14 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   for (size_t begin = 0; begin < n; begin += kChunkItems) {
     const size_t end = std::min(n, begin + kChunkItems);
     core::Batch chunk = Slice(batch, begin, end);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& summary : summaries_) {
       // Summaries fall back to the CPU themselves on device errors, so a failure here is a bug
       // or memory exhaustion; report it rather than hide it.
       if (absl::Status s = summary->Update(chunk); !s.ok()) return s;
     }
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++batches_;
   if (!producer_id.empty()) producers_[producer_id] = sequence;
   if (lsn != 0) applied_lsn_ = lsn;
@@ -186,17 +186,17 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
 }
 
 uint64_t Session::applied_lsn() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return applied_lsn_;
 }
 
 uint64_t Session::count() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return summaries_.front()->count();
 }
 
 SessionStats Session::Stats() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   SessionStats stats;
   stats.count = summaries_.front()->count();
   stats.batches = batches_;
@@ -222,7 +222,7 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
                                                    const core::Window& window) const {
   if (phis.empty()) return absl::InvalidArgumentError("ask for at least one phi");
   // Writer lock: a quantile summary caches its merged view while answering.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const core::SummaryOptions* o = nullptr;
   const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "quantile questions (add --summary=quantiles)");
@@ -245,7 +245,7 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
 
 absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) const {
   if (values.empty()) return absl::InvalidArgumentError("ask for at least one value");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const core::SummaryOptions* o = nullptr;
   const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
@@ -263,7 +263,7 @@ absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
                                                        const core::Window& window) const {
   if (keys.size() == 0) return absl::InvalidArgumentError("ask for at least one key");
   if (absl::Status s = core::ValidateKeys(keys, config_.value_kind); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FrequenciesResult r;
   r.count = summaries_.front()->count();
   for (size_t i = 0; i < summaries_.size(); ++i) {
@@ -297,7 +297,7 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
   if (!(support > 0 && support <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("support must be in (0, 1], got ", support));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < summaries_.size(); ++i) {
     const core::Summary& s = *summaries_[i];
     const core::SummaryOptions& o = config_.summaries[i];
@@ -326,8 +326,8 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
 
 std::string Session::Serialize() const {
   // Whole batches only: a snapshot never holds half of one.
-  absl::MutexLock batch_lock(&ingest_mu_);
-  absl::ReaderMutexLock lock(&mu_);
+  MutexLock batch_lock(&ingest_mu_);
+  ReaderMutexLock lock(&mu_);
   core::ByteWriter w;
   w.PutString(config_.spec_bytes);
   w.Put<int64_t>(config_.create_time_unix_ms);
@@ -365,7 +365,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
   auto session = Create(*std::move(config), accelerator);
   if (!session.ok()) return core::Corrupt(absl::StrCat("session spec: ", session.status().message()));
   Session& s = **session;
-  absl::MutexLock lock(&s.mu_);
+  MutexLock lock(&s.mu_);
   s.batches_ = batches;
   s.create_lsn_ = create_lsn;
   s.applied_lsn_ = applied_lsn;

@@ -18,8 +18,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core/summary.h"
+#include "core/sync.h"
 #include "core/windowed.h"
 
 namespace streamstats::server {
@@ -151,14 +151,14 @@ class Session {
 
   const SessionConfig config_;
   core::Accelerator* accelerator_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> create_lsn_{0};
   uint64_t applied_lsn_ ABSL_GUARDED_BY(mu_) = 0;
   // Serializes whole batches against each other (chunks release mu_ in between).
-  mutable absl::Mutex ingest_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable Mutex ingest_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 };
 
 // The guarantee a frequency summary gives, in words with its parameters.

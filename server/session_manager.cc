@@ -163,7 +163,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
   auto session = Session::Create(std::move(config), *accelerator);
   if (!session.ok()) return session.status();
   std::shared_ptr<Session> shared = *std::move(session);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   size_t tenant_sessions = 0;
   for (const auto& [key, s] : sessions_) tenant_sessions += key.first == tenant;
   uint64_t limit = options_.max_sessions_per_tenant;
@@ -218,7 +218,7 @@ absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Get(const std::string& tenant,
                                                              absl::string_view name) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   auto it = sessions_.find(std::make_pair(tenant, std::string(name)));
   if (it == sessions_.end()) {
     return absl::NotFoundError(absl::StrCat("no session named '", QuoteName(name), "'"));
@@ -227,7 +227,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Get(const std::string& 
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& tenant) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<std::shared_ptr<Session>> out;
   for (auto it = sessions_.lower_bound({tenant, ""});
        it != sessions_.end() && it->first.first == tenant; ++it) {
@@ -237,17 +237,17 @@ std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& te
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Session>>> SessionManager::All() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<std::pair<std::string, std::shared_ptr<Session>>> out;
   for (const auto& [key, s] : sessions_) out.emplace_back(key.first, s);
   return out;
 }
 
 absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view name) {
-  absl::MutexLock snapshots(&snapshot_mu_);
+  MutexLock snapshots(&snapshot_mu_);
   uint64_t lsn = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = sessions_.find(std::make_pair(tenant, std::string(name)));
     if (it == sessions_.end()) {
       return absl::NotFoundError(absl::StrCat("no session named '", QuoteName(name), "'"));
@@ -290,13 +290,13 @@ absl::Status SessionManager::AdmitIngest(const std::string& tenant, uint64_t ite
 }
 
 size_t SessionManager::size() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return sessions_.size();
 }
 
 absl::Status SessionManager::SaveAll() const {
   if (options_.data_dir.empty()) return absl::OkStatus();
-  absl::MutexLock snapshots(&snapshot_mu_);
+  MutexLock snapshots(&snapshot_mu_);
   const absl::Time start = absl::Now();
   // Everything logged before the rotation is in the sessions listed below (creation and log
   // append happen under mu_, batches log and apply under their session's batch lock), so once
@@ -307,7 +307,7 @@ absl::Status SessionManager::SaveAll() const {
   }
   std::vector<std::pair<std::string, std::shared_ptr<Session>>> all;
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     for (const auto& [key, s] : sessions_) all.emplace_back(key.first, s);
   }
   absl::Status first;
@@ -331,7 +331,7 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
                                                    WalReplayReport* report) {
   uint64_t max_lsn = 0;
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     for (const auto& [key, s] : sessions_) {
       max_lsn = std::max({max_lsn, s->create_lsn(), s->applied_lsn()});
     }
@@ -348,7 +348,7 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
       if (!config.ok()) return config.status();
       config->spec_bytes = spec;
       config->create_time_unix_ms = create_time;
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto key = std::make_pair(tenant, config->name);
       auto it = sessions_.find(key);
       if (it != sessions_.end() && it->second->create_lsn() >= lsn) return absl::OkStatus();
@@ -362,7 +362,7 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
       return absl::OkStatus();
     }
     if (!r.GetString(&name, 1024)) return core::Corrupt("WAL record session");
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = sessions_.find(std::make_pair(tenant, name));
     if (it == sessions_.end() || it->second->create_lsn() >= lsn) return absl::OkStatus();
     if (type == WalRecordType::kDelete) {
@@ -408,7 +408,7 @@ absl::Status SessionManager::LoadAll(const SpecParser& parse_spec) {
         return absl::Status(session.status().code(),
                             absl::StrCat("snapshot ", path, ": ", session.status().message()));
       }
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       std::string name = (*session)->name();
       sessions_[{tenant, name}] = *std::move(session);
     }

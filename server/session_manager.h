@@ -17,7 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 #include "server/session.h"
 #include "server/tenants.h"
 #include "server/wal.h"
@@ -84,8 +84,8 @@ class SessionManager {
   Options options_;
   std::function<void(double)> on_snapshot_;
   // Serializes snapshots with deletes, so a deleted session's snapshot cannot reappear.
-  mutable absl::Mutex snapshot_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  mutable absl::Mutex mu_;
+  mutable Mutex snapshot_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable Mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Session>> sessions_
       ABSL_GUARDED_BY(mu_);
 };

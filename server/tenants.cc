@@ -131,24 +131,24 @@ absl::Status TenantRegistry::LoadQuotasFile(const std::string& path) {
 }
 
 void TenantRegistry::SetTokens(std::map<std::string, std::string> token_to_tenant) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auth_ = true;
   tokens_.assign(token_to_tenant.begin(), token_to_tenant.end());
 }
 
 void TenantRegistry::SetQuotas(Quota defaults, std::map<std::string, Quota> overrides) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   default_quota_ = defaults;
   quotas_ = std::move(overrides);
 }
 
 bool TenantRegistry::authentication_enabled() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return auth_;
 }
 
 absl::StatusOr<std::string> TenantRegistry::Authenticate(absl::string_view authorization) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!auth_) return std::string(kDefaultTenant);
   constexpr absl::string_view kBearer = "Bearer ";
   if (!absl::StartsWith(authorization, kBearer)) {
@@ -164,14 +164,14 @@ absl::StatusOr<std::string> TenantRegistry::Authenticate(absl::string_view autho
 }
 
 Quota TenantRegistry::QuotaFor(const std::string& tenant) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = quotas_.find(tenant);
   return it == quotas_.end() ? default_quota_ : it->second;
 }
 
 absl::Status TenantRegistry::TakeIngestTokens(const std::string& tenant, uint64_t items,
                                               absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto q = quotas_.find(tenant);
   const double rate = (q == quotas_.end() ? default_quota_ : q->second).items_per_second;
   if (rate <= 0) return absl::OkStatus();

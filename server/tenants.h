@@ -19,8 +19,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 
 namespace streamstats::server {
 
@@ -65,7 +65,7 @@ class TenantRegistry {
     absl::Time last;
     bool primed = false;
   };
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool auth_ ABSL_GUARDED_BY(mu_) = false;
   // token -> tenant; looked up by a constant-time scan over all entries.
   std::vector<std::pair<std::string, std::string>> tokens_ ABSL_GUARDED_BY(mu_);

@@ -185,7 +185,7 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(Options optio
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", options.dir, ": ", ec.message()));
   std::unique_ptr<WriteAheadLog> wal(new WriteAheadLog(std::move(options)));
   {
-    absl::MutexLock lock(&wal->mu_);
+    MutexLock lock(&wal->mu_);
     for (auto& seg : ListSegments(wal->options_.dir)) {
       if (seg.first < next_lsn) wal->segments_.push_back(seg);
     }
@@ -200,12 +200,13 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(Options optio
 
 WriteAheadLog::~WriteAheadLog() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
+  stop_cv_.SignalAll();
   if (interval_thread_.joinable()) interval_thread_.join();
-  absl::MutexLock lock(&mu_);
-  while (syncing_) mu_.Await(absl::Condition(+[](bool* s) { return !*s; }, &syncing_));
+  MutexLock lock(&mu_);
+  while (syncing_) sync_cv_.Wait(&mu_);
   if (fd_ >= 0) {
     ::fdatasync(fd_);
     ::close(fd_);
@@ -228,7 +229,7 @@ absl::Status WriteAheadLog::OpenSegmentLocked(uint64_t first_lsn) {
 
 absl::StatusOr<uint64_t> WriteAheadLog::Append(WalRecordType type, absl::string_view payload) {
   if (payload.size() > kMaxRecordBytes) return absl::InvalidArgumentError("record too large");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!sync_error_.ok()) return sync_error_;
   const uint64_t lsn = next_lsn_;
   std::string record(kHeaderBytes, '\0');
@@ -257,19 +258,13 @@ absl::StatusOr<uint64_t> WriteAheadLog::Append(WalRecordType type, absl::string_
 }
 
 absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (durable_lsn_ < lsn) {
     if (!sync_error_.ok()) return sync_error_;
     if (syncing_) {
-      struct Args {
-        WriteAheadLog* w;
-        uint64_t lsn;
-      } args{this, lsn};
-      mu_.Await(absl::Condition(
-          +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return !a->w->syncing_ || a->w->durable_lsn_ >= a->lsn;
-          },
-          &args));
+      // Another thread's fsync is in flight; it signals when it ends (success or error), and
+      // the loop re-checks whether that covered `lsn`.
+      sync_cv_.Wait(&mu_);
       continue;
     }
     // This thread syncs for everyone appended so far (group commit).
@@ -283,6 +278,8 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
     if (on_fsync_) on_fsync_(secs);
     mu_.Lock();
     syncing_ = false;
+    // Every waiter re-checks: it is durable now, or sees the error, or becomes the next syncer.
+    sync_cv_.SignalAll();
     if (rc != 0) {
       sync_error_ = IoError("fdatasync failed for", segments_.back().second);
       return sync_error_;
@@ -294,7 +291,7 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
 
 absl::Status WriteAheadLog::WaitDurable(uint64_t lsn) {
   if (options_.policy == FsyncPolicy::kInterval) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return sync_error_;
   }
   return SyncUpTo(lsn);
@@ -304,8 +301,13 @@ void WriteAheadLog::IntervalLoop() {
   for (;;) {
     uint64_t target;
     {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.interval)) return;
+      MutexLock lock(&mu_);
+      const auto deadline =
+          std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.interval);
+      while (!stopping_) {
+        if (stop_cv_.WaitWithDeadline(&mu_, deadline)) break;  // the interval is up
+      }
+      if (stopping_) return;
       target = next_lsn_ - 1;
     }
     SyncUpTo(target).IgnoreError();  // a failure is kept in sync_error_ and refuses appends
@@ -313,10 +315,11 @@ void WriteAheadLog::IntervalLoop() {
 }
 
 absl::Status WriteAheadLog::Rotate(uint64_t* first_new_lsn) {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](bool* s) { return !*s; }, &syncing_));
+  MutexLock lock(&mu_);
+  while (syncing_) sync_cv_.Wait(&mu_);
   if (::fdatasync(fd_) != 0) return IoError("fdatasync failed for", segments_.back().second);
   durable_lsn_ = next_lsn_ - 1;
+  sync_cv_.SignalAll();
   ::close(fd_);
   fd_ = -1;
   *first_new_lsn = next_lsn_;
@@ -324,7 +327,7 @@ absl::Status WriteAheadLog::Rotate(uint64_t* first_new_lsn) {
 }
 
 absl::Status WriteAheadLog::DeleteSegmentsBefore(uint64_t lsn) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Segment i holds [first_i, first_{i+1}); the open (last) segment always stays.
   size_t keep_from = 0;
   while (keep_from + 1 < segments_.size() && segments_[keep_from + 1].first <= lsn) {

@@ -27,8 +27,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/sync.h"
 
 namespace streamstats::server {
 
@@ -85,7 +86,11 @@ class WriteAheadLog {
 
   const Options options_;
   std::function<void(double seconds)> on_fsync_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  // Signalled (all) when syncing_ drops or durable_lsn_/sync_error_ change: group-commit waiters.
+  CondVar sync_cv_;
+  // Signalled when stopping_ is set: the interval thread.
+  CondVar stop_cv_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in the open segment
   uint64_t next_lsn_ ABSL_GUARDED_BY(mu_) = 1;
