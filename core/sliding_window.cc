@@ -88,14 +88,18 @@ SlidingWindowSummary::SlidingWindowSummary(SummaryKind kind, const SlidingWindow
     : kind_(kind),
       value_kind_(value_kind),
       shape_(SlidingWindowShape::For(options.epsilon, options.window_items)) {
-  levels_.resize(shape_.max_level + 1);
+  own_.levels.resize(shape_.max_level + 1);
 }
 
 std::string SlidingWindowSummary::Describe() const {
   return absl::StrFormat("epsilon=%g,window_items=%d", shape_.epsilon, shape_.n);
 }
 
-uint64_t SlidingWindowSummary::count() const { return std::min(t_, shape_.n); }
+uint64_t SlidingWindowSummary::count() const {
+  uint64_t n = std::min(own_.t, shape_.n);
+  for (const Stream& p : parts_) n += std::min(p.t, shape_.n);
+  return n;
+}
 
 uint64_t SlidingWindowSummary::ToKey(double v) const {
   if (value_kind_ == ValueKind::kNumeric) return ToOrderedBits(v);
@@ -129,12 +133,13 @@ absl::Status SlidingWindowSummary::Update(const Batch& batch) {
 }
 
 void SlidingWindowSummary::AddKey(uint64_t key) {
-  raw_.push_back(key);
-  ++t_;
-  if (raw_.size() > shape_.raw) raw_.pop_front();
-  if (shape_.max_level < 0 || t_ % shape_.b0 != 0) return;
+  own_.raw.push_back(key);
+  ++own_.t;
+  if (own_.raw.size() > shape_.raw) own_.raw.pop_front();
+  if (shape_.max_level < 0 || own_.t % shape_.b0 != 0) return;
   BuildLevel0();
-  for (int level = 0; level <= shape_.max_level && t_ % shape_.BlockSize(level) == 0; ++level) {
+  for (int level = 0; level <= shape_.max_level && own_.t % shape_.BlockSize(level) == 0;
+       ++level) {
     Maintain(level);
   }
 }
@@ -142,9 +147,9 @@ void SlidingWindowSummary::AddKey(uint64_t key) {
 void SlidingWindowSummary::BuildLevel0() {
   const uint64_t b = shape_.b0;
   Block block;
-  block.start = t_ - b;
+  block.start = own_.t - b;
   block.error = shape_.CreationError(0);
-  std::vector<uint64_t> keys(raw_.end() - b, raw_.end());
+  std::vector<uint64_t> keys(own_.raw.end() - b, own_.raw.end());
   if (kind_ == SummaryKind::kSlidingQuantiles) {
     block.gk = PruneWithin(ExactGk(std::move(keys)), 2 * block.error);
   } else {
@@ -216,12 +221,12 @@ SlidingWindowSummary::Block SlidingWindowSummary::MergeBlocks(int level, const B
 void SlidingWindowSummary::AddBlock(int level, Block block) {
   const uint64_t b = shape_.BlockSize(level);
   const uint64_t start = block.start;
-  levels_[level].push_back(std::move(block));
+  own_.levels[level].push_back(std::move(block));
   // The newer half of a level-(ℓ+1) block completes it.
   if (level < shape_.max_level && start % (2 * b) == b) {
-    const Block* older = Find(level, start - b);
+    const Block* older = Find(own_, shape_, level, start - b);
     if (older != nullptr) {
-      AddBlock(level + 1, MergeBlocks(level + 1, *older, levels_[level].back()));
+      AddBlock(level + 1, MergeBlocks(level + 1, *older, own_.levels[level].back()));
     }
   }
 }
@@ -230,12 +235,13 @@ void SlidingWindowSummary::AddBlock(int level, Block block) {
 // whose age just reached 4·b_ℓ, 8·b_ℓ, ... (their error may grow with their
 // age).
 void SlidingWindowSummary::Maintain(int level) {
-  auto& blocks = levels_[level];
+  auto& blocks = own_.levels[level];
+  const uint64_t t = own_.t;
   const uint64_t b = shape_.BlockSize(level);
   const uint64_t horizon = shape_.Horizon(level);
-  while (!blocks.empty() && t_ - blocks.front().start > horizon) blocks.pop_front();
-  for (uint64_t age = 4 * b; age <= horizon && age <= t_; age *= 2) {
-    const uint64_t start = t_ - age;
+  while (!blocks.empty() && t - blocks.front().start > horizon) blocks.pop_front();
+  for (uint64_t age = 4 * b; age <= horizon && age <= t; age *= 2) {
+    const uint64_t start = t - age;
     if (blocks.empty() || start < blocks.front().start) break;
     const uint64_t i = (start - blocks.front().start) / b;
     if (i >= blocks.size()) continue;
@@ -244,17 +250,19 @@ void SlidingWindowSummary::Maintain(int level) {
   }
 }
 
-const SlidingWindowSummary::Block* SlidingWindowSummary::Find(int level, uint64_t start) const {
-  const auto& blocks = levels_[level];
+const SlidingWindowSummary::Block* SlidingWindowSummary::Find(const Stream& stream,
+                                                              const SlidingWindowShape& shape,
+                                                              int level, uint64_t start) {
+  const auto& blocks = stream.levels[level];
   if (blocks.empty() || start < blocks.front().start) return nullptr;
-  const uint64_t b = shape_.BlockSize(level);
+  const uint64_t b = shape.BlockSize(level);
   if ((start - blocks.front().start) % b != 0) return nullptr;
   const uint64_t i = (start - blocks.front().start) / b;
   if (i >= blocks.size()) return nullptr;
   return &blocks[i];
 }
 
-absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
+absl::StatusOr<SlidingWindowSummary::UnionCover> SlidingWindowSummary::CoverOf(
     const Window& window) const {
   if (window.last_seconds != 0) {
     return absl::InvalidArgumentError(
@@ -265,12 +273,34 @@ absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
     return absl::InvalidArgumentError(absl::StrCat("last_items must be at most the window, ",
                                                    shape_.n, ", got ", window.last_items));
   }
-  if (t_ == 0) return absl::FailedPreconditionError("no items yet: the window is empty");
-  Cover cover;
   const uint64_t w = window.last_items == 0 ? shape_.n : window.last_items;
-  cover.window = std::min(w, t_);
-  const uint64_t s = t_ - cover.window;
-  const uint64_t raw_start = t_ - raw_.size();
+  UnionCover out;
+  auto add = [&](const Stream& stream) -> absl::Status {
+    if (stream.t == 0) return absl::OkStatus();
+    absl::StatusOr<Cover> c = CoverStream(stream, w);
+    if (!c.ok()) return c.status();
+    out.window += c->window;
+    out.uncertain += c->uncertain;
+    out.error += c->error;
+    out.streams.push_back(*std::move(c));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = add(own_); !s.ok()) return s;
+  for (const Stream& p : parts_) {
+    if (absl::Status s = add(p); !s.ok()) return s;
+  }
+  if (out.streams.empty()) return absl::FailedPreconditionError("no items yet: the window is empty");
+  return out;
+}
+
+absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverStream(const Stream& stream,
+                                                                              uint64_t w) const {
+  const uint64_t t = stream.t;
+  Cover cover;
+  cover.stream = &stream;
+  cover.window = std::min(w, t);
+  const uint64_t s = t - cover.window;
+  const uint64_t raw_start = t - stream.raw.size();
   if (s >= raw_start) {
     cover.raw_from = s;
     return cover;
@@ -279,12 +309,12 @@ absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
   while (lw < shape_.max_level && shape_.k * shape_.BlockSize(lw) < cover.window) ++lw;
   const uint64_t bw = shape_.BlockSize(lw);
   uint64_t p = CeilDiv(s, bw) * bw;
-  const uint64_t block_end = t_ / shape_.b0 * shape_.b0;
+  const uint64_t block_end = t / shape_.b0 * shape_.b0;
   while (p < raw_start) {
     const Block* found = nullptr;
     for (int m = shape_.max_level; m >= 0 && found == nullptr; --m) {
       const uint64_t bm = shape_.BlockSize(m);
-      if (p % bm == 0 && p + bm <= block_end) found = Find(m, p);
+      if (p % bm == 0 && p + bm <= block_end) found = Find(stream, shape_, m, p);
       if (found != nullptr) {
         cover.blocks.push_back(found);
         cover.error += found->error;
@@ -293,7 +323,7 @@ absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
     }
     if (found == nullptr) {
       return absl::InternalError(
-          absl::StrCat("sliding window has no block at item ", p, " (items seen ", t_, ")"));
+          absl::StrCat("sliding window has no block at item ", p, " (items seen ", t, ")"));
     }
   }
   const uint64_t first = cover.blocks.empty() ? p : cover.blocks.front()->start;
@@ -309,6 +339,19 @@ absl::StatusOr<SlidingWindowSummary::Cover> SlidingWindowSummary::CoverOf(
   return cover;
 }
 
+std::vector<uint64_t> SlidingWindowSummary::RawOf(const UnionCover& cover) {
+  std::vector<uint64_t> keys;
+  size_t n = 0;
+  for (const Cover& c : cover.streams) n += c.stream->t - c.raw_from;
+  keys.reserve(n);
+  for (const Cover& c : cover.streams) {
+    const std::deque<uint64_t>& raw = c.stream->raw;
+    const uint64_t raw_start = c.stream->t - raw.size();
+    keys.insert(keys.end(), raw.begin() + (c.raw_from - raw_start), raw.end());
+  }
+  return keys;
+}
+
 absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesOver(
     absl::Span<const double> phis, const Window& window) const {
   if (kind_ != SummaryKind::kSlidingQuantiles) {
@@ -317,15 +360,16 @@ absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesO
   for (double phi : phis) {
     if (absl::Status s = ValidatePhi(phi); !s.ok()) return s;
   }
-  absl::StatusOr<Cover> cover = CoverOf(window);
+  absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
   GkSummary view;
-  for (const Block* b : cover->blocks) view = MergeGk(view, b->gk);  // older items order first
-  const uint64_t raw_start = t_ - raw_.size();
-  view = MergeGk(view, ExactGk(std::vector<uint64_t>(raw_.begin() + (cover->raw_from - raw_start),
-                                                     raw_.end())));
+  for (const Cover& c : cover->streams) {
+    for (const Block* b : c.blocks) view = MergeGk(view, b->gk);  // older items order first
+  }
+  // The raw items of every stream are exact: one exact summary of them all.
+  view = MergeGk(view, ExactGk(RawOf(*cover)));
   // The uncertain items are older than everything covered and could hold any
-  // value: every rank may be up to u higher.
+  // value: every rank may be up to U higher.
   const uint64_t u = cover->uncertain;
   WindowedAnswers<QuantileAnswer> out;
   out.coverage.window_items = cover->window;
@@ -354,13 +398,10 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
         "sliding-window quantile summaries do not answer frequency questions");
   }
   if (absl::Status s = ValidateKeys(keys, value_kind_); !s.ok()) return s;
-  absl::StatusOr<Cover> cover = CoverOf(window);
+  absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
   absl::flat_hash_map<uint64_t, uint64_t> raw_counts;
-  const uint64_t raw_start = t_ - raw_.size();
-  for (auto it = raw_.begin() + (cover->raw_from - raw_start); it != raw_.end(); ++it) {
-    ++raw_counts[*it];
-  }
+  for (uint64_t k : RawOf(*cover)) ++raw_counts[k];
   WindowedAnswers<FrequencyAnswer> out;
   out.coverage.window_items = cover->window;
   out.coverage.uncertain_items = cover->uncertain;
@@ -371,14 +412,16 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
     const uint64_t key =
         value_kind_ == ValueKind::kNumeric ? ToOrderedBits(keys.values[i]) : keys.keys[i];
     FrequencyAnswer a;
-    for (const Block* b : cover->blocks) {
-      auto it = std::lower_bound(b->table.begin(), b->table.end(), key,
-                                 [](const CountEntry& e, uint64_t k) { return e.key < k; });
-      if (it != b->table.end() && it->key == key) {
-        a.lower += it->f;
-        a.upper += it->f + it->delta;
-      } else {
-        a.upper += b->absent;
+    for (const Cover& c : cover->streams) {
+      for (const Block* b : c.blocks) {
+        auto it = std::lower_bound(b->table.begin(), b->table.end(), key,
+                                   [](const CountEntry& e, uint64_t k) { return e.key < k; });
+        if (it != b->table.end() && it->key == key) {
+          a.lower += it->f;
+          a.upper += it->f + it->delta;
+        } else {
+          a.upper += b->absent;
+        }
       }
     }
     if (auto it = raw_counts.find(key); it != raw_counts.end()) {
@@ -403,14 +446,14 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersO
     return absl::InvalidArgumentError(
         absl::StrCat("support must be in (epsilon, 1] = (", shape_.epsilon, ", 1], got ", support));
   }
-  absl::StatusOr<Cover> cover = CoverOf(window);
+  absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
   // Candidates: every key some covered block or raw item knows.
-  std::vector<uint64_t> candidates;
-  const uint64_t raw_start = t_ - raw_.size();
-  candidates.insert(candidates.end(), raw_.begin() + (cover->raw_from - raw_start), raw_.end());
-  for (const Block* b : cover->blocks) {
-    for (const CountEntry& e : b->table) candidates.push_back(e.key);
+  std::vector<uint64_t> candidates = RawOf(*cover);
+  for (const Cover& c : cover->streams) {
+    for (const Block* b : c.blocks) {
+      for (const CountEntry& e : b->table) candidates.push_back(e.key);
+    }
   }
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
@@ -450,110 +493,151 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersO
   return out;
 }
 
-absl::Status SlidingWindowSummary::Merge(const Summary& other) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(SummaryKindName(kind_), " summaries do not merge (asked to merge a ",
-                   SummaryKindName(other.kind()),
-                   "): the last N items of two interleaved streams are not determined by "
-                   "their two windows; "
-                   "use time windows, which merge interval by interval"));
+absl::Status SlidingWindowSummary::Merge(const Summary& other_base) {
+  const auto* other = dynamic_cast<const SlidingWindowSummary*>(&other_base);
+  if (other == nullptr || other->kind_ != kind_) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", SummaryKindName(kind_),
+                                                   " summary merges only with another one, not a ",
+                                                   SummaryKindName(other_base.kind())));
+  }
+  if (other == this) return absl::InvalidArgumentError("cannot merge a summary into itself");
+  if (other->value_kind_ != value_kind_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot merge sliding windows of different value kinds: ", ValueKindName(value_kind_),
+        " vs ", ValueKindName(other->value_kind_)));
+  }
+  if (other->shape_.epsilon != shape_.epsilon) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot merge sliding windows of different epsilon: %g vs %g", shape_.epsilon,
+        other->shape_.epsilon));
+  }
+  if (other->shape_.n != shape_.n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot merge sliding windows of different window_items: ", shape_.n, " vs ",
+                     other->shape_.n));
+  }
+  // Flat: the other's own stream and every stream it holds become parts of this one.
+  if (other->own_.t > 0) parts_.push_back(other->own_);
+  parts_.insert(parts_.end(), other->parts_.begin(), other->parts_.end());
+  return absl::OkStatus();
 }
 
 size_t SlidingWindowSummary::block_count() const {
   size_t n = 0;
-  for (const auto& level : levels_) n += level.size();
+  auto add = [&n](const Stream& stream) {
+    for (const auto& level : stream.levels) n += level.size();
+  };
+  add(own_);
+  for (const Stream& p : parts_) add(p);
   return n;
 }
 
 size_t SlidingWindowSummary::entry_count() const {
   size_t n = 0;
-  for (const auto& level : levels_) {
-    for (const Block& b : level) n += b.gk.tuples.size() + b.table.size();
-  }
+  auto add = [&n](const Stream& stream) {
+    for (const auto& level : stream.levels) {
+      for (const Block& b : level) n += b.gk.tuples.size() + b.table.size();
+    }
+  };
+  add(own_);
+  for (const Stream& p : parts_) add(p);
   return n;
 }
 
 size_t SlidingWindowSummary::MemoryBytes() const {
-  size_t bytes = sizeof(*this) + raw_.size() * sizeof(uint64_t);
-  for (const auto& level : levels_) {
-    for (const Block& b : level) {
-      bytes += sizeof(Block) + b.gk.tuples.capacity() * sizeof(GkTuple) +
-               b.table.capacity() * sizeof(CountEntry);
+  size_t bytes = sizeof(*this) + parts_.capacity() * sizeof(Stream);
+  auto add = [&bytes](const Stream& stream) {
+    bytes += stream.raw.size() * sizeof(uint64_t) +
+             stream.levels.capacity() * sizeof(std::deque<Block>);
+    for (const auto& level : stream.levels) {
+      for (const Block& b : level) {
+        bytes += sizeof(Block) + b.gk.tuples.capacity() * sizeof(GkTuple) +
+                 b.table.capacity() * sizeof(CountEntry);
+      }
     }
-  }
+  };
+  add(own_);
+  for (const Stream& p : parts_) add(p);
   return bytes;
 }
 
-// value kind u8 | epsilon f64 | N u64 | t u64 | #raw u64 | raw keys | #levels
-// u32 | per level: #blocks u64, per block: start u64 | error u64 | summary,
-// where the summary is n u64 | #tuples u64 | (key rmin rmax)* for quantiles and
-// absent u64 | #entries u64 | (key f delta)* for frequencies.
-std::string SlidingWindowSummary::Serialize() const {
-  ByteWriter w;
-  w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
-  w.Put<double>(shape_.epsilon);
-  w.Put<uint64_t>(shape_.n);
-  w.Put<uint64_t>(t_);
-  w.Put<uint64_t>(raw_.size());
-  for (uint64_t k : raw_) w.Put<uint64_t>(k);
-  w.Put<uint32_t>(static_cast<uint32_t>(levels_.size()));
-  for (const auto& level : levels_) {
-    w.Put<uint64_t>(level.size());
+// Payload, format version 2:
+//   u8 0xFF (kFormatMarker) | u8 2 (payload version) | value kind u8 | epsilon f64 | N u64 |
+//   own stream | #parts u32 | parts × stream,
+// a stream being t u64 | #raw u64 | raw keys | #levels u32 | per level: #blocks u64, per block:
+// start u64 | error u64 | summary, where the summary is n u64 | #tuples u64 | (key rmin rmax)*
+// for quantiles and absent u64 | #entries u64 | (key f delta)* for frequencies.
+// Version 1 (before merge) had no marker, version, parts: value kind u8 | epsilon | N | own
+// stream. Its first byte is a value kind (1 or 2), never 0xFF, so both still load.
+namespace {
+constexpr uint8_t kFormatMarker = 0xFF;
+constexpr uint8_t kPayloadVersion = 2;
+}  // namespace
+
+void SlidingWindowSummary::WriteStream(const Stream& stream, ByteWriter* w) const {
+  w->Put<uint64_t>(stream.t);
+  w->Put<uint64_t>(stream.raw.size());
+  for (uint64_t k : stream.raw) w->Put<uint64_t>(k);
+  w->Put<uint32_t>(static_cast<uint32_t>(stream.levels.size()));
+  for (const auto& level : stream.levels) {
+    w->Put<uint64_t>(level.size());
     for (const Block& b : level) {
-      w.Put<uint64_t>(b.start);
-      w.Put<uint64_t>(b.error);
+      w->Put<uint64_t>(b.start);
+      w->Put<uint64_t>(b.error);
       if (kind_ == SummaryKind::kSlidingQuantiles) {
-        w.Put<uint64_t>(b.gk.n);
-        w.Put<uint64_t>(b.gk.tuples.size());
+        w->Put<uint64_t>(b.gk.n);
+        w->Put<uint64_t>(b.gk.tuples.size());
         for (const GkTuple& t : b.gk.tuples) {
-          w.Put<uint64_t>(t.key);
-          w.Put<uint64_t>(t.rmin);
-          w.Put<uint64_t>(t.rmax);
+          w->Put<uint64_t>(t.key);
+          w->Put<uint64_t>(t.rmin);
+          w->Put<uint64_t>(t.rmax);
         }
       } else {
-        w.Put<uint64_t>(b.absent);
-        w.Put<uint64_t>(b.table.size());
+        w->Put<uint64_t>(b.absent);
+        w->Put<uint64_t>(b.table.size());
         for (const CountEntry& e : b.table) {
-          w.Put<uint64_t>(e.key);
-          w.Put<uint64_t>(e.f);
-          w.Put<uint64_t>(e.delta);
+          w->Put<uint64_t>(e.key);
+          w->Put<uint64_t>(e.f);
+          w->Put<uint64_t>(e.delta);
         }
       }
     }
   }
+}
+
+std::string SlidingWindowSummary::Serialize() const {
+  ByteWriter w;
+  w.Put<uint8_t>(kFormatMarker);
+  w.Put<uint8_t>(kPayloadVersion);
+  w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
+  w.Put<double>(shape_.epsilon);
+  w.Put<uint64_t>(shape_.n);
+  WriteStream(own_, &w);
+  w.Put<uint32_t>(static_cast<uint32_t>(parts_.size()));
+  for (const Stream& p : parts_) WriteStream(p, &w);
   return SealEnvelope(static_cast<uint16_t>(kind_), w.bytes());
 }
 
-absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
-    SummaryKind kind, absl::string_view payload) {
-  ByteReader r(payload);
-  uint8_t vk;
-  SlidingWindowOptions options;
+absl::Status SlidingWindowSummary::ReadStream(SummaryKind kind, const SlidingWindowShape& shape,
+                                              uint8_t vk, ByteReader* r, Stream* stream) {
   uint64_t t, raw_count;
-  if (!r.Get(&vk) || !r.Get(&options.epsilon) || !r.Get(&options.window_items) || !r.Get(&t) ||
-      !r.GetCount(&raw_count, 8)) {
-    return Corrupt("sliding window header cut short");
-  }
-  if (vk != static_cast<uint8_t>(ValueKind::kNumeric) &&
-      vk != static_cast<uint8_t>(ValueKind::kUint64)) {
-    return Corrupt("sliding window with an invalid value kind");
-  }
-  if (!options.Validate().ok()) return Corrupt("sliding window parameters out of range");
-  auto s = std::make_unique<SlidingWindowSummary>(kind, options, static_cast<ValueKind>(vk));
-  const SlidingWindowShape& shape = s->shape_;
+  if (!r->Get(&t) || !r->GetCount(&raw_count, 8)) return Corrupt("sliding window stream header");
   if (raw_count != std::min(t, shape.raw)) return Corrupt("raw item count");
-  s->t_ = t;
+  stream->t = t;
   for (uint64_t i = 0; i < raw_count; ++i) {
     uint64_t k;
-    if (!r.Get(&k)) return Corrupt("raw items cut short");
+    if (!r->Get(&k)) return Corrupt("raw items cut short");
     if (vk == static_cast<uint8_t>(ValueKind::kNumeric) &&
         !(std::isfinite(FromOrderedBits(k)) && ToOrderedBits(FromOrderedBits(k)) == k)) {
       return Corrupt("raw item is not a finite double");
     }
-    s->raw_.push_back(k);
+    stream->raw.push_back(k);
   }
   uint32_t level_count;
-  if (!r.Get(&level_count) || level_count != s->levels_.size()) return Corrupt("level count");
+  if (!r->Get(&level_count) || level_count != static_cast<uint32_t>(shape.max_level + 1)) {
+    return Corrupt("level count");
+  }
+  stream->levels.resize(level_count);
   for (uint32_t level = 0; level < level_count; ++level) {
     const uint64_t b = shape.BlockSize(level);
     // The blocks a stream of t items leaves at this level: consecutive,
@@ -565,10 +649,10 @@ absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
     const uint64_t end = level == 0 ? t / shape.b0 * shape.b0 : last_multiple;
     const uint64_t expected = end > first ? (end - first) / b : 0;
     uint64_t blocks;
-    if (!r.GetCount(&blocks, 24) || blocks != expected) return Corrupt("block count");
+    if (!r->GetCount(&blocks, 24) || blocks != expected) return Corrupt("block count");
     for (uint64_t i = 0; i < blocks; ++i) {
       Block block;
-      if (!r.Get(&block.start) || !r.Get(&block.error)) return Corrupt("block header cut short");
+      if (!r->Get(&block.start) || !r->Get(&block.error)) return Corrupt("block header cut short");
       if (block.start != first + i * b) return Corrupt("block start");
       const uint64_t age = t - block.start;
       if (block.error > std::max(shape.CreationError(level), shape.AgedError(age))) {
@@ -576,12 +660,12 @@ absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
       }
       uint64_t count;
       if (kind == SummaryKind::kSlidingQuantiles) {
-        if (!r.Get(&block.gk.n) || block.gk.n != b || !r.GetCount(&count, 24) || count == 0) {
+        if (!r->Get(&block.gk.n) || block.gk.n != b || !r->GetCount(&count, 24) || count == 0) {
           return Corrupt("block summary header");
         }
         block.gk.tuples.resize(count);
         for (GkTuple& x : block.gk.tuples) {
-          if (!r.Get(&x.key) || !r.Get(&x.rmin) || !r.Get(&x.rmax)) return Corrupt("tuples");
+          if (!r->Get(&x.key) || !r->Get(&x.rmin) || !r->Get(&x.rmax)) return Corrupt("tuples");
         }
         const auto& ts = block.gk.tuples;
         if (ts.front().rmin != 1 || ts.front().rmax != 1 || ts.back().rmin != b ||
@@ -597,21 +681,59 @@ absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
         }
         if (block.gk.Gap() > 2 * block.error) return Corrupt("block gap exceeds its error");
       } else {
-        if (!r.Get(&block.absent) || block.absent > block.error || !r.GetCount(&count, 24)) {
+        if (!r->Get(&block.absent) || block.absent > block.error || !r->GetCount(&count, 24)) {
           return Corrupt("block table header");
         }
         uint64_t total = 0;
         block.table.resize(count);
         for (size_t j = 0; j < count; ++j) {
           CountEntry& e = block.table[j];
-          if (!r.Get(&e.key) || !r.Get(&e.f) || !r.Get(&e.delta)) return Corrupt("entries");
+          if (!r->Get(&e.key) || !r->Get(&e.f) || !r->Get(&e.delta)) return Corrupt("entries");
           if (e.f == 0 || e.f > b || e.delta > block.error || (total += e.f) > b ||
               (j > 0 && e.key <= block.table[j - 1].key)) {
             return Corrupt("table entry");
           }
         }
       }
-      s->levels_[level].push_back(std::move(block));
+      stream->levels[level].push_back(std::move(block));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
+    SummaryKind kind, absl::string_view payload) {
+  ByteReader r(payload);
+  uint8_t vk;
+  if (!r.Get(&vk)) return Corrupt("sliding window header cut short");
+  const bool versioned = vk == kFormatMarker;  // else version 1: the byte is the value kind
+  if (versioned) {
+    uint8_t version;
+    if (!r.Get(&version) || !r.Get(&vk)) return Corrupt("sliding window header cut short");
+    if (version != kPayloadVersion) {
+      return Corrupt(absl::StrCat("sliding window payload version ", version, " (this build reads 1 and ",
+                                  kPayloadVersion, ")"));
+    }
+  }
+  SlidingWindowOptions options;
+  if (!r.Get(&options.epsilon) || !r.Get(&options.window_items)) {
+    return Corrupt("sliding window header cut short");
+  }
+  if (vk != static_cast<uint8_t>(ValueKind::kNumeric) &&
+      vk != static_cast<uint8_t>(ValueKind::kUint64)) {
+    return Corrupt("sliding window with an invalid value kind");
+  }
+  if (!options.Validate().ok()) return Corrupt("sliding window parameters out of range");
+  auto s = std::make_unique<SlidingWindowSummary>(kind, options, static_cast<ValueKind>(vk));
+  if (absl::Status st = ReadStream(kind, s->shape_, vk, &r, &s->own_); !st.ok()) return st;
+  if (versioned) {
+    uint32_t parts;
+    // A part is at least 20 bytes (t, #raw, #levels).
+    if (!r.Get(&parts) || parts > r.remaining() / 20) return Corrupt("merged stream count");
+    s->parts_.resize(parts);
+    for (Stream& p : s->parts_) {
+      if (absl::Status st = ReadStream(kind, s->shape_, vk, &r, &p); !st.ok()) return st;
+      if (p.t == 0) return Corrupt("empty merged stream");
     }
   }
   if (r.remaining() != 0) return Corrupt("trailing bytes");

@@ -52,11 +52,29 @@
 // So the window pays off only for N well above 1/ε²; below that, the εW-for-every-W promise
 // costs about as much as the raw window.
 //
+// Merge (union of streams). Merging B into A makes A answer over the union of the streams both
+// have summarized: a query for the last W items answers over the last W'_i = min(W, seen_i)
+// items of EACH merged stream i (A's own stream and every stream merged into A or into B before),
+// which is what a session split across replicas or block-partitioned workers means by "the last W
+// items" when it combines them at query time. The merged-in streams are frozen as of the merge:
+// items A takes afterwards extend A's own stream only, so merge is for combining shards at query
+// time (merge fresh copies again to see newer items), not for continuing to ingest. Merging needs
+// the same kind, value kind, ε and N (otherwise InvalidArgument naming the mismatch); a summary
+// that itself holds merged streams passes them all on (the parts are kept flat, never nested).
+// Guarantee over the union, with W_U = Σ_i W'_i: each stream i is covered as above, with its
+// own blocks (error Σe_i), raw items and u_i uncertain items, and Σe_i + u_i < εW'_i. Quantiles:
+// the GK merge of every covered block and of the exact raw items has gap G <= Σ_i G_i (a merge
+// adds gaps), so ⌊(G+1)/2⌋ <= Σ_i Σe_i; the U = Σ_i u_i uncertain items may shift any rank up by
+// at most U; hence rank error <= Σ_i (Σe_i + u_i) < εW_U. Frequencies: lower and upper add over
+// the streams, upper − lower <= Σ_i (Σe_i + u_i) < εW_U. Heavy hitters: a key in no covered table
+// and no raw item has f <= Σ_i (Σ absent + u_i) < εW_U < sW_U, so every key with f >= sW_U is a
+// candidate and is reported (its lower bound exceeds (s − ε)W_U); none with f < (s − ε)W_U is.
+// coverage.window_items = W_U, uncertain_items = U, covered_items = W_U − U, max_error the bound
+// met. count() is the number of items in the union of the windows, Σ_i min(N, seen_i).
+//
 // Limits: unweighted items only (a batch with weights: InvalidArgument), numeric or uint64 items
-// (string keys: InvalidArgument at creation), and Merge answers InvalidArgument — the last N
-// items of two interleaved streams are not determined by the two windows; merge time windows
-// instead (core/time_window.h). count() is the number of items in the window, min(N, seen).
-// Blocks are small and sorted on the CPU; the accelerator is not used.
+// (string keys: InvalidArgument at creation). Blocks are small and sorted on the CPU; the
+// accelerator is not used.
 // Not thread-safe; the owning Session serializes access.
 #ifndef STREAMSTATS_CORE_SLIDING_WINDOW_H_
 #define STREAMSTATS_CORE_SLIDING_WINDOW_H_
@@ -71,6 +89,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/quantile_summary.h"
+#include "core/serialization.h"
 #include "core/summary.h"
 #include "core/windowed.h"
 
@@ -111,7 +130,8 @@ class SlidingWindowSummary final : public WindowedSummary {
   std::string Describe() const override;
   // InvalidArgument for weighted batches; otherwise cannot fail.
   absl::Status Update(const Batch& batch) override;
-  // InvalidArgument: see the header comment.
+  // Union of the two summaries' streams (see the header comment). InvalidArgument unless kind,
+  // value kind, ε and N match; `other` may hold merged streams itself.
   absl::Status Merge(const Summary& other) override;
   uint64_t count() const override;
   size_t MemoryBytes() const override;
@@ -126,9 +146,12 @@ class SlidingWindowSummary final : public WindowedSummary {
       double support, const Window& window) const override;
 
   const SlidingWindowShape& shape() const { return shape_; }
-  uint64_t total_items() const { return t_; }
-  size_t block_count() const;
-  size_t entry_count() const;  // tuples or table entries over all blocks
+  // Items the summary's own stream has seen (merged-in streams not counted).
+  uint64_t total_items() const { return own_.t; }
+  // Streams merged in (see Merge).
+  size_t merged_streams() const { return parts_.size(); }
+  size_t block_count() const;  // over every stream
+  size_t entry_count() const;  // tuples or table entries over all blocks of every stream
 
   // One key's bounds in a block's count table: f <= count <= f + delta.
   struct CountEntry {
@@ -145,32 +168,52 @@ class SlidingWindowSummary final : public WindowedSummary {
     std::vector<CountEntry> table;  // frequencies, sorted by key
     uint64_t absent = 0;            // frequencies: a key not in `table` occurs at most this often
   };
-  // The blocks and raw items that answer a window.
+  // One stream's window: the summary's own (which takes new items) or a merged-in, frozen one.
+  struct Stream {
+    uint64_t t = 0;                          // items seen
+    std::deque<uint64_t> raw;                // the last min(t, R) items
+    std::vector<std::deque<Block>> levels;   // levels[ℓ]: consecutive aligned blocks, oldest first
+  };
+  // The blocks and raw items of one stream that answer a window.
   struct Cover {
+    const Stream* stream = nullptr;
     uint64_t window = 0;               // W' = min(W, items seen)
     uint64_t uncertain = 0;            // u
     std::vector<const Block*> blocks;  // oldest first
     uint64_t raw_from = 0;             // raw items [raw_from, t) are in
     uint64_t error = 0;                // Σe
   };
+  // The covers of every stream with items, and their sums.
+  struct UnionCover {
+    std::vector<Cover> streams;  // own stream first, then the merged ones
+    uint64_t window = 0;         // W_U
+    uint64_t uncertain = 0;      // U
+    uint64_t error = 0;          // Σ_i Σe_i
+  };
 
-  absl::StatusOr<Cover> CoverOf(const Window& window) const;
+  absl::StatusOr<UnionCover> CoverOf(const Window& window) const;
+  absl::StatusOr<Cover> CoverStream(const Stream& stream, uint64_t w) const;
+  // The raw items of every cover, concatenated.
+  static std::vector<uint64_t> RawOf(const UnionCover& cover);
   void AddKey(uint64_t key);
   void BuildLevel0();
   void AddBlock(int level, Block block);
   void Maintain(int level);
   void Compress(int level, Block* block, uint64_t error) const;
   Block MergeBlocks(int level, const Block& older, const Block& newer) const;
-  const Block* Find(int level, uint64_t start) const;
+  static const Block* Find(const Stream& stream, const SlidingWindowShape& shape, int level,
+                           uint64_t start);
   uint64_t ToKey(double v) const;
   double ToValue(uint64_t key) const;
+  void WriteStream(const Stream& stream, ByteWriter* w) const;
+  static absl::Status ReadStream(SummaryKind kind, const SlidingWindowShape& shape, uint8_t vk,
+                                 ByteReader* r, Stream* stream);
 
   SummaryKind kind_;
   ValueKind value_kind_;
   SlidingWindowShape shape_;
-  uint64_t t_ = 0;                         // items seen
-  std::deque<uint64_t> raw_;               // the last min(t, R) items
-  std::vector<std::deque<Block>> levels_;  // levels_[ℓ]: consecutive aligned blocks, oldest first
+  Stream own_;                 // the stream Update extends
+  std::vector<Stream> parts_;  // streams merged in, frozen as of their merge; each has t >= 1
 };
 
 }  // namespace streamstats::core
