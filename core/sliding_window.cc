@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/ordered_bits.h"
@@ -20,9 +19,8 @@ uint64_t TargetRank(double phi, uint64_t n) {
 
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// The exact GK summary of a run of keys (sorted here).
-GkSummary ExactGk(std::vector<uint64_t> keys) {
-  std::sort(keys.begin(), keys.end());
+// The exact GK summary of a run of ascending keys.
+GkSummary ExactGk(absl::Span<const uint64_t> keys) {
   GkSummary s;
   s.n = keys.size();
   s.tuples.reserve(keys.size());
@@ -84,11 +82,16 @@ uint64_t SlidingWindowShape::AgedError(uint64_t age) const {
 }
 
 SlidingWindowSummary::SlidingWindowSummary(SummaryKind kind, const SlidingWindowOptions& options,
-                                           ValueKind value_kind)
+                                           ValueKind value_kind, Accelerator* accelerator)
     : kind_(kind),
       value_kind_(value_kind),
-      shape_(SlidingWindowShape::For(options.epsilon, options.window_items)) {
+      shape_(SlidingWindowShape::For(options.epsilon, options.window_items)),
+      accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()) {
   own_.levels.resize(shape_.max_level + 1);
+}
+
+void SlidingWindowSummary::set_accelerator(Accelerator* accelerator) {
+  accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
 }
 
 std::string SlidingWindowSummary::Describe() const {
@@ -124,36 +127,59 @@ absl::Status SlidingWindowSummary::Update(const Batch& batch) {
         "weights (or repeat "
         "an item as often as it weighs)");
   }
+  std::vector<uint64_t> converted;
+  absl::Span<const uint64_t> keys = batch.keys;
   if (value_kind_ == ValueKind::kNumeric) {
-    for (double v : batch.values) AddKey(ToOrderedBits(v));
-  } else {
-    for (uint64_t k : batch.keys) AddKey(k);
+    converted.reserve(batch.values.size());
+    for (double v : batch.values) converted.push_back(ToOrderedBits(v));
+    keys = converted;
+  }
+  // The level-0 blocks this batch completes, [base, base + blocks·b0), each sorted on its own in
+  // one accelerator call before anything changes.
+  const uint64_t b0 = shape_.b0;
+  const uint64_t t0 = own_.t;
+  const uint64_t base = t0 / b0 * b0;
+  const uint64_t blocks = shape_.max_level < 0 ? 0 : (t0 + keys.size() - base) / b0;
+  std::vector<uint64_t> sorted(blocks * b0);
+  if (blocks > 0) {
+    std::vector<size_t> offsets(blocks + 1);
+    for (uint64_t j = 0; j <= blocks; ++j) offsets[j] = j * b0;
+    for (uint64_t i = 0; i < sorted.size(); ++i) {
+      const uint64_t item = base + i;
+      sorted[i] = item < t0 ? own_.raw[own_.raw.size() - (t0 - item)] : keys[item - t0];
+    }
+    if (absl::Status s = accelerator_->SortSegments(absl::MakeSpan(sorted), offsets); !s.ok()) {
+      return s;
+    }
+  }
+  for (uint64_t item = t0; item < t0 + keys.size(); ++item) {
+    const bool completes = (item + 1) % b0 == 0 && blocks > 0;
+    AddKey(keys[item - t0], completes ? &sorted[item + 1 - b0 - base] : nullptr);
   }
   return absl::OkStatus();
 }
 
-void SlidingWindowSummary::AddKey(uint64_t key) {
+void SlidingWindowSummary::AddKey(uint64_t key, const uint64_t* sorted) {
   own_.raw.push_back(key);
   ++own_.t;
   if (own_.raw.size() > shape_.raw) own_.raw.pop_front();
   if (shape_.max_level < 0 || own_.t % shape_.b0 != 0) return;
-  BuildLevel0();
+  BuildLevel0(sorted);
   for (int level = 0; level <= shape_.max_level && own_.t % shape_.BlockSize(level) == 0;
        ++level) {
     Maintain(level);
   }
 }
 
-void SlidingWindowSummary::BuildLevel0() {
+void SlidingWindowSummary::BuildLevel0(const uint64_t* sorted) {
   const uint64_t b = shape_.b0;
   Block block;
   block.start = own_.t - b;
   block.error = shape_.CreationError(0);
-  std::vector<uint64_t> keys(own_.raw.end() - b, own_.raw.end());
+  const absl::Span<const uint64_t> keys(sorted, b);
   if (kind_ == SummaryKind::kSlidingQuantiles) {
-    block.gk = PruneWithin(ExactGk(std::move(keys)), 2 * block.error);
+    block.gk = PruneWithin(ExactGk(keys), 2 * block.error);
   } else {
-    std::sort(keys.begin(), keys.end());
     for (uint64_t k : keys) {
       if (!block.table.empty() && block.table.back().key == k) {
         ++block.table.back().f;
@@ -367,7 +393,9 @@ absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesO
     for (const Block* b : c.blocks) view = MergeGk(view, b->gk);  // older items order first
   }
   // The raw items of every stream are exact: one exact summary of them all.
-  view = MergeGk(view, ExactGk(RawOf(*cover)));
+  std::vector<uint64_t> raw = RawOf(*cover);
+  if (absl::Status s = accelerator_->SortWindow(absl::MakeSpan(raw), {}); !s.ok()) return s;
+  view = MergeGk(view, ExactGk(raw));
   // The uncertain items are older than everything covered and could hold any
   // value: every rank may be up to U higher.
   const uint64_t u = cover->uncertain;
@@ -400,8 +428,11 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
   if (absl::Status s = ValidateKeys(keys, value_kind_); !s.ok()) return s;
   absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
-  absl::flat_hash_map<uint64_t, uint64_t> raw_counts;
-  for (uint64_t k : RawOf(*cover)) ++raw_counts[k];
+  std::vector<uint64_t> raw = RawOf(*cover);
+  std::vector<HistogramEntry> raw_counts;  // ascending keys
+  if (absl::Status s = accelerator_->Histogram(absl::MakeSpan(raw), {}, &raw_counts); !s.ok()) {
+    return s;
+  }
   WindowedAnswers<FrequencyAnswer> out;
   out.coverage.window_items = cover->window;
   out.coverage.uncertain_items = cover->uncertain;
@@ -424,9 +455,11 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
         }
       }
     }
-    if (auto it = raw_counts.find(key); it != raw_counts.end()) {
-      a.lower += it->second;
-      a.upper += it->second;
+    auto it = std::lower_bound(raw_counts.begin(), raw_counts.end(), key,
+                               [](const HistogramEntry& e, uint64_t k) { return e.key < k; });
+    if (it != raw_counts.end() && it->key == key) {
+      a.lower += it->count;
+      a.upper += it->count;
     }
     a.upper += cover->uncertain;
     a.estimate = a.lower;
@@ -455,7 +488,7 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersO
       for (const CountEntry& e : b->table) candidates.push_back(e.key);
     }
   }
-  std::sort(candidates.begin(), candidates.end());
+  if (absl::Status s = accelerator_->SortWindow(absl::MakeSpan(candidates), {}); !s.ok()) return s;
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   std::vector<double> values;
   Keys keys;
@@ -702,7 +735,7 @@ absl::Status SlidingWindowSummary::ReadStream(SummaryKind kind, const SlidingWin
 }
 
 absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
-    SummaryKind kind, absl::string_view payload) {
+    SummaryKind kind, absl::string_view payload, Accelerator* accelerator) {
   ByteReader r(payload);
   uint8_t vk;
   if (!r.Get(&vk)) return Corrupt("sliding window header cut short");
@@ -724,7 +757,8 @@ absl::StatusOr<std::unique_ptr<Summary>> SlidingWindowSummary::Deserialize(
     return Corrupt("sliding window with an invalid value kind");
   }
   if (!options.Validate().ok()) return Corrupt("sliding window parameters out of range");
-  auto s = std::make_unique<SlidingWindowSummary>(kind, options, static_cast<ValueKind>(vk));
+  auto s = std::make_unique<SlidingWindowSummary>(kind, options, static_cast<ValueKind>(vk),
+                                                  accelerator);
   if (absl::Status st = ReadStream(kind, s->shape_, vk, &r, &s->own_); !st.ok()) return st;
   if (versioned) {
     uint32_t parts;

@@ -72,9 +72,16 @@
 // coverage.window_items = W_U, uncertain_items = U, covered_items = W_U − U, max_error the bound
 // met. count() is the number of items in the union of the windows, Σ_i min(N, seen_i).
 //
+// Accelerator (core/accelerator.h). The sorting steps go through it; everything else, and so
+// every result, is the same as on the CPU: Update gathers the level-0 blocks a batch completes
+// and sorts them in one SortSegments call before building them (a failure leaves the summary
+// unchanged); a query sorts the raw items it covers (up to R per stream, all streams in one
+// SortWindow call) for quantiles, takes their Histogram for frequencies, and sorts the
+// heavy-hitter candidates with SortWindow. Merging blocks (GK merge, table union) is a linear
+// pass over sorted data and stays on the CPU.
+//
 // Limits: unweighted items only (a batch with weights: InvalidArgument), numeric or uint64 items
-// (string keys: InvalidArgument at creation). Blocks are small and sorted on the CPU; the
-// accelerator is not used.
+// (string keys: InvalidArgument at creation).
 // Not thread-safe; the owning Session serializes access.
 #ifndef STREAMSTATS_CORE_SLIDING_WINDOW_H_
 #define STREAMSTATS_CORE_SLIDING_WINDOW_H_
@@ -118,17 +125,20 @@ struct SlidingWindowShape {
 class SlidingWindowSummary final : public WindowedSummary {
  public:
   // `kind` is kSlidingQuantiles or kSlidingFrequencies; `options` must have
-  // passed Validate().
-  SlidingWindowSummary(SummaryKind kind, const SlidingWindowOptions& options, ValueKind value_kind);
+  // passed Validate(). `accelerator` is not owned; null means the CPU one.
+  SlidingWindowSummary(SummaryKind kind, const SlidingWindowOptions& options, ValueKind value_kind,
+                       Accelerator* accelerator = nullptr);
 
   static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(SummaryKind kind,
-                                                              absl::string_view payload);
+                                                              absl::string_view payload,
+                                                              Accelerator* accelerator = nullptr);
 
   SummaryKind kind() const override { return kind_; }
   ValueKind value_kind() const override { return value_kind_; }
   // "epsilon=0.01,window_items=1000000".
   std::string Describe() const override;
-  // InvalidArgument for weighted batches; otherwise cannot fail.
+  // InvalidArgument for weighted batches; otherwise fails only when the accelerator does, and
+  // then the summary is unchanged.
   absl::Status Update(const Batch& batch) override;
   // Union of the two summaries' streams (see the header comment). InvalidArgument unless kind,
   // value kind, ε and N match; `other` may hold merged streams itself.
@@ -136,7 +146,8 @@ class SlidingWindowSummary final : public WindowedSummary {
   uint64_t count() const override;
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
-  void set_accelerator(Accelerator*) override {}  // blocks are small; sorted on the CPU
+  // Null means the CPU one.
+  void set_accelerator(Accelerator* accelerator) override;
 
   absl::StatusOr<WindowedAnswers<QuantileAnswer>> QuantilesOver(
       absl::Span<const double> phis, const Window& window) const override;
@@ -195,8 +206,10 @@ class SlidingWindowSummary final : public WindowedSummary {
   absl::StatusOr<Cover> CoverStream(const Stream& stream, uint64_t w) const;
   // The raw items of every cover, concatenated.
   static std::vector<uint64_t> RawOf(const UnionCover& cover);
-  void AddKey(uint64_t key);
-  void BuildLevel0();
+  // Adds one item; when it completes a level-0 block, `sorted` holds that block's b0 keys in
+  // ascending order (sorted by the accelerator beforehand).
+  void AddKey(uint64_t key, const uint64_t* sorted);
+  void BuildLevel0(const uint64_t* sorted);
   void AddBlock(int level, Block block);
   void Maintain(int level);
   void Compress(int level, Block* block, uint64_t error) const;
@@ -212,6 +225,7 @@ class SlidingWindowSummary final : public WindowedSummary {
   SummaryKind kind_;
   ValueKind value_kind_;
   SlidingWindowShape shape_;
+  Accelerator* accelerator_;   // never null; not owned
   Stream own_;                 // the stream Update extends
   std::vector<Stream> parts_;  // streams merged in, frozen as of their merge; each has t >= 1
 };

@@ -94,6 +94,7 @@ class TimeWindowSummary final : public WindowedSummary {
   uint64_t count() const override;
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
+  // Every interval summary, existing and future (and every merged or restored one), uses it.
   void set_accelerator(Accelerator* accelerator) override;
 
   absl::StatusOr<WindowedAnswers<QuantileAnswer>> QuantilesOver(
