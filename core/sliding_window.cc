@@ -247,13 +247,15 @@ SlidingWindowSummary::Block SlidingWindowSummary::MergeBlocks(int level, const B
 void SlidingWindowSummary::AddBlock(int level, Block block) {
   const uint64_t b = shape_.BlockSize(level);
   const uint64_t start = block.start;
-  own_.levels[level].push_back(std::move(block));
+  auto& blocks = own_.levels[level];
+  blocks.push_back(std::move(block));
   // The newer half of a level-(ℓ+1) block completes it.
-  if (level < shape_.max_level && start % (2 * b) == b) {
-    const Block* older = Find(own_, shape_, level, start - b);
-    if (older != nullptr) {
-      AddBlock(level + 1, MergeBlocks(level + 1, *older, own_.levels[level].back()));
-    }
+  if (level < shape_.max_level && start % (2 * b) == b && blocks.size() >= 2 &&
+      blocks[blocks.size() - 2].start == start - b) {
+    AddBlock(level + 1, MergeBlocks(level + 1, blocks[blocks.size() - 2], blocks.back()));
+    // No cover uses the older half again: at its start the parent is larger, complete and
+    // kept at least as long (see "Memory" in the header).
+    blocks.erase(blocks.end() - 2);
   }
 }
 
@@ -269,10 +271,11 @@ void SlidingWindowSummary::Maintain(int level) {
   for (uint64_t age = 4 * b; age <= horizon && age <= t; age *= 2) {
     const uint64_t start = t - age;
     if (blocks.empty() || start < blocks.front().start) break;
-    const uint64_t i = (start - blocks.front().start) / b;
-    if (i >= blocks.size()) continue;
+    auto it = std::lower_bound(blocks.begin(), blocks.end(), start,
+                               [](const Block& x, uint64_t s) { return x.start < s; });
+    if (it == blocks.end() || it->start != start) continue;
     const uint64_t error = shape_.AgedError(age);
-    if (error > blocks[i].error) Compress(level, &blocks[i], error);
+    if (error > it->error) Compress(level, &*it, error);
   }
 }
 
@@ -280,12 +283,10 @@ const SlidingWindowSummary::Block* SlidingWindowSummary::Find(const Stream& stre
                                                               const SlidingWindowShape& shape,
                                                               int level, uint64_t start) {
   const auto& blocks = stream.levels[level];
-  if (blocks.empty() || start < blocks.front().start) return nullptr;
-  const uint64_t b = shape.BlockSize(level);
-  if ((start - blocks.front().start) % b != 0) return nullptr;
-  const uint64_t i = (start - blocks.front().start) / b;
-  if (i >= blocks.size()) return nullptr;
-  return &blocks[i];
+  if (start % shape.BlockSize(level) != 0) return nullptr;
+  auto it = std::lower_bound(blocks.begin(), blocks.end(), start,
+                             [](const Block& x, uint64_t s) { return x.start < s; });
+  return it != blocks.end() && it->start == start ? &*it : nullptr;
 }
 
 absl::StatusOr<SlidingWindowSummary::UnionCover> SlidingWindowSummary::CoverOf(
@@ -680,13 +681,27 @@ absl::Status SlidingWindowSummary::ReadStream(SummaryKind kind, const SlidingWin
     uint64_t first = last_multiple > horizon ? CeilDiv(last_multiple - horizon, b) * b : 0;
     // A level-ℓ block exists once its newer half did (level 0: once complete).
     const uint64_t end = level == 0 ? t / shape.b0 * shape.b0 : last_multiple;
-    const uint64_t expected = end > first ? (end - first) / b : 0;
+    const uint64_t complete = end > first ? (end - first) / b : 0;
+    // Below the top level, an older half goes once its parent is built: a block is kept when
+    // it is a newer half (odd index) or the newest block. Version-1 payloads hold every block;
+    // the extra older halves are read and dropped.
+    auto required = [&](uint64_t start) {
+      return level == static_cast<uint32_t>(shape.max_level) || (start / b) % 2 == 1 ||
+             start + b == end;
+    };
     uint64_t blocks;
-    if (!r->GetCount(&blocks, 24) || blocks != expected) return Corrupt("block count");
+    if (!r->GetCount(&blocks, 24) || blocks > complete) return Corrupt("block count");
+    uint64_t next = first;  // every block from here on that is required must come next
     for (uint64_t i = 0; i < blocks; ++i) {
       Block block;
       if (!r->Get(&block.start) || !r->Get(&block.error)) return Corrupt("block header cut short");
-      if (block.start != first + i * b) return Corrupt("block start");
+      if (block.start < next || block.start >= end || block.start % b != 0) {
+        return Corrupt("block start");
+      }
+      for (; next < block.start; next += b) {
+        if (required(next)) return Corrupt("a block is missing");
+      }
+      next = block.start + b;
       const uint64_t age = t - block.start;
       if (block.error > std::max(shape.CreationError(level), shape.AgedError(age))) {
         return Corrupt("block error exceeds its budget");
@@ -728,7 +743,10 @@ absl::Status SlidingWindowSummary::ReadStream(SummaryKind kind, const SlidingWin
           }
         }
       }
-      stream->levels[level].push_back(std::move(block));
+      if (required(block.start)) stream->levels[level].push_back(std::move(block));
+    }
+    for (; next < end; next += b) {
+      if (required(next)) return Corrupt("a block is missing");
     }
   }
   return absl::OkStatus();

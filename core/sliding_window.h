@@ -17,7 +17,11 @@
 // from raw items, a level-(ℓ+1) block by merging its two level-ℓ halves (GK merge then prune;
 // table union then prune). Level ℓ keeps its blocks while their start is at most
 // min(K+1, ⌈N/b_ℓ⌉+1)·b_ℓ items old, K = ⌈8/ε⌉ + 1, so small blocks live briefly and large ones
-// long. This is the variable-size-window form of Arasu–Manku's levels: the paper's fixed-size
+// long — except that below the top level an older half (even j) is dropped as soon as its parent
+// is built: the cover below takes, at each position, the largest kept block that fits, and at the
+// older half's start the parent is larger, complete and kept at least as long (its horizon is no
+// shorter), so no query ever used an older half once its parent existed. Dropping them changes
+// no answer and halves the blocks. This is the variable-size-window form of Arasu–Manku's levels: the paper's fixed-size
 // structure (L = ⌈log2(4/ε)⌉ levels of blocks of 2^ℓ·εN/4 items) answers only εN-accurate
 // questions, which for W << N is no guarantee at all; this one answers εW for every W <= N.
 // The newest R = min(N, ⌈16/ε⌉ rounded up to a multiple of b0) items are also kept raw.
@@ -44,7 +48,7 @@
 // frequencies: upper − lower <= Σe + u < εW.
 //
 // Memory (tuples or table entries of 24 bytes, plus R raw keys of 8 bytes): level ℓ keeps at
-// most K + 2 blocks (⌈N/b_ℓ⌉ + 2 when fewer); a block with error e holds at most
+// most K/2 + 2 blocks (⌈N/b_ℓ⌉/2 + 2 when fewer; all K + 2 at the top level); a block with error e holds at most
 // min(b_ℓ, 2·b_ℓ/e + 2) entries — about (4C/ε)·(1 + ln K) entries per level and
 // O((1/ε)·log²(1/ε)·log(N/R)) in all, the order of Arasu–Manku's variable-size bound.
 // Measured (MemoryBytes): N = 10^6, ε = 0.01: 8.1 MiB quantiles / 1.3 MiB frequencies;
