@@ -76,11 +76,14 @@ std::string Pbf::Describe() const {
                       ",z=", options_.confidence_z, ",seed=", options_.seed);
 }
 
+uint64_t PbfWeightThreshold(double p, uint64_t weight) {
+  return weight == 1 ? PbfThreshold(p)
+                     : PbfThreshold(-std::expm1(static_cast<double>(weight) * std::log1p(-p)));
+}
+
 uint64_t PbfInsert(const PbfParameters& params, uint64_t seed, uint64_t position, uint64_t id,
                    uint64_t weight, absl::Span<uint64_t> words) {
-  const uint64_t threshold =
-      weight == 1 ? PbfThreshold(params.p)
-                  : PbfThreshold(-std::expm1(static_cast<double>(weight) * std::log1p(-params.p)));
+  const uint64_t threshold = PbfWeightThreshold(params.p, weight);
   const uint64_t coin_seed = PbfCoinSeed(seed);
   const uint64_t key_hash = PbfKeyHash(seed, id);
   uint64_t newly_set = 0;

@@ -104,6 +104,8 @@ STREAMSTATS_HOST_DEVICE inline bool PbfCoin(uint64_t coin_seed, uint64_t positio
 }
 // floor(q * 2^64) for q in [0, 1); 2^64 - 1 ("always") for q >= 1. Host only (uses libm).
 uint64_t PbfThreshold(double q);
+// The threshold of an item of weight w: its coins come up with probability 1 − (1 − p)^w.
+uint64_t PbfWeightThreshold(double p, uint64_t weight);
 
 // Inserts one item of weight `weight` at stream position `position` into the bit words of a
 // filter with `params` and hash seed `seed`; returns how many bits it newly set. What Pbf::Update

@@ -19,4 +19,16 @@ std::vector<DeviceInfo> VisibleDevices() {
   return out;
 }
 
+uint64_t DeviceMemoryUsed(int ordinal) {
+  int current = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(ordinal) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cudaSetDevice(current);
+  return total_bytes - free_bytes;
+}
+
 }  // namespace streamstats::gpu

@@ -89,6 +89,8 @@ struct GpuAccelerator::Impl {
   DeviceBuffer<core::RankSampleEntry> samples;
   PinnedBuffer<uint64_t> host_keys, host_weights, host_small;
   PinnedBuffer<core::RankSampleEntry> host_samples;
+  detail::KernelTimer timer;
+  uint64_t bytes_copied = 0;
 
   ~Impl() {
     if (stream != nullptr) {
@@ -130,6 +132,8 @@ struct GpuAccelerator::Impl {
                                                        n * sizeof(uint64_t),
                                                        cudaMemcpyHostToDevice, stream));
     }
+    bytes_copied += (w.empty() ? 1 : 2) * n * sizeof(uint64_t);
+    timer.Begin(stream);
     if (!w.empty()) {
       // Keys outside every segment keep their weights: identity positions there.
       IotaKernel<<<GridFor(n, 256), 256, 0, stream>>>(idx.get(), n);
@@ -149,6 +153,8 @@ struct GpuAccelerator::Impl {
                                const size_t* offsets, size_t num_segments) {
     STREAMSTATS_RETURN_IF_ERROR(UploadAndSort(k, w, offsets, num_segments));
     const size_t n = k.size();
+    timer.End(stream);
+    bytes_copied += (w.empty() ? 1 : 2) * n * sizeof(uint64_t);
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_keys.get(), keys.get(),
                                                      n * sizeof(uint64_t),
                                                      cudaMemcpyDeviceToHost, stream));
@@ -158,6 +164,7 @@ struct GpuAccelerator::Impl {
                                                        cudaMemcpyDeviceToHost, stream));
     }
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    timer.Collect();
     std::memcpy(k.data(), host_keys.get(), n * sizeof(uint64_t));
     if (!w.empty()) std::memcpy(w.data(), host_weights.get(), n * sizeof(uint64_t));
     return absl::OkStatus();
@@ -188,12 +195,15 @@ struct GpuAccelerator::Impl {
           cub_temp.get(), temp_bytes, keys.get(), unique, weights_out.get(), counts, small.get(),
           cuda::std::plus<uint64_t>{}, n, stream));
     }
+    timer.End(stream);
     STREAMSTATS_RETURN_IF_ERROR(host_small.Reserve(4));
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_small.get(), small.get(),
                                                      sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                                      stream));
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    timer.Collect();
     const size_t runs = host_small.get()[0];
+    bytes_copied += sizeof(uint64_t) + 2 * runs * sizeof(uint64_t);
     STREAMSTATS_RETURN_IF_ERROR(host_keys.Reserve(2 * runs));
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_keys.get(), unique,
                                                      runs * sizeof(uint64_t),
@@ -243,10 +253,13 @@ struct GpuAccelerator::Impl {
     RankSampleKernel<<<GridFor(count + 1, 256), 256, 0, stream>>>(keys.get(), ends, n, step,
                                                                    count, total, samples.get());
     STREAMSTATS_CUDA_CHECK_LAUNCH();
+    timer.End(stream);
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_samples.get(), samples.get(),
                                                      (count + 1) * sizeof(core::RankSampleEntry),
                                                      cudaMemcpyDeviceToHost, stream));
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    timer.Collect();
+    bytes_copied += (count + 1) * sizeof(core::RankSampleEntry);
     const core::RankSampleEntry* h = host_samples.get();
     const bool last_is_sampled = h[count - 1].rank == total;
     out->assign(h, h + count + (last_is_sampled ? 0 : 1));
@@ -291,6 +304,11 @@ absl::StatusOr<std::unique_ptr<GpuAccelerator>> GpuAccelerator::Create(int devic
 }
 
 std::string GpuAccelerator::name() const { return absl::StrCat("gpu:", device_); }
+
+GpuWorkStats GpuAccelerator::work_stats() const {
+  absl::MutexLock lock(&mu_);
+  return GpuWorkStats{impl_->timer.seconds(), impl_->bytes_copied};
+}
 
 namespace {
 absl::Status CheckWeights(size_t keys, size_t weights) {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "core/accelerator.h"
+#include "gpu/devices.h"
 
 namespace streamstats::gpu {
 
@@ -44,6 +45,7 @@ class GpuAccelerator final : public core::Accelerator {
 
   std::string name() const override;  // "gpu:<ordinal>"
   int device() const { return device_; }
+  GpuWorkStats work_stats() const;
 
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
   absl::Status SortSegments(absl::Span<uint64_t> keys, absl::Span<const size_t> offsets) override;
@@ -62,7 +64,7 @@ class GpuAccelerator final : public core::Accelerator {
   explicit GpuAccelerator(int device);
 
   const int device_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::unique_ptr<Impl> impl_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -8,8 +8,13 @@
 //    them all in one segmented launch, then hands each caller its part.
 //  * Larger windows (and Histogram/RankSample of large windows) go alone to the next device
 //    (round robin), with the histogram / rank sample computed on the device.
+//  * Each device runs `streams_per_device` workers, each with its own GpuAccelerator (stream,
+//    pinned staging and device buffers), so one window's copies overlap another's kernels.
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
+//  * Sketches (AttachSketch): plain Count-Min and PBF tables of sessions are placed on the
+//    devices round robin (GpuCountMin::AddSequential, GpuPbf::Insert); core/device_mirror.h
+//    keeps the host side exact and takes a failed sketch back to the CPU (counted as a fallback).
 // Thread-safe.
 #ifndef STREAMSTATS_GPU_GPU_POOL_H_
 #define STREAMSTATS_GPU_GPU_POOL_H_
@@ -31,6 +36,7 @@
 #include "absl/types/span.h"
 #include "core/accelerator.h"
 #include "gpu/gpu_accelerator.h"
+#include "gpu/gpu_sketches.h"
 
 namespace streamstats::gpu {
 
@@ -41,6 +47,17 @@ struct GpuPoolOptions {
   size_t batch_max_keys = size_t{1} << 22;  // keys per segmented launch
   size_t alone_threshold = size_t{1} << 20;  // keys; larger windows are sent alone
   absl::Duration linger = absl::Microseconds(100);  // wait for more windows to batch
+  int streams_per_device = 2;  // workers (streams) per device: copies overlap kernels
+  bool sketches = true;        // AttachSketch places sketch tables on the devices
+};
+
+// Per device ("gpu:0"): the accelerator metrics.
+struct GpuDeviceStats {
+  std::string device;
+  double kernel_seconds = 0;
+  uint64_t bytes_copied = 0;
+  uint64_t fallbacks = 0;
+  uint64_t memory_used_bytes = 0;
 };
 
 struct GpuPoolStats {
@@ -48,6 +65,7 @@ struct GpuPoolStats {
   uint64_t gpu_windows = 0;
   uint64_t launches = 0;         // segmented launches (batches) and lone windows
   uint64_t fallbacks = 0;        // device work redone on the CPU after an error
+  uint64_t sketches = 0;         // sketch tables placed on a device
 };
 
 class GpuPool final : public core::Accelerator {
@@ -57,7 +75,7 @@ class GpuPool final : public core::Accelerator {
   ~GpuPool() override;
 
   std::string name() const override;  // "gpu-pool:0,1"
-  size_t device_count() const { return devices_.size(); }
+  size_t device_count() const { return ordinals_.size(); }
 
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
   absl::Status Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
@@ -65,25 +83,43 @@ class GpuPool final : public core::Accelerator {
   absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights, uint64_t step,
                           std::vector<core::RankSampleEntry>* out) override;
 
+  std::unique_ptr<core::DeviceSketch> AttachSketch(const core::DeviceSketchSpec& spec) override;
+
   GpuPoolStats stats() const;
+  // Kernel time and bytes of windows and sketches, fallbacks, and device memory in use.
+  std::vector<GpuDeviceStats> device_stats() const;
 
   // For tests: make the next `n` device calls fail as a device error would.
   void InjectFailuresForTesting(int n) { inject_failures_.store(n); }
 
  private:
   struct Job;
+  class PoolSketch;
   struct Device {
     std::unique_ptr<GpuAccelerator> accelerator;
     std::thread worker;
   };
+  // Work of sketches, per ordinal (sketches come and go; their totals stay).
+  struct SketchWork {
+    std::atomic<uint64_t> kernel_nanos{0};
+    std::atomic<uint64_t> bytes_copied{0};
+    std::atomic<uint64_t> fallbacks{0};
+  };
   explicit GpuPool(const GpuPoolOptions& options) : options_(options) {}
   void WorkerLoop(Device* device);
   GpuAccelerator* NextDevice();
+  void CountWindowFallback(const GpuAccelerator* device);
   bool ShouldFail();
-  absl::Status Queue(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights);
+  absl::Status Queue(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
+                     GpuAccelerator** device);
 
   const GpuPoolOptions options_;
-  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<int> ordinals_;
+  std::vector<std::unique_ptr<Device>> devices_;  // streams_per_device per ordinal
+  std::vector<std::unique_ptr<SketchWork>> sketch_work_;  // per ordinal, as ordinals_
+  std::vector<std::unique_ptr<std::atomic<uint64_t>>> window_fallbacks_;  // per ordinal
+  std::atomic<size_t> next_sketch_device_{0};
+  std::atomic<uint64_t> sketches_{0};
   std::atomic<size_t> next_device_{0};
   std::atomic<int> inject_failures_{0};
   std::atomic<uint64_t> cpu_windows_{0}, gpu_windows_{0}, launches_{0}, fallbacks_{0};

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -27,11 +28,14 @@ struct SketchDevice {
   cudaStream_t stream = nullptr;
   SegmentedSorter sorter;
   DeviceBuffer<uint64_t> ids, weights, sorted_weights, unique, totals, targets, small, out;
+  DeviceBuffer<uint64_t> seq_keys, seq_cells, seq_prefix;  // GpuCountMin::AddSequential
   DeviceBuffer<uint32_t> idx;
   DeviceBuffer<uint8_t> flags;
   DeviceBuffer<unsigned char> cub_temp;
   PinnedBuffer<uint64_t> host_a, host_b;
   PinnedBuffer<uint8_t> host_flags;
+  KernelTimer timer;
+  uint64_t bytes_copied = 0;
 
   ~SketchDevice() {
     if (stream != nullptr) {
@@ -115,6 +119,21 @@ struct SketchDevice {
 
   absl::Status Gather(const uint64_t* w, size_t n);
 };
+
+// Copies n = out.size() words from device memory into `out` through pinned staging, writing
+// `out` only once the copy succeeded (core/device_mirror.h replays onto it after a failure).
+absl::Status DownloadAll(SketchDevice& d, const uint64_t* device_words, absl::Span<uint64_t> out) {
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.host_b.Reserve(out.size()));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_b.get(), device_words,
+                                                   out.size() * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToHost, d.stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  d.bytes_copied += out.size() * sizeof(uint64_t);
+  std::memcpy(out.data(), d.host_b.get(), out.size() * sizeof(uint64_t));
+  return absl::OkStatus();
+}
 
 }  // namespace detail
 
@@ -237,6 +256,49 @@ __global__ void CmQuery(RowHashes rows, const uint64_t* ids, size_t n,
     uint64_t low = ~uint64_t{0};
     for (uint32_t r = 0; r < rows.depth; ++r) low = min(low, uint64_t{table[rows.Cell(r, id)]});
     out[i] = low;
+  }
+}
+
+// ---- Count-Min, sequential estimates (GpuCountMin::AddSequential) ----
+
+// keys[i] = (cell of item i in row r) << 32 | i: distinct keys, so an unstable sort leaves each
+// cell's items in arrival order and the low half says which item is where.
+__global__ void CmCellKeys(RowHashes rows, uint32_t r, const uint64_t* ids, size_t n,
+                           uint64_t* keys) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    keys[i] = (rows.Cell(r, ids[i]) << 32) | i;
+  }
+}
+
+__global__ void CmSplitKeys(const uint64_t* keys, const uint64_t* weights, size_t n,
+                            uint64_t* cells, uint64_t* sorted_weights) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
+       j += size_t{gridDim.x} * blockDim.x) {
+    cells[j] = keys[j] >> 32;
+    sorted_weights[j] = weights == nullptr ? 1 : weights[keys[j] & 0xFFFFFFFFu];
+  }
+}
+
+// prefix[j]: the weight of the cell's items up to and including j (in arrival order), so item
+// keys[j]'s counter right after its addition is table[cell] + prefix[j].
+__global__ void CmSequentialEstimates(const uint64_t* keys, const uint64_t* cells,
+                                      const uint64_t* prefix, size_t n, bool first_row,
+                                      const unsigned long long* table, uint64_t* estimates) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
+       j += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t v = table[cells[j]] + prefix[j];
+    uint64_t& e = estimates[keys[j] & 0xFFFFFFFFu];
+    e = first_row ? v : min(e, v);
+  }
+}
+
+// The last item of each cell's run adds the run's total: one plain store per touched counter.
+__global__ void CmAddRunTotals(const uint64_t* cells, const uint64_t* prefix, size_t n,
+                               unsigned long long* table) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
+       j += size_t{gridDim.x} * blockDim.x) {
+    if (j + 1 == n || cells[j + 1] != cells[j]) table[cells[j]] += prefix[j];
   }
 }
 
@@ -547,6 +609,95 @@ absl::Status GpuCountMin::Download(std::vector<uint64_t>* table) {
   return absl::OkStatus();
 }
 
+absl::Status GpuCountMin::Load(absl::Span<const uint64_t> table, uint64_t count) {
+  if (table.size() != depth_ * width_) {
+    return absl::InvalidArgumentError("GPU Count-Min: the table to load has the wrong size");
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table_, table.data(),
+                                                   table.size() * sizeof(uint64_t),
+                                                   cudaMemcpyHostToDevice, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  count_ = count;
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::AddSequential(absl::Span<const uint64_t> ids,
+                                        absl::Span<const uint64_t> weights,
+                                        std::vector<uint64_t>* estimates) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  if (options_.conservative) {
+    return absl::FailedPreconditionError("AddSequential is the plain update only");
+  }
+  const size_t n = ids.size();
+  estimates->assign(n, 0);
+  if (n == 0) return absl::OkStatus();
+  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError("AddSequential: batch or table too large");
+  }
+  SketchDevice& d = *dev_;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_cells.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_prefix.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.sorted_weights.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
+  const RowHashes rows = MakeRows(options_.seed, depth_, width_);
+  auto* table = reinterpret_cast<unsigned long long*>(table_);
+  const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
+  const size_t offsets[2] = {0, n};
+  const unsigned grid = GridFor(n, 256, 8 * 65535);
+  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
+  d.timer.Begin(d.stream);
+  size_t temp = 0;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
+      nullptr, temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
+      static_cast<int64_t>(n), cuda::std::equal_to<>{}, d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(d.cub_temp.Reserve(temp));
+  for (uint32_t r = 0; r < depth_; ++r) {
+    CmCellKeys<<<grid, 256, 0, d.stream>>>(rows, r, d.ids.get(), n, d.seq_keys.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_RETURN_IF_ERROR(d.sorter.Sort(d.seq_keys.get(), nullptr, offsets, 1, d.stream));
+    CmSplitKeys<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), w, n, d.seq_cells.get(),
+                                            d.sorted_weights.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
+        d.cub_temp.get(), temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
+        static_cast<int64_t>(n), cuda::std::equal_to<>{}, d.stream));
+    CmSequentialEstimates<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), d.seq_cells.get(),
+                                                      d.seq_prefix.get(), n, r == 0, table,
+                                                      d.out.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    CmAddRunTotals<<<grid, 256, 0, d.stream>>>(d.seq_cells.get(), d.seq_prefix.get(), n, table);
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+  }
+  d.timer.End(d.stream);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
+                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                                   d.stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  d.timer.Collect();
+  std::memcpy(estimates->data(), d.host_a.get(), n * sizeof(uint64_t));
+  count_ += SumWeights(ids, weights);
+  return absl::OkStatus();
+}
+
+GpuWorkStats GpuCountMin::work_stats() const {
+  return GpuWorkStats{dev_->timer.seconds(), dev_->bytes_copied};
+}
+
+GpuWorkStats GpuPbf::work_stats() const {
+  return GpuWorkStats{dev_->timer.seconds(), dev_->bytes_copied};
+}
+
+absl::Status GpuCountMin::DownloadTo(absl::Span<uint64_t> table) {
+  if (table.size() != depth_ * width_) {
+    return absl::InvalidArgumentError("GPU Count-Min: the table has the wrong size");
+  }
+  return detail::DownloadAll(*dev_, table_, table);
+}
+
 void ConservativeBatchReference(const core::CountMinOptions& options,
                                 absl::Span<const uint64_t> ids,
                                 absl::Span<const uint64_t> weights, std::vector<uint64_t>* table) {
@@ -765,11 +916,15 @@ absl::Status GpuPbf::Insert(absl::Span<const uint64_t> ids, absl::Span<const uin
   const PbfParams pp{options_.seed, coin_seed_, unit_threshold_, params_.k, params_.m};
   if (weights.empty()) {
     STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, {}));
+    d.bytes_copied += n * sizeof(uint64_t);
+    d.timer.Begin(d.stream);
     PbfInsertKernel<<<GridFor(n * 32, 256, 8 * 65535), 256, 0, d.stream>>>(
         pp, d.ids.get(), nullptr, nullptr, count_, n,
         reinterpret_cast<unsigned long long*>(words_));
     STREAMSTATS_CUDA_CHECK_LAUNCH();
+    d.timer.End(d.stream);
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+    d.timer.Collect();
     count_ += n;
     return absl::OkStatus();
   }
@@ -778,10 +933,7 @@ absl::Status GpuPbf::Insert(absl::Span<const uint64_t> ids, absl::Span<const uin
   uint64_t pos = count_;
   for (size_t i = 0; i < n; ++i) {
     positions[i] = pos;
-    thresholds[i] = weights[i] == 1 ? unit_threshold_
-                                    : core::PbfThreshold(-std::expm1(
-                                          static_cast<double>(weights[i]) *
-                                          std::log1p(-params_.p)));
+    thresholds[i] = core::PbfWeightThreshold(params_.p, weights[i]);
     pos += weights[i];
   }
   STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, positions));  // positions ride in `weights`
@@ -789,13 +941,37 @@ absl::Status GpuPbf::Insert(absl::Span<const uint64_t> ids, absl::Span<const uin
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.targets.get(), thresholds.data(),
                                                    n * sizeof(uint64_t), cudaMemcpyHostToDevice,
                                                    d.stream));
+  d.bytes_copied += 3 * n * sizeof(uint64_t);
+  d.timer.Begin(d.stream);
   PbfInsertKernel<<<GridFor(n * 32, 256, 8 * 65535), 256, 0, d.stream>>>(
       pp, d.ids.get(), d.weights.get(), d.targets.get(), 0, n,
       reinterpret_cast<unsigned long long*>(words_));
   STREAMSTATS_CUDA_CHECK_LAUNCH();
+  d.timer.End(d.stream);
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  d.timer.Collect();
   count_ = pos;
   return absl::OkStatus();
+}
+
+absl::Status GpuPbf::Load(absl::Span<const uint64_t> words, uint64_t count) {
+  if (words.size() != (params_.m + 63) / 64) {
+    return absl::InvalidArgumentError("GPU PBF: the bit words to load have the wrong size");
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(words_, words.data(),
+                                                   words.size() * sizeof(uint64_t),
+                                                   cudaMemcpyHostToDevice, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  count_ = count;
+  return absl::OkStatus();
+}
+
+absl::Status GpuPbf::DownloadTo(absl::Span<uint64_t> words) {
+  if (words.size() != (params_.m + 63) / 64) {
+    return absl::InvalidArgumentError("GPU PBF: the bit words have the wrong size");
+  }
+  return detail::DownloadAll(*dev_, words_, words);
 }
 
 absl::Status GpuPbf::InsertDeviceAsync(const uint64_t* d_ids, size_t n) {

@@ -45,6 +45,7 @@
 #include "absl/types/span.h"
 #include "core/fcm.h"
 #include "core/summary.h"
+#include "gpu/devices.h"
 
 namespace streamstats::gpu {
 
@@ -75,6 +76,19 @@ class GpuCountMin {
   absl::Status Synchronize();
   // Row-major d x w counters.
   absl::Status Download(std::vector<uint64_t>* table);
+  // The same into `table` (d x w words), written only when the copy succeeded.
+  absl::Status DownloadTo(absl::Span<uint64_t> table);
+  // Replaces the table (row-major d x w) and the count.
+  absl::Status Load(absl::Span<const uint64_t> table, uint64_t count);
+  // Plain update with core::CountMinPlainAdd's semantics: adds the batch in order and returns
+  // each item's minimum counter right after its own addition, bit-equal to the sequential CPU
+  // update. Per row: sort (cell << 32 | position) with our network, a segmented prefix sum of
+  // the weights per cell (CUB scan-by-key), estimates from the table before the batch plus the
+  // prefix, then one store per touched cell. What core::CountMin uses through the GPU pool.
+  absl::Status AddSequential(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                             std::vector<uint64_t>* estimates);
+  // Kernel time and bytes of AddSequential and DownloadTo so far.
+  GpuWorkStats work_stats() const;
 
  private:
   GpuCountMin() = default;
@@ -138,7 +152,12 @@ class GpuPbf {
   absl::Status SetPositionsDeviceAsync(const uint64_t* d_ids, size_t n, uint64_t* d_y);
   absl::Status Synchronize();
   absl::Status Download(std::vector<uint64_t>* words);
+  absl::Status DownloadTo(absl::Span<uint64_t> words);  // written only on success
+  // Replaces the bit words and the count (the next stream position).
+  absl::Status Load(absl::Span<const uint64_t> words, uint64_t count);
   absl::StatusOr<uint64_t> SetBits();
+  // Kernel time and bytes of Insert and DownloadTo so far.
+  GpuWorkStats work_stats() const;
 
  private:
   GpuPbf() = default;

@@ -344,16 +344,24 @@ int main(int argc, char** argv) {
   });
 
 #ifdef STREAMSTATS_HAVE_GPU
-  // GPU pool fallbacks to the CPU, as a counter (kernel time and bytes are not measured yet).
+  // Accelerator metrics per device: kernel seconds and bytes copied (windows and sketch tables),
+  // fallbacks to the CPU, device memory in use; sampled every 5 s.
   std::thread gpu_stats([&] {
     auto* pool = dynamic_cast<streamstats::gpu::GpuPool*>(gpu_pool.get());
     if (pool == nullptr || metrics == nullptr) return;
-    uint64_t reported = 0;
-    while (!stopped_within(absl::Seconds(5))) {
-      const uint64_t fallbacks = pool->stats().fallbacks;
-      metrics->RecordAccelerator(pool->name(), 0, 0, fallbacks - reported);
-      reported = fallbacks;
-    }
+    std::vector<streamstats::gpu::GpuDeviceStats> reported;
+    do {
+      std::vector<streamstats::gpu::GpuDeviceStats> now = pool->device_stats();
+      reported.resize(now.size());
+      for (size_t i = 0; i < now.size(); ++i) {
+        const auto& n = now[i];
+        const auto& r = reported[i];
+        metrics->RecordAccelerator(n.device, n.kernel_seconds - r.kernel_seconds,
+                                   n.bytes_copied - r.bytes_copied, n.fallbacks - r.fallbacks);
+        metrics->SetDeviceMemory(n.device, n.memory_used_bytes);
+      }
+      reported = std::move(now);
+    } while (!stopped_within(absl::Seconds(5)));
   });
 #endif
 

@@ -65,6 +65,43 @@ class PinnedBuffer {
   size_t capacity_ = 0;
 };
 
+// Device time between Begin and End on one stream (CUDA events), summed over calls: what the
+// accelerator metrics report as kernel seconds. Collect() after the stream was synchronized.
+class KernelTimer {
+ public:
+  KernelTimer() = default;
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+  ~KernelTimer() {
+    if (begin_ != nullptr) cudaEventDestroy(begin_);
+    if (end_ != nullptr) cudaEventDestroy(end_);
+  }
+  void Begin(cudaStream_t stream) {
+    if (begin_ == nullptr && (cudaEventCreate(&begin_) != cudaSuccess ||
+                              cudaEventCreate(&end_) != cudaSuccess)) {
+      cudaGetLastError();
+      return;  // timing is best effort; the work itself does not depend on it
+    }
+    armed_ = cudaEventRecord(begin_, stream) == cudaSuccess;
+  }
+  void End(cudaStream_t stream) {
+    if (armed_) armed_ = cudaEventRecord(end_, stream) == cudaSuccess;
+  }
+  void Collect() {
+    float ms = 0;
+    if (armed_ && cudaEventElapsedTime(&ms, begin_, end_) == cudaSuccess) seconds_ += ms / 1e3;
+    armed_ = false;
+    cudaGetLastError();
+  }
+  double seconds() const { return seconds_; }
+
+ private:
+  cudaEvent_t begin_ = nullptr;
+  cudaEvent_t end_ = nullptr;
+  bool armed_ = false;
+  double seconds_ = 0;
+};
+
 }  // namespace streamstats::gpu::detail
 
 #endif  // STREAMSTATS_GPU_DETAIL_BUFFERS_CUH_

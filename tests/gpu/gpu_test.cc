@@ -501,5 +501,82 @@ TEST(GpuPool, SummariesBuiltThroughThePoolEqualCpuBuiltOnes) {
   EXPECT_GT((*pool)->stats().gpu_windows, 0u);
 }
 
+TEST(GpuCountMin, AddSequentialEqualsTheSequentialCpuUpdateAndItsEstimates) {
+  REQUIRE_GPU();
+  core::CountMinOptions o;
+  o.epsilon = 0.001;
+  o.delta = 0.001;
+  const uint64_t d = o.Depth(), w = o.Width();
+  std::vector<core::PairwiseHash> rows;
+  for (uint64_t r = 0; r < d; ++r) rows.push_back(core::MakePairwiseHash(o.seed, r));
+  std::vector<uint64_t> table(d * w, 0);
+  auto gpu = GpuCountMin::Create(o, 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  int b = 0;
+  for (Pattern p : kPatterns) {
+    for (size_t n : {size_t{1}, size_t{4097}, size_t{100000}}) {
+      std::vector<uint64_t> ids = b % 2 ? ZipfIds(n, 1.1, 1000, b) : MakeKeys(n, p, b);
+      std::vector<uint64_t> wt = b % 3 == 2 ? MakeWeights(n, b) : std::vector<uint64_t>{};
+      std::vector<uint64_t> cpu_est, gpu_est;
+      core::CountMinPlainAdd(rows, w, ids, wt, absl::MakeSpan(table), &cpu_est);
+      ASSERT_TRUE((*gpu)->AddSequential(ids, wt, &gpu_est).ok());
+      ASSERT_EQ(gpu_est, cpu_est) << "batch " << b;
+      ++b;
+    }
+  }
+  std::vector<uint64_t> down(d * w, 1);
+  ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+  EXPECT_EQ(down, table);
+  EXPECT_GT((*gpu)->work_stats().kernel_seconds, 0);
+  EXPECT_GT((*gpu)->work_stats().bytes_copied, 0u);
+}
+
+// Count-Min and PBF sessions through the pool keep their tables on the device and still equal
+// the CPU-built summaries (table, candidates, answers), also when device calls fail midway.
+TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok());
+  for (core::SummaryKind kind : {core::SummaryKind::kCountMin, core::SummaryKind::kPbf}) {
+    for (int inject_at : {-1, 3, 11}) {
+      core::SummaryOptions so;
+      so.kind = kind;
+      so.count_min.epsilon = 0.0005;
+      so.pbf.expected_keys = 5000;
+      so.pbf.threshold = 100;
+      auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+      auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+      ASSERT_TRUE(cpu.ok() && gpu.ok());
+      const uint64_t fallbacks_before = (*pool)->stats().fallbacks;
+      for (int b = 0; b < 16; ++b) {
+        if (b == inject_at) (*pool)->InjectFailuresForTesting(1);
+        std::vector<uint64_t> ids = ZipfIds(1000 + 3000 * b, 1.1, 20000, b + 100);
+        std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+        ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
+        ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
+        if (b % 5 == 4) {
+          core::Keys q;
+          q.kind = core::ValueKind::kUint64;
+          std::vector<uint64_t> probe(ids.begin(), ids.begin() + 50);
+          q.keys = probe;
+          auto a = (*cpu)->Frequencies(q);
+          auto g = (*gpu)->Frequencies(q);
+          ASSERT_TRUE(a.ok() && g.ok());
+          for (size_t i = 0; i < probe.size(); ++i) ASSERT_EQ((*a)[i].estimate, (*g)[i].estimate);
+        }
+      }
+      EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize())
+          << "kind " << static_cast<int>(kind) << " inject " << inject_at;
+      EXPECT_EQ((*pool)->stats().fallbacks - fallbacks_before, inject_at >= 0 ? 1u : 0u);
+    }
+  }
+  EXPECT_GT((*pool)->stats().sketches, 0u);
+  bool some_work = false;
+  for (const GpuDeviceStats& d : (*pool)->device_stats()) {
+    some_work |= d.kernel_seconds > 0 && d.bytes_copied > 0 && d.memory_used_bytes > 0;
+  }
+  EXPECT_TRUE(some_work);
+}
+
 }  // namespace
 }  // namespace streamstats::gpu
