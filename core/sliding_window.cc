@@ -29,7 +29,8 @@ GkSummary ExactGk(absl::Span<const uint64_t> keys) {
 }
 
 // Prunes `s` (gap <= its current gap) so that its gap stays <= allowed, as
-// QuantileSummary does.
+// QuantileSummary does. Used when a block is built: it leaves most gaps well below the
+// allowance, which the merges on the way up need (a merge adds the halves' gaps).
 GkSummary PruneWithin(GkSummary s, uint64_t allowed) {
   const uint64_t gap = s.Gap();
   if (allowed <= gap || s.n <= 1) return s;
@@ -38,6 +39,28 @@ GkSummary PruneWithin(GkSummary s, uint64_t allowed) {
   if (b + 1 >= s.tuples.size()) return s;
   GkSummary pruned = PruneGk(s, b);
   return pruned.Gap() <= allowed ? pruned : s;
+}
+
+// Removes as many tuples of `s` as it can while its gap stays <= max(allowed, current gap):
+// from each kept tuple i, keeps the furthest j with rmax_j − rmin_i − 1 <= allowed (or i + 1
+// when even that is over). The kept tuples keep their rank bounds, so unlike PruneWithin
+// (which adds ⌈(n−1)/b⌉ to the largest gap wherever it is) this uses the slack of every pair,
+// and thinning again later with a larger allowance does not pay for the earlier thinning.
+// Used for aged blocks, which are never merged into another block again.
+GkSummary Thin(GkSummary s, uint64_t allowed) {
+  const std::vector<GkTuple>& t = s.tuples;
+  if (t.size() <= 2) return s;
+  std::vector<GkTuple> kept;
+  kept.push_back(t.front());
+  size_t i = 0;
+  while (i + 1 < t.size()) {
+    size_t j = i + 1;
+    while (j + 1 < t.size() && t[j + 1].rmax - t[i].rmin - 1 <= allowed) ++j;
+    kept.push_back(t[j]);
+    i = j;
+  }
+  if (kept.size() < t.size()) s.tuples = std::move(kept);
+  return s;
 }
 
 }  // namespace
@@ -88,6 +111,18 @@ SlidingWindowSummary::SlidingWindowSummary(SummaryKind kind, const SlidingWindow
       shape_(SlidingWindowShape::For(options.epsilon, options.window_items)),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()) {
   own_.levels.resize(shape_.max_level + 1);
+  // Blocks are pruned again at ages j·b_ℓ for j = 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, ... (four
+  // steps per doubling, up to the horizon) where the aged error exceeds the creation error.
+  aged_steps_.resize(shape_.max_level + 1);
+  for (int level = 0; level <= shape_.max_level; ++level) {
+    const uint64_t b = shape_.BlockSize(level);
+    const uint64_t created = shape_.CreationError(level);
+    for (uint64_t step = b, age = 4 * b; age <= shape_.Horizon(level);
+         age += step, step = age % (8 * step) == 0 ? 2 * step : step) {
+      const uint64_t error = shape_.AgedError(age);
+      if (error > created) aged_steps_[level].push_back({age, error});
+    }
+  }
 }
 
 void SlidingWindowSummary::set_accelerator(Accelerator* accelerator) {
@@ -196,7 +231,7 @@ void SlidingWindowSummary::BuildLevel0(const uint64_t* sorted) {
 void SlidingWindowSummary::Compress(int, Block* block, uint64_t error) const {
   block->error = std::max(block->error, error);
   if (kind_ == SummaryKind::kSlidingQuantiles) {
-    block->gk = PruneWithin(std::move(block->gk), 2 * block->error);
+    block->gk = Thin(std::move(block->gk), 2 * block->error);
     block->gk.tuples.shrink_to_fit();
     return;
   }
@@ -259,22 +294,21 @@ void SlidingWindowSummary::AddBlock(int level, Block block) {
   }
 }
 
-// Runs when t is a multiple of b_ℓ: drops expired blocks and prunes blocks
-// whose age just reached 4·b_ℓ, 8·b_ℓ, ... (their error may grow with their
+// Runs when t is a multiple of b_ℓ: drops expired blocks and prunes the blocks
+// whose age just reached one of aged_steps_ (their error may grow with their
 // age).
 void SlidingWindowSummary::Maintain(int level) {
   auto& blocks = own_.levels[level];
   const uint64_t t = own_.t;
-  const uint64_t b = shape_.BlockSize(level);
   const uint64_t horizon = shape_.Horizon(level);
   while (!blocks.empty() && t - blocks.front().start > horizon) blocks.pop_front();
-  for (uint64_t age = 4 * b; age <= horizon && age <= t; age *= 2) {
+  for (const auto& [age, error] : aged_steps_[level]) {
+    if (age > t) break;
     const uint64_t start = t - age;
     if (blocks.empty() || start < blocks.front().start) break;
     auto it = std::lower_bound(blocks.begin(), blocks.end(), start,
                                [](const Block& x, uint64_t s) { return x.start < s; });
     if (it == blocks.end() || it->start != start) continue;
-    const uint64_t error = shape_.AgedError(age);
     if (error > it->error) Compress(level, &*it, error);
   }
 }

@@ -94,6 +94,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -230,6 +231,8 @@ class SlidingWindowSummary final : public WindowedSummary {
   ValueKind value_kind_;
   SlidingWindowShape shape_;
   Accelerator* accelerator_;   // never null; not owned
+  // Per level, ascending: the ages at which Maintain prunes a block again, with the error.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> aged_steps_;
   Stream own_;                 // the stream Update extends
   std::vector<Stream> parts_;  // streams merged in, frozen as of their merge; each has t >= 1
 };
