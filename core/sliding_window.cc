@@ -291,6 +291,10 @@ void SlidingWindowSummary::AddBlock(int level, Block block) {
     // No cover uses the older half again: at its start the parent is larger, complete and
     // kept at least as long (see "Memory" in the header).
     blocks.erase(blocks.end() - 2);
+    // The newer half is merged no more, so it may use all of its allowance.
+    if (kind_ == SummaryKind::kSlidingQuantiles) Compress(level, &blocks.back(), 0);
+  } else if (level == shape_.max_level && kind_ == SummaryKind::kSlidingQuantiles) {
+    Compress(level, &blocks.back(), 0);  // top-level blocks are never merged
   }
 }
 
