@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/accelerator.h"
+#include "core/count_min.h"
 #include "core/hash.h"
 #include "core/summary.h"
 #include "gpu/detail/segmented_sort.cuh"
@@ -238,6 +239,53 @@ int main(int argc, char** argv) {
     std::snprintf(what, sizeof what, "single window 2^%d keys: CUB radix", ln);
     std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx", cub / ours);
     Row("sort", what, cub, n, 2.0 * n * 8, d2d_gbs, note);
+  }
+  // ---- 32-bit keys: ours vs cub::DeviceRadixSort (32 bits) ----
+  for (int ln = 16; ln <= 26; ln += 2) {
+    const size_t n = size_t{1} << ln;
+    const size_t offsets[2] = {0, n};
+    auto* b32 = reinterpret_cast<uint32_t*>(d_b);
+    auto* c32 = reinterpret_cast<uint32_t*>(d_c);
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 4, cudaMemcpyDeviceToDevice, g_stream)); };
+    const double ours = MedianMs(reps, reset, [&] { OK(sorter.Sort(b32, nullptr, offsets, 1, g_stream)); });
+    std::vector<uint32_t> mine(n), theirs(n);
+    CK(cudaMemcpy(mine.data(), b32, n * 4, cudaMemcpyDeviceToHost));
+    size_t temp = 0;
+    CK(cub::DeviceRadixSort::SortKeys(nullptr, temp, b32, c32, n, 0, 32, g_stream));
+    void* d_temp;
+    CK(cudaMalloc(&d_temp, temp));
+    const double cub = MedianMs(reps, reset, [&] {
+      CK(cub::DeviceRadixSort::SortKeys(d_temp, temp, b32, c32, n, 0, 32, g_stream));
+    });
+    CK(cudaMemcpy(theirs.data(), c32, n * 4, cudaMemcpyDeviceToHost));
+    cudaFree(d_temp);
+    char what[96], note[64];
+    std::snprintf(what, sizeof what, "single window 2^%d 32-bit keys: ours", ln);
+    Row("sort32", what, ours, n, 2.0 * n * 4, d2d_gbs, mine == theirs ? "equals CUB output" : "MISMATCH vs CUB");
+    std::snprintf(what, sizeof what, "single window 2^%d 32-bit keys: CUB radix", ln);
+    std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx", cub / ours);
+    Row("sort32", what, cub, n, 2.0 * n * 4, d2d_gbs, note);
+  }
+  // ---- the Count-Min session path: GpuCountMin::AddSequential vs the CPU's sequential add ----
+  for (int lb : {14, 17, 20}) {
+    core::CountMinOptions o;
+    o.epsilon = 0.0001;
+    o.delta = 0.001;  // d = 7, w = 27183 (the server run's sessions)
+    auto cm = gpu::GpuCountMin::Create(o, 0);
+    OK(cm.status());
+    const size_t n = size_t{1} << lb;
+    std::vector<uint64_t> ids = ZipfKeys(n, 1.1, size_t{1} << 20, 8), est;
+    const double gms = WallMedianMs(reps, [&] { OK((*cm)->AddSequential(ids, {}, &est)); });
+    std::vector<core::PairwiseHash> rows;
+    for (uint64_t r = 0; r < o.Depth(); ++r) rows.push_back(core::MakePairwiseHash(o.seed, r));
+    std::vector<uint64_t> table(o.Depth() * o.Width());
+    const double cms = WallMedianMs(quick ? 1 : 3, [&] {
+      core::CountMinPlainAdd(rows, o.Width(), ids, {}, absl::MakeSpan(table), &est);
+    });
+    char what[96], note[64];
+    std::snprintf(what, sizeof what, "CM session add, zipf batch 2^%d, d=7 (host in/out)", lb);
+    std::snprintf(note, sizeof note, "CPU 1 thread %.3f ms = %.1fx slower", cms, cms / gms);
+    Row("cm-session", what, gms, n, n * 16.0, h2d_gbs, note);
   }
   {  // weighted (key, position) sort, the stable path
     const size_t n = size_t{1} << 22;

@@ -19,6 +19,11 @@ absl::Status Accelerator::SortSegments(absl::Span<uint64_t> keys,
   return absl::OkStatus();
 }
 
+absl::Status Accelerator::SortWindow32(absl::Span<uint32_t> keys) {
+  std::sort(keys.begin(), keys.end());
+  return absl::OkStatus();
+}
+
 std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&) {
   return nullptr;
 }

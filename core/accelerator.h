@@ -67,6 +67,10 @@ class Accelerator {
   // Sorts `keys` ascending in place; `weights` (empty, or one per key) is permuted alongside.
   virtual absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) = 0;
 
+  // Sorts 32-bit keys ascending in place (floats through an order-preserving map, small ids).
+  // The base class uses std::sort; the GPU sorts them with the same network as 64-bit keys.
+  virtual absl::Status SortWindow32(absl::Span<uint32_t> keys);
+
   // Sorts several windows, keys[offsets[i] .. offsets[i+1]), each on its own; the GPU sorts them
   // all in one segmented launch. offsets has one more entry than there are windows.
   virtual absl::Status SortSegments(absl::Span<uint64_t> keys, absl::Span<const size_t> offsets);

@@ -170,6 +170,31 @@ struct GpuAccelerator::Impl {
     return absl::OkStatus();
   }
 
+  // 32-bit keys through the same network; the 64-bit buffers hold them.
+  absl::Status Sort32(absl::Span<uint32_t> k) {
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    const size_t n = k.size();
+    const size_t words = (n + 1) / 2;
+    STREAMSTATS_RETURN_IF_ERROR(keys.Reserve(words));
+    STREAMSTATS_RETURN_IF_ERROR(host_keys.Reserve(words));
+    auto* d_keys = reinterpret_cast<uint32_t*>(keys.get());
+    auto* h_keys = reinterpret_cast<uint32_t*>(host_keys.get());
+    std::memcpy(h_keys, k.data(), n * sizeof(uint32_t));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_keys, h_keys, n * sizeof(uint32_t),
+                                                     cudaMemcpyHostToDevice, stream));
+    bytes_copied += 2 * n * sizeof(uint32_t);
+    timer.Begin(stream);
+    const size_t offsets[2] = {0, n};
+    STREAMSTATS_RETURN_IF_ERROR(sorter.Sort(d_keys, nullptr, offsets, 1, stream));
+    timer.End(stream);
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_keys, d_keys, n * sizeof(uint32_t),
+                                                     cudaMemcpyDeviceToHost, stream));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    timer.Collect();
+    std::memcpy(k.data(), h_keys, n * sizeof(uint32_t));
+    return absl::OkStatus();
+  }
+
   absl::Status Histogram(absl::Span<const uint64_t> k, absl::Span<const uint64_t> w,
                          std::vector<core::HistogramEntry>* out) {
     const size_t n = k.size();
@@ -334,6 +359,12 @@ absl::Status GpuAccelerator::SortWindow(absl::Span<uint64_t> keys, absl::Span<ui
   const size_t offsets[2] = {0, keys.size()};
   absl::MutexLock lock(&mu_);
   return impl_->SortAndCopyBack(keys, weights, offsets, 1);
+}
+
+absl::Status GpuAccelerator::SortWindow32(absl::Span<uint32_t> keys) {
+  if (keys.size() <= 1) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return impl_->Sort32(keys);
 }
 
 absl::Status GpuAccelerator::SortSegments(absl::Span<uint64_t> keys,

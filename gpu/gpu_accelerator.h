@@ -48,6 +48,7 @@ class GpuAccelerator final : public core::Accelerator {
   GpuWorkStats work_stats() const;
 
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
+  absl::Status SortWindow32(absl::Span<uint32_t> keys) override;
   absl::Status SortSegments(absl::Span<uint64_t> keys, absl::Span<const size_t> offsets) override;
   absl::Status Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                          std::vector<core::HistogramEntry>* out) override;

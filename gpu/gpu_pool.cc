@@ -291,6 +291,21 @@ absl::Status GpuPool::SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t>
   return core::CpuAcceleratorInstance()->SortWindow(keys, weights);
 }
 
+absl::Status GpuPool::SortWindow32(absl::Span<uint32_t> keys) {
+  if (keys.size() < options_.cpu_threshold) {
+    cpu_windows_.fetch_add(1);
+    return core::CpuAcceleratorInstance()->SortWindow32(keys);
+  }
+  gpu_windows_.fetch_add(1);
+  launches_.fetch_add(1);
+  GpuAccelerator* device = NextDevice();
+  absl::Status s = ShouldFail() ? absl::InternalError("injected device failure")
+                                : device->SortWindow32(keys);
+  if (s.ok()) return s;
+  CountWindowFallback(device);  // the input is untouched unless the copy back succeeded
+  return core::CpuAcceleratorInstance()->SortWindow32(keys);
+}
+
 absl::Status GpuPool::Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                                 std::vector<core::HistogramEntry>* out) {
   if (keys.size() > options_.alone_threshold) {

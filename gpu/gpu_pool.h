@@ -78,6 +78,7 @@ class GpuPool final : public core::Accelerator {
   size_t device_count() const { return ordinals_.size(); }
 
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
+  absl::Status SortWindow32(absl::Span<uint32_t> keys) override;
   absl::Status Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                          std::vector<core::HistogramEntry>* out) override;
   absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights, uint64_t step,

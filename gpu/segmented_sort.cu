@@ -7,12 +7,13 @@
 namespace streamstats::gpu::detail {
 namespace {
 
-constexpr uint64_t kSentinelKey = ~uint64_t{0};
+template <typename K>
+constexpr K kSentinelKey = static_cast<K>(~K{0});
 constexpr uint32_t kSentinelIdx = ~uint32_t{0};
 
 // (a, ai) < (b, bi) lexicographically; without a payload the idx arguments are ignored.
-template <bool kIdx>
-__device__ __forceinline__ bool Less(uint64_t a, uint32_t ai, uint64_t b, uint32_t bi) {
+template <bool kIdx, typename K>
+__device__ __forceinline__ bool Less(K a, uint32_t ai, K b, uint32_t bi) {
   if constexpr (kIdx) {
     return a < b || (a == b && ai < bi);
   } else {
@@ -21,8 +22,8 @@ __device__ __forceinline__ bool Less(uint64_t a, uint32_t ai, uint64_t b, uint32
 }
 
 // Keeps the smaller of (mine, other) if keep_min, else the larger.
-template <bool kIdx>
-__device__ __forceinline__ void Keep(uint64_t& k, uint32_t& x, uint64_t ok, uint32_t ox,
+template <bool kIdx, typename K>
+__device__ __forceinline__ void Keep(K& k, uint32_t& x, K ok, uint32_t ox,
                                      bool keep_min) {
   const bool other_less = Less<kIdx>(ok, ox, k, x);
   if (keep_min == other_less) {
@@ -35,9 +36,9 @@ __device__ __forceinline__ void Keep(uint64_t& k, uint32_t& x, uint64_t ok, uint
 
 // One compare-exchange stage of the bitonic network: merge level LK (blocks of 2^LK), partner
 // distance 2^LJ. Template parameters keep every register index a compile-time constant.
-template <bool kIdx, int LK, int LJ>
-__device__ __forceinline__ void Stage(uint64_t (&k)[kTileItems], uint32_t (&x)[kTileItems],
-                                      uint64_t* sk, uint32_t* si, int t, int lane, bool all_up) {
+template <bool kIdx, int LK, int LJ, typename K>
+__device__ __forceinline__ void Stage(K (&k)[kTileItems], uint32_t (&x)[kTileItems],
+                                      K* sk, uint32_t* si, int t, int lane, bool all_up) {
   constexpr int B = kTileThreads;
   constexpr int E = kTileItems;
   constexpr uint32_t kk = 1u << LK;
@@ -52,7 +53,7 @@ __device__ __forceinline__ void Stage(uint64_t (&k)[kTileItems], uint32_t (&x)[k
         const bool swap = up ? Less<kIdx>(k[pe], x[pe], k[e], x[e])
                              : Less<kIdx>(k[e], x[e], k[pe], x[pe]);
         if (swap) {
-          const uint64_t tk = k[e];
+          const K tk = k[e];
           k[e] = k[pe];
           k[pe] = tk;
           const uint32_t tx = x[e];
@@ -73,7 +74,7 @@ __device__ __forceinline__ void Stage(uint64_t (&k)[kTileItems], uint32_t (&x)[k
     const bool lower = (t & j) == 0;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const uint64_t ok = sk[e * B + (t ^ j)];
+      const K ok = sk[e * B + (t ^ j)];
       const uint32_t ox = kIdx ? si[e * B + (t ^ j)] : 0u;
       const uint32_t i = static_cast<uint32_t>(e * B + t);
       const bool up = all_up || ((i & kk) == 0);
@@ -84,32 +85,32 @@ __device__ __forceinline__ void Stage(uint64_t (&k)[kTileItems], uint32_t (&x)[k
     const bool lower = (lane & j) == 0;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const uint64_t ok = __shfl_xor_sync(0xFFFFFFFFu, k[e], j);
+      const K ok = __shfl_xor_sync(0xFFFFFFFFu, k[e], j);
       const uint32_t ox = kIdx ? __shfl_xor_sync(0xFFFFFFFFu, x[e], j) : 0u;
       const uint32_t i = static_cast<uint32_t>(e * B + t);
       const bool up = all_up || ((i & kk) == 0);
       Keep<kIdx>(k[e], x[e], ok, ox, lower == up);
     }
   }
-  if constexpr (LJ > 0) Stage<kIdx, LK, LJ - 1>(k, x, sk, si, t, lane, all_up);
+  if constexpr (LJ > 0) Stage<kIdx, LK, LJ - 1, K>(k, x, sk, si, t, lane, all_up);
 }
 
 // Merge levels LK.. of the network, stopping after level logp (uniform over the block).
-template <bool kIdx, int LK>
-__device__ __forceinline__ void Levels(uint64_t (&k)[kTileItems], uint32_t (&x)[kTileItems],
-                                       uint64_t* sk, uint32_t* si, int t, int lane, int logp) {
+template <bool kIdx, int LK, typename K>
+__device__ __forceinline__ void Levels(K (&k)[kTileItems], uint32_t (&x)[kTileItems],
+                                       K* sk, uint32_t* si, int t, int lane, int logp) {
   if (LK > logp) return;
-  Stage<kIdx, LK, LK - 1>(k, x, sk, si, t, lane, LK == logp);
-  if constexpr (LK < kLogTileKeys) Levels<kIdx, LK + 1>(k, x, sk, si, t, lane, logp);
+  Stage<kIdx, LK, LK - 1, K>(k, x, sk, si, t, lane, LK == logp);
+  if constexpr (LK < kLogTileKeys) Levels<kIdx, LK + 1, K>(k, x, sk, si, t, lane, logp);
 }
 
-template <bool kIdx>
+template <bool kIdx, typename K>
 __global__ void __launch_bounds__(kTileThreads)
-    TileSortKernel(uint64_t* keys, uint32_t* idx, uint64_t* alt_keys, uint32_t* alt_idx,
+    TileSortKernel(K* keys, uint32_t* idx, K* alt_keys, uint32_t* alt_idx,
                    const TileTask* tasks, const SegDesc* descs) {
   constexpr int B = kTileThreads;
   constexpr int E = kTileItems;
-  __shared__ uint64_t sk[kTileKeys];
+  __shared__ K sk[kTileKeys];
   __shared__ uint32_t si[kIdx ? kTileKeys : 1];
 
   const TileTask task = tasks[blockIdx.x];
@@ -118,14 +119,14 @@ __global__ void __launch_bounds__(kTileThreads)
   const int logp = static_cast<int>(task.log_p);
   const uint32_t pmask = (1u << logp) - 1;
 
-  uint64_t k[E];
+  K k[E];
   uint32_t x[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const uint32_t i = static_cast<uint32_t>(e * B + t);
     const uint32_t slot = i >> logp;
     const uint32_t local = i & pmask;
-    k[e] = kSentinelKey;
+    k[e] = kSentinelKey<K>;
     x[e] = kSentinelIdx;
     if (slot < task.num_desc) {
       const SegDesc d = descs[task.first_desc + slot];
@@ -136,9 +137,9 @@ __global__ void __launch_bounds__(kTileThreads)
     }
   }
 
-  Levels<kIdx, 1>(k, x, sk, si, t, lane, logp);
+  Levels<kIdx, 1, K>(k, x, sk, si, t, lane, logp);
 
-  uint64_t* out_k = task.to_alt ? alt_keys : keys;
+  K* out_k = task.to_alt ? alt_keys : keys;
   uint32_t* out_x = task.to_alt ? alt_idx : idx;
 #pragma unroll
   for (int e = 0; e < E; ++e) {
@@ -157,9 +158,9 @@ __global__ void __launch_bounds__(kTileThreads)
 
 // How many of the first `diag` merged elements come from A (ties: A first, so the merge is
 // stable; with the payload the order is total anyway).
-template <bool kIdx>
-__device__ __forceinline__ uint64_t MergePath(const uint64_t* a, const uint32_t* ax, uint64_t na,
-                                              const uint64_t* b, const uint32_t* bx, uint64_t nb,
+template <bool kIdx, typename K>
+__device__ __forceinline__ uint64_t MergePath(const K* a, const uint32_t* ax, uint64_t na,
+                                              const K* b, const uint32_t* bx, uint64_t nb,
                                               uint64_t diag) {
   uint64_t lo = diag > nb ? diag - nb : 0;
   uint64_t hi = diag < na ? diag : na;
@@ -193,8 +194,8 @@ __device__ __forceinline__ int SegmentOfChunk(const LargeSeg* segs, int num_segs
 
 // splits[c] = how many keys of run A precede chunk c's output (merge-path search), one thread per
 // chunk, all in parallel: the merge blocks then start without a serial search of their own.
-template <bool kIdx>
-__global__ void MergePartitionKernel(const uint64_t* in_k, const uint32_t* in_x,
+template <bool kIdx, typename K>
+__global__ void MergePartitionKernel(const K* in_k, const uint32_t* in_x,
                                      const LargeSeg* segs, int num_segs, uint64_t run,
                                      uint64_t chunks, uint64_t* splits) {
   const uint64_t c = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
@@ -204,17 +205,17 @@ __global__ void MergePartitionKernel(const uint64_t* in_k, const uint32_t* in_x,
   const uint64_t pair_start = out_start / (2 * run) * (2 * run);
   const uint64_t na = min(run, seg.size - pair_start);
   const uint64_t nb = min(run, seg.size - pair_start - na);
-  const uint64_t* a = in_k + seg.begin + pair_start;
+  const K* a = in_k + seg.begin + pair_start;
   const uint32_t* ax = kIdx ? in_x + seg.begin + pair_start : nullptr;
   splits[c] = MergePath<kIdx>(a, ax, na, a + na, kIdx ? ax + na : nullptr, nb,
                               out_start - pair_start);
 }
 
-template <bool kIdx>
+template <bool kIdx, typename K>
 __global__ void __launch_bounds__(kMergeThreads)
-    MergePassKernel(const uint64_t* in_k, const uint32_t* in_x, uint64_t* out_k, uint32_t* out_x,
+    MergePassKernel(const K* in_k, const uint32_t* in_x, K* out_k, uint32_t* out_x,
                     const LargeSeg* segs, int num_segs, uint64_t run, const uint64_t* splits) {
-  __shared__ uint64_t sk[kMergeChunk];
+  __shared__ K sk[kMergeChunk];
   __shared__ uint32_t sx[kIdx ? kMergeChunk : 1];
   const int t = threadIdx.x;
   const uint64_t block = blockIdx.x;
@@ -232,8 +233,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   const uint64_t pair_start = out_start / (2 * run) * (2 * run);
   const uint64_t na = min(run, seg.size - pair_start);
   const uint64_t nb = min(run, seg.size - pair_start - na);
-  const uint64_t* a = in_k + seg.begin + pair_start;
-  const uint64_t* b = a + na;
+  const K* a = in_k + seg.begin + pair_start;
+  const K* b = a + na;
   const uint32_t* ax = kIdx ? in_x + seg.begin + pair_start : nullptr;
   const uint32_t* bx = kIdx ? ax + na : nullptr;
   const uint64_t d0 = out_start - pair_start;
@@ -258,7 +259,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   int ai = static_cast<int>(MergePath<kIdx>(sk, sx, ca, sk + ca, kIdx ? sx + ca : nullptr, cb,
                                             diag));
   int bi = diag - ai;
-  uint64_t rk[kMergeItems];
+  K rk[kMergeItems];
   uint32_t rx[kMergeItems];
 #pragma unroll
   for (int s = 0; s < kMergeItems; ++s) {
@@ -289,7 +290,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     }
   }
   __syncthreads();
-  uint64_t* ok = out_k + seg.begin + out_start;
+  K* ok = out_k + seg.begin + out_start;
   uint32_t* ox = kIdx ? out_x + seg.begin + out_start : nullptr;
   for (int i = t; i < total; i += kMergeThreads) {
     ok[i] = sk[i];
@@ -311,8 +312,9 @@ SegmentedSorter::~SegmentedSorter() {
   if (plan_copied_ != nullptr) cudaEventDestroy(plan_copied_);
 }
 
-absl::Status SegmentedSorter::Sort(uint64_t* keys, uint32_t* idx, const size_t* offsets,
-                                   size_t num_segments, cudaStream_t stream) {
+template <typename K>
+absl::Status SegmentedSorter::SortKeys(K* keys, uint32_t* idx, const size_t* offsets,
+                                       size_t num_segments, cudaStream_t stream) {
   if (num_segments == 0) return absl::OkStatus();
   if (offsets[num_segments] >= (uint64_t{1} << 31)) {
     return absl::InvalidArgumentError("the GPU sorts at most 2^31 - 1 keys per call");
@@ -392,45 +394,55 @@ absl::Status SegmentedSorter::Sort(uint64_t* keys, uint32_t* idx, const size_t* 
 
   const size_t n_total = offsets[num_segments];
   if (passes > 0) {
-    STREAMSTATS_RETURN_IF_ERROR(alt_keys_.Reserve(n_total));
+    STREAMSTATS_RETURN_IF_ERROR(alt_keys_.Reserve((n_total * sizeof(K) + 7) / 8));
     if (idx != nullptr) STREAMSTATS_RETURN_IF_ERROR(alt_idx_.Reserve(n_total));
     STREAMSTATS_RETURN_IF_ERROR(splits_.Reserve(chunks + 1));
   }
   if (idx != nullptr) {
-    TileSortKernel<true><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
-        keys, idx, alt_keys_.get(), alt_idx_.get(), d_tasks, d_descs);
+    TileSortKernel<true, K><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
+        keys, idx, reinterpret_cast<K*>(alt_keys_.get()), alt_idx_.get(), d_tasks, d_descs);
   } else {
-    TileSortKernel<false><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
-        keys, idx, alt_keys_.get(), alt_idx_.get(), d_tasks, d_descs);
+    TileSortKernel<false, K><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
+        keys, idx, reinterpret_cast<K*>(alt_keys_.get()), alt_idx_.get(), d_tasks, d_descs);
   }
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   // Pass p reads buffer X_p and writes X_{p+1}; X_0 was chosen so that X_passes is `keys`.
   for (int p = 0; p < passes; ++p) {
     const bool from_alt = ((passes - p) % 2) == 1;
-    const uint64_t* ik = from_alt ? alt_keys_.get() : keys;
+    const K* ik = from_alt ? reinterpret_cast<K*>(alt_keys_.get()) : keys;
     const uint32_t* ix = from_alt ? alt_idx_.get() : idx;
-    uint64_t* ok = from_alt ? keys : alt_keys_.get();
+    K* ok = from_alt ? keys : reinterpret_cast<K*>(alt_keys_.get());
     uint32_t* ox = from_alt ? idx : alt_idx_.get();
     const uint64_t run = uint64_t{kTileKeys} << p;
     const unsigned pgrid = static_cast<unsigned>((chunks + 255) / 256);
     if (idx != nullptr) {
-      MergePartitionKernel<true><<<pgrid, 256, 0, stream>>>(
+      MergePartitionKernel<true, K><<<pgrid, 256, 0, stream>>>(
           ik, ix, d_large, static_cast<int>(large_.size()), run, chunks, splits_.get());
     } else {
-      MergePartitionKernel<false><<<pgrid, 256, 0, stream>>>(
+      MergePartitionKernel<false, K><<<pgrid, 256, 0, stream>>>(
           ik, ix, d_large, static_cast<int>(large_.size()), run, chunks, splits_.get());
     }
     STREAMSTATS_CUDA_CHECK_LAUNCH();
     if (idx != nullptr) {
-      MergePassKernel<true><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
+      MergePassKernel<true, K><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
           ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run, splits_.get());
     } else {
-      MergePassKernel<false><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
+      MergePassKernel<false, K><<<static_cast<unsigned>(chunks), kMergeThreads, 0, stream>>>(
           ik, ix, ok, ox, d_large, static_cast<int>(large_.size()), run, splits_.get());
     }
     STREAMSTATS_CUDA_CHECK_LAUNCH();
   }
   return absl::OkStatus();
+}
+
+absl::Status SegmentedSorter::Sort(uint64_t* keys, uint32_t* idx, const size_t* offsets,
+                                   size_t num_segments, cudaStream_t stream) {
+  return SortKeys(keys, idx, offsets, num_segments, stream);
+}
+
+absl::Status SegmentedSorter::Sort(uint32_t* keys, uint32_t* idx, const size_t* offsets,
+                                   size_t num_segments, cudaStream_t stream) {
+  return SortKeys(keys, idx, offsets, num_segments, stream);
 }
 
 }  // namespace streamstats::gpu::detail

@@ -1,11 +1,11 @@
-// Our segmented sorting network for 64-bit keys (DESIGN.md "Accelerator and GPU pool"; seed 000 §4).
+// Our segmented sorting network for 32- and 64-bit keys (DESIGN.md "Accelerator and GPU pool"; seed 000 §4).
 //
 // Stage 1, one block per tile of 4096 keys: a bitonic network over 256 threads x 16 keys held in
 // registers in a striped layout (key i of the tile lives in thread i % 256, register i / 256), so
 //   partner distance j >= 256  -> both keys in one thread's registers (register stages),
 //   j in [32, 256)             -> shared memory (one store, barrier, one load per key),
 //   j < 32                     -> warp shuffles (__shfl_xor_sync), no barrier.
-// A window of at most 4096 keys is padded to the next power of two P with UINT64_MAX sentinels
+// A window of at most 4096 keys is padded to the next power of two P with all-ones sentinels
 // and the network stops after its first log2(P) merge levels, so one tile holds 4096/P windows:
 // many windows of different sizes sort in one launch (the tile tasks group windows by P).
 // Stage 2, windows larger than a tile: their sorted 4096-key runs are merged pairwise by a
@@ -67,8 +67,15 @@ class SegmentedSorter {
   // 2^31 keys. The sorter's own buffers are reused across calls; not thread-safe.
   absl::Status Sort(uint64_t* keys, uint32_t* idx, const size_t* offsets, size_t num_segments,
                     cudaStream_t stream);
+  // The same for 32-bit keys (half the bytes per compare-exchange and per merge pass).
+  absl::Status Sort(uint32_t* keys, uint32_t* idx, const size_t* offsets, size_t num_segments,
+                    cudaStream_t stream);
 
  private:
+  template <typename K>
+  absl::Status SortKeys(K* keys, uint32_t* idx, const size_t* offsets, size_t num_segments,
+                        cudaStream_t stream);
+
   DeviceBuffer<uint64_t> alt_keys_;
   DeviceBuffer<uint32_t> alt_idx_;
   DeviceBuffer<uint64_t> splits_;

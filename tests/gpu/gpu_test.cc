@@ -108,6 +108,21 @@ TEST(GpuSort, SortWindowEqualsCpuOnAdversarialInputs) {
   }
 }
 
+TEST(GpuSort, ThirtyTwoBitKeysEqualStdSort) {
+  REQUIRE_GPU();
+  for (Pattern p : kPatterns) {
+    for (size_t n : kSizes) {
+      std::vector<uint64_t> wide = MakeKeys(n, p, n + 5);
+      std::vector<uint32_t> keys(n);
+      for (size_t i = 0; i < n; ++i) keys[i] = static_cast<uint32_t>(wide[i] ^ (wide[i] >> 32));
+      std::vector<uint32_t> want = keys;
+      std::sort(want.begin(), want.end());
+      ASSERT_TRUE(Gpu()->SortWindow32(absl::MakeSpan(keys)).ok());
+      ASSERT_EQ(keys, want) << "n=" << n << " pattern " << static_cast<int>(p);
+    }
+  }
+}
+
 TEST(GpuSort, LargeWindowsEqualCpu) {
   REQUIRE_GPU();
   for (size_t n : {size_t{3} << 20, (size_t{1} << 22) + 12345}) {
