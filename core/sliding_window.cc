@@ -467,11 +467,8 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
   if (absl::Status s = ValidateKeys(keys, value_kind_); !s.ok()) return s;
   absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
-  std::vector<uint64_t> raw = RawOf(*cover);
-  std::vector<HistogramEntry> raw_counts;  // ascending keys
-  if (absl::Status s = accelerator_->Histogram(absl::MakeSpan(raw), {}, &raw_counts); !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<std::vector<HistogramEntry>> raw_counts = RawCounts(*cover);
+  if (!raw_counts.ok()) return raw_counts.status();
   WindowedAnswers<FrequencyAnswer> out;
   out.coverage.window_items = cover->window;
   out.coverage.uncertain_items = cover->uncertain;
@@ -481,30 +478,46 @@ absl::StatusOr<WindowedAnswers<FrequencyAnswer>> SlidingWindowSummary::Frequenci
   for (size_t i = 0; i < n; ++i) {
     const uint64_t key =
         value_kind_ == ValueKind::kNumeric ? ToOrderedBits(keys.values[i]) : keys.keys[i];
-    FrequencyAnswer a;
-    for (const Cover& c : cover->streams) {
-      for (const Block* b : c.blocks) {
-        auto it = std::lower_bound(b->table.begin(), b->table.end(), key,
-                                   [](const CountEntry& e, uint64_t k) { return e.key < k; });
-        if (it != b->table.end() && it->key == key) {
-          a.lower += it->f;
-          a.upper += it->f + it->delta;
-        } else {
-          a.upper += b->absent;
-        }
-      }
-    }
-    auto it = std::lower_bound(raw_counts.begin(), raw_counts.end(), key,
-                               [](const HistogramEntry& e, uint64_t k) { return e.key < k; });
-    if (it != raw_counts.end() && it->key == key) {
-      a.lower += it->count;
-      a.upper += it->count;
-    }
-    a.upper += cover->uncertain;
-    a.estimate = a.lower;
-    out.answers.push_back(a);
+    out.answers.push_back(CountOf(*cover, *raw_counts, key));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<HistogramEntry>> SlidingWindowSummary::RawCounts(
+    const UnionCover& cover) const {
+  std::vector<uint64_t> raw = RawOf(cover);
+  std::vector<HistogramEntry> counts;
+  if (absl::Status s = accelerator_->Histogram(absl::MakeSpan(raw), {}, &counts); !s.ok()) {
+    return s;
+  }
+  return counts;
+}
+
+FrequencyAnswer SlidingWindowSummary::CountOf(const UnionCover& cover,
+                                              absl::Span<const HistogramEntry> raw_counts,
+                                              uint64_t key) {
+  FrequencyAnswer a;
+  for (const Cover& c : cover.streams) {
+    for (const Block* b : c.blocks) {
+      auto it = std::lower_bound(b->table.begin(), b->table.end(), key,
+                                 [](const CountEntry& e, uint64_t k) { return e.key < k; });
+      if (it != b->table.end() && it->key == key) {
+        a.lower += it->f;
+        a.upper += it->f + it->delta;
+      } else {
+        a.upper += b->absent;
+      }
+    }
+  }
+  auto it = std::lower_bound(raw_counts.begin(), raw_counts.end(), key,
+                             [](const HistogramEntry& e, uint64_t k) { return e.key < k; });
+  if (it != raw_counts.end() && it->key == key) {
+    a.lower += it->count;
+    a.upper += it->count;
+  }
+  a.upper += cover.uncertain;
+  a.estimate = a.lower;
+  return a;
 }
 
 absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersOver(
@@ -520,39 +533,45 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> SlidingWindowSummary::HeavyHittersO
   }
   absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
-  // Candidates: every key some covered block or raw item knows.
-  std::vector<uint64_t> candidates = RawOf(*cover);
+  // Candidates: every key some covered block or raw item knows — the raw items' distinct keys
+  // (their histogram, sorted) merged with the covered tables' keys (sorted here).
+  absl::StatusOr<std::vector<HistogramEntry>> raw_counts = RawCounts(*cover);
+  if (!raw_counts.ok()) return raw_counts.status();
+  std::vector<uint64_t> table_keys;
   for (const Cover& c : cover->streams) {
     for (const Block* b : c.blocks) {
-      for (const CountEntry& e : b->table) candidates.push_back(e.key);
+      for (const CountEntry& e : b->table) table_keys.push_back(e.key);
     }
   }
-  if (absl::Status s = accelerator_->SortWindow(absl::MakeSpan(candidates), {}); !s.ok()) return s;
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  std::vector<double> values;
-  Keys keys;
-  keys.kind = value_kind_;
-  if (value_kind_ == ValueKind::kNumeric) {
-    values.reserve(candidates.size());
-    for (uint64_t k : candidates) values.push_back(FromOrderedBits(k));
-    keys.values = values;
-  } else {
-    keys.keys = candidates;
+  if (!table_keys.empty()) {
+    if (absl::Status s = accelerator_->SortWindow(absl::MakeSpan(table_keys), {}); !s.ok()) {
+      return s;
+    }
   }
-  absl::StatusOr<WindowedAnswers<FrequencyAnswer>> freq = FrequenciesOver(keys, window);
-  if (!freq.ok()) return freq.status();
+  std::vector<uint64_t> candidates;
+  candidates.reserve(raw_counts->size() + table_keys.size());
+  size_t j = 0;
+  for (const HistogramEntry& e : *raw_counts) {
+    for (; j < table_keys.size() && table_keys[j] < e.key; ++j) candidates.push_back(table_keys[j]);
+    candidates.push_back(e.key);
+  }
+  candidates.insert(candidates.end(), table_keys.begin() + j, table_keys.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   WindowedAnswers<HeavyHitter> out;
-  out.coverage = freq->coverage;
+  out.coverage.window_items = cover->window;
+  out.coverage.uncertain_items = cover->uncertain;
+  out.coverage.covered_items = cover->window - cover->uncertain;
+  out.coverage.max_error = cover->error + cover->uncertain;
   const long double min_lower = (static_cast<long double>(support) - shape_.epsilon) *
                                 static_cast<long double>(out.coverage.window_items);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const FrequencyAnswer& a = freq->answers[i];
+  for (uint64_t key : candidates) {
+    const FrequencyAnswer a = CountOf(*cover, *raw_counts, key);
     if (static_cast<long double>(a.lower) < min_lower) continue;
     HeavyHitter& h = out.answers.emplace_back();
     if (value_kind_ == ValueKind::kNumeric) {
-      h.value = values[i];
+      h.value = FromOrderedBits(key);
     } else {
-      h.key = candidates[i];
+      h.key = key;
     }
     h.frequency = a;
   }

@@ -21,8 +21,8 @@
 // is built: the cover below takes, at each position, the largest kept block that fits, and at the
 // older half's start the parent is larger, complete and kept at least as long (its horizon is no
 // shorter), so no query ever used an older half once its parent existed. Dropping them changes
-// no answer and halves the blocks. This is the variable-size-window form of Arasu–Manku's levels: the paper's fixed-size
-// structure (L = ⌈log2(4/ε)⌉ levels of blocks of 2^ℓ·εN/4 items) answers only εN-accurate
+// no answer and halves the blocks. This is the variable-size-window form of Arasu–Manku's
+// levels: the paper's fixed-size structure (L = ⌈log2(4/ε)⌉ levels of blocks of 2^ℓ·εN/4 items) answers only εN-accurate
 // questions, which for W << N is no guarantee at all; this one answers εW for every W <= N.
 // The newest R = min(N, ⌈16/ε⌉ rounded up to a multiple of b0) items are also kept raw.
 //
@@ -36,9 +36,16 @@
 // rank by <= e; frequencies: upper − lower <= e for every key). e is at most the larger of
 //   creation: ⌊ρ_ℓ·b_ℓ⌋, ρ_ℓ = (ε/4)·(1/2 + (1/2)(6/π²)·Σ_{j=1..ℓ} 1/j²) < ε/4, which leaves
 //             room for every merge and prune on the way up (as in QuantileSummary), and
-//   aged:     ⌊ε·A/(2C)⌋, C = ⌊log2 K⌋ + 6, once the block is A >= 4·b_ℓ items old: a block
-//             that old only ever serves windows W >= A, so it is pruned again at ages 4b_ℓ,
-//             8b_ℓ, 16b_ℓ, ...
+//   aged:     ⌊ε·A/(2C)⌋, C = ⌊log2 K⌋ + 6, where A >= 4·b_ℓ is the block's age (items since
+//             its start) when it was last pruned, at most its age now: a block that old only
+//             ever serves windows W >= A, so it is pruned again at ages j·b_ℓ for
+//             j = 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, ... (four steps per doubling).
+// Pruning keeps gap <= 2e. At creation a quantile block is pruned as QuantileSummary prunes
+// (PruneGk, which leaves most gaps well below the allowance: the merges on the way up add the
+// halves' gaps). A block that will not be merged again — a newer half once its parent exists,
+// a top-level block, any aged block — is instead thinned greedily: from each kept tuple, keep
+// the furthest next one whose rmax is within 2e + 1 of its rmin. Kept tuples keep their rank
+// bounds, so the gap is <= 2e and thinning again later does not pay for earlier thinning.
 // The cover of a window: at most ⌊log2 K⌋ + 1 blocks of strictly increasing level (each with
 // A <= W), then blocks each more than (R − b0)/2 items long with A < 5·b (they end at the raw
 // region); blocks are disjoint, so Σb <= W. Hence
@@ -47,14 +54,22 @@
 // Quantiles: rank error <= ⌊(G+1)/2⌋ + u <= Σe + u < εW (G = Σ gaps, GK 2001 Prop. 1);
 // frequencies: upper − lower <= Σe + u < εW.
 //
-// Memory (tuples or table entries of 24 bytes, plus R raw keys of 8 bytes): level ℓ keeps at
-// most K/2 + 2 blocks (⌈N/b_ℓ⌉/2 + 2 when fewer; all K + 2 at the top level); a block with error e holds at most
-// min(b_ℓ, 2·b_ℓ/e + 2) entries — about (4C/ε)·(1 + ln K) entries per level and
-// O((1/ε)·log²(1/ε)·log(N/R)) in all, the order of Arasu–Manku's variable-size bound.
-// Measured (MemoryBytes): N = 10^6, ε = 0.01: 8.1 MiB quantiles / 1.3 MiB frequencies;
-// N = 10^7, ε = 0.01: 15 MiB / 1.5 MiB (flat over 10^8 items); N = 10^6, ε = 0.001: 61 / 21 MiB.
-// So the window pays off only for N well above 1/ε²; below that, the εW-for-every-W promise
-// costs about as much as the raw window.
+// Memory (tuples or table entries of 24 bytes and 80 bytes per block, plus R raw keys of 8
+// bytes): level ℓ keeps at most K/2 + 2 blocks (⌈N/b_ℓ⌉/2 + 2 when fewer; the top level, where
+// ⌈N/b_ℓ⌉ <= 2, keeps all of its at most 3). A block whose e is at least twice its creation
+// error e_c holds at most 2·b_ℓ/e + 2 entries (a tuple's rmax − rmin is at most 2e_c, so two
+// thinning steps advance the rank by more than 2e − 2e_c >= e; a table entry's delta is at most
+// e_c, so a kept one has f > e − e_c >= e/2); younger blocks hold at most what creation left, O(ℓ²/ε) tuples
+// (the spare allowance at level ℓ is about (ε/4)(3/π²)·b_ℓ/ℓ², as in QuantileSummary). With
+// e = ⌊εA/(2C)⌋ at ages A = j·b_ℓ that is about (2C/ε)·ln K entries per level for the aged
+// blocks, O((1/ε)·log²(1/ε)·log(N/R)) in all, the order of Arasu–Manku's variable-size bound.
+// Measured (MemoryBytes; N = 10^6: after window_bench's 10^7 items, bench/WINDOW_RESULTS.md;
+// N = 10^7: the Long test's 10^8 items), quantiles / frequencies, 2026-11-22:
+//   N = 10^6, ε = 0.01:   2.7 / 0.58 MiB  (before that day's changes: 8.1 / 1.3 MiB)
+//   N = 10^6, ε = 0.001: 20.9 / 7.7 MiB   (before: 61 / 21 MiB)
+//   N = 10^7, ε = 0.01:   4.8 / 0.69 MiB, flat over 10^8 items (before: 15 / 1.5 MiB)
+// So the window pays off for N well above 1/ε²; at N ≈ 1/ε² the εW-for-every-W promise costs
+// about as much as the raw window (7.6 MiB for N = 10^6), or more for quantiles.
 //
 // Merge (union of streams). Merging B into A makes A answer over the union of the streams both
 // have summarized: a query for the last W items answers over the last W'_i = min(W, seen_i)
@@ -80,8 +95,8 @@
 // every result, is the same as on the CPU: Update gathers the level-0 blocks a batch completes
 // and sorts them in one SortSegments call before building them (a failure leaves the summary
 // unchanged); a query sorts the raw items it covers (up to R per stream, all streams in one
-// SortWindow call) for quantiles, takes their Histogram for frequencies, and sorts the
-// heavy-hitter candidates with SortWindow. Merging blocks (GK merge, table union) is a linear
+// SortWindow call) for quantiles and takes their Histogram for frequencies and heavy hitters,
+// whose candidates also need the covered tables' keys sorted (SortWindow). Merging blocks (GK merge, table union) is a linear
 // pass over sorted data and stays on the CPU.
 //
 // Limits: unweighted items only (a batch with weights: InvalidArgument), numeric or uint64 items
@@ -211,6 +226,11 @@ class SlidingWindowSummary final : public WindowedSummary {
   absl::StatusOr<Cover> CoverStream(const Stream& stream, uint64_t w) const;
   // The raw items of every cover, concatenated.
   static std::vector<uint64_t> RawOf(const UnionCover& cover);
+  // Their distinct keys, ascending, with counts (the accelerator's Histogram).
+  absl::StatusOr<std::vector<HistogramEntry>> RawCounts(const UnionCover& cover) const;
+  // The bounds of one key over the cover.
+  static FrequencyAnswer CountOf(const UnionCover& cover,
+                                 absl::Span<const HistogramEntry> raw_counts, uint64_t key);
   // Adds one item; when it completes a level-0 block, `sorted` holds that block's b0 keys in
   // ascending order (sorted by the accelerator beforehand).
   void AddKey(uint64_t key, const uint64_t* sorted);
