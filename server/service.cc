@@ -302,10 +302,8 @@ class StreamStatsService::IngestReactor final
     });
   }
 
-  void OnDone() override {
-    service_->ReleaseStream(tenant_);
-    delete this;
-  }
+  // The stream's place was released when Step finished it; every path ends there.
+  void OnDone() override { delete this; }
 
  private:
   void Apply() {
@@ -351,7 +349,12 @@ class StreamStatsService::IngestReactor final
       live = !finished_;
     }
     if (write) StartWrite(&in_flight_);
-    if (finish) Finish(final_status);
+    if (finish) {
+      // Free the stream's place before the client can see the status, so a client whose stream
+      // has ended can open the next one at once (OnDone comes later, on a gRPC thread).
+      service_->ReleaseStream(tenant_);
+      Finish(final_status);
+    }
     return live;
   }
 
