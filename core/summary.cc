@@ -201,7 +201,7 @@ absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& opt
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       return std::unique_ptr<Summary>(
-          new SlidingWindowSummary(options.kind, options.sliding, value_kind));
+          new SlidingWindowSummary(options.kind, options.sliding, value_kind, accelerator));
     case SummaryKind::kTimeWindow: {
       absl::StatusOr<std::unique_ptr<TimeWindowSummary>> s =
           TimeWindowSummary::Create(options, value_kind, nullptr, accelerator);
@@ -237,7 +237,7 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       return SlidingWindowSummary::Deserialize(static_cast<SummaryKind>(env->summary_kind),
-                                               env->payload);
+                                               env->payload, accelerator);
     case SummaryKind::kTimeWindow:
       return TimeWindowSummary::Deserialize(env->payload, accelerator);
     default:

@@ -167,6 +167,23 @@ TEST(SlidingWindowAccelerator, LargeWindowsSortThroughTheAccelerator) {
   EXPECT_EQ(acc2.sort_windows, 1u);  // the covered tables' keys
 }
 
+TEST(SlidingWindowAccelerator, TheFactoryAndDeserializationPassTheAcceleratorOn) {
+  CountingAccelerator acc;
+  SummaryOptions o;
+  o.kind = SummaryKind::kSlidingQuantiles;
+  o.sliding = Sliding(0.01, 100000);
+  auto created = CreateSummary(o, ValueKind::kUint64, &acc);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::vector<uint64_t> items = Stream(50000, 3);
+  ASSERT_TRUE(Feed(created->get(), items, 0, items.size()).ok());
+  EXPECT_EQ(acc.sort_segment_calls, 1u);
+  CountingAccelerator acc2;
+  auto restored = DeserializeSummary((*created)->Serialize(), &acc2);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_TRUE(Feed(restored->get(), items, 0, items.size()).ok());
+  EXPECT_EQ(acc2.sort_segment_calls, 1u);
+}
+
 TEST(SlidingWindowAccelerator, EveryAnswerAndEveryByteEqualsTheCpuPath) {
   for (SummaryKind kind : {SummaryKind::kSlidingQuantiles, SummaryKind::kSlidingFrequencies}) {
     for (double eps : {0.05, 0.01}) {
