@@ -111,11 +111,6 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
 #endif
 }
 
-bool IsLoopback(const std::string& addr) {
-  return absl::StartsWith(addr, "127.") || absl::StartsWith(addr, "localhost:") ||
-         absl::StartsWith(addr, "[::1]:") || absl::StartsWith(addr, "unix:");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,7 +128,7 @@ int main(int argc, char** argv) {
 
   const std::string listen = absl::GetFlag(FLAGS_listen);
   const std::string tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
-  if (tokens_file.empty() && !IsLoopback(listen) && !absl::GetFlag(FLAGS_allow_insecure_remote)) {
+  if (tokens_file.empty() && !IsLoopbackListenAddress(listen) && !absl::GetFlag(FLAGS_allow_insecure_remote)) {
     std::fprintf(stderr,
                  "streamstatsd: refusing to listen on %s without authentication; give "
                  "--auth_tokens_file, use a loopback address, or pass --allow_insecure_remote\n",
@@ -239,7 +234,8 @@ int main(int argc, char** argv) {
     auto opened = WriteAheadLog::Open({.dir = wal_dir,
                                        .policy = *fsync_policy,
                                        .interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_fsync_interval_ms)),
-                                       .on_fsync = nullptr},
+                                       .on_fsync = nullptr,
+                                       .fdatasync = nullptr},
                                       *last + 1);
     if (!opened.ok()) {
       std::fprintf(stderr, "streamstatsd: %s\n", std::string(opened.status().message()).c_str());

@@ -281,8 +281,12 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
 class StreamStatsService::IngestReactor final
     : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
  public:
-  IngestReactor(StreamStatsService* service, std::string tenant)
-      : service_(service), tenant_(std::move(tenant)) {
+  IngestReactor(StreamStatsService* service, std::string tenant, std::string authorization,
+                uint64_t auth_generation)
+      : service_(service),
+        tenant_(std::move(tenant)),
+        authorization_(std::move(authorization)),
+        auth_generation_(auth_generation) {
     StartRead(&request_);
   }
 
@@ -360,6 +364,14 @@ class StreamStatsService::IngestReactor final
 
   absl::Status ApplyRequest() {
     if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
+    // A SIGHUP reload may have revoked the token this stream was opened with (an atomic load
+    // per batch; the scan over the tokens only after a reload).
+    if (service_->tenants_ != nullptr) {
+      if (absl::Status s = service_->tenants_->Recheck(authorization_, tenant_, &auth_generation_);
+          !s.ok()) {
+        return s;
+      }
+    }
     if (request_.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
     if (session_ == nullptr || session_->name() != request_.session()) {
       auto session = service_->sessions_->Get(tenant_, request_.session());
@@ -399,6 +411,8 @@ class StreamStatsService::IngestReactor final
 
   StreamStatsService* service_;
   const std::string tenant_;
+  const std::string authorization_;   // the metadata value it authenticated with
+  uint64_t auth_generation_;          // the tokens generation it was last checked at (Apply only)
   std::shared_ptr<Session> session_;  // touched only by the single in-flight Apply
   uint64_t applied_items_ = 0;        // of the batch in flight (same)
   v1::IngestRequest request_;
@@ -422,6 +436,8 @@ grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* StreamStatsService::I
     void OnDone() override { delete this; }
   };
   if (shutting_down_) return new Refuse(absl::UnavailableError("server is shutting down"));
+  // Read before authenticating: a reload in between makes the first batch check again.
+  const uint64_t auth_generation = tenants_ != nullptr ? tenants_->tokens_generation() : 0;
   auto tenant = Tenant(ctx);
   if (!tenant.ok()) return new Refuse(tenant.status());
   if (!AcquireStream(*tenant)) {
@@ -429,7 +445,12 @@ grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* StreamStatsService::I
         absl::StrCat("tenant already has ", limits_.max_streams_per_tenant,
                      " concurrent Ingest streams (the limit)")));
   }
-  return new IngestReactor(this, *std::move(tenant));
+  std::string authorization;
+  const auto& md = ctx->client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) {
+    authorization.assign(it->second.data(), it->second.size());
+  }
+  return new IngestReactor(this, *std::move(tenant), std::move(authorization), auth_generation);
 }
 
 }  // namespace streamstats::server

@@ -194,8 +194,22 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
   sessions_.emplace(key, shared);
   mu_.Unlock();
   absl::Status durable = options_.wal != nullptr ? options_.wal->WaitDurable(lsn) : absl::OkStatus();
+  if (!durable.ok()) {
+    // The client is told it failed, so the session must not exist, now or after a restart (the
+    // log cut its record off; no snapshot of it may stay either). Lock order: snapshots first.
+    MutexLock snapshots(&snapshot_mu_);
+    mu_.Lock();
+    auto it = sessions_.find(key);
+    if (it != sessions_.end() && it->second == shared) {
+      sessions_.erase(it);
+      if (!options_.data_dir.empty()) {
+        std::error_code ec;
+        fs::remove(SnapshotPath(tenant, shared->name()), ec);
+      }
+    }
+    return durable;
+  }
   mu_.Lock();
-  if (!durable.ok()) return durable;
   return shared;
 }
 

@@ -1,5 +1,8 @@
 #include "server/tenants.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
@@ -7,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "server/session.h"
 #include "server/session_manager.h"
 
@@ -134,6 +138,7 @@ void TenantRegistry::SetTokens(std::map<std::string, std::string> token_to_tenan
   MutexLock lock(&mu_);
   auth_ = true;
   tokens_.assign(token_to_tenant.begin(), token_to_tenant.end());
+  tokens_generation_.fetch_add(1, std::memory_order_release);
 }
 
 void TenantRegistry::SetQuotas(Quota defaults, std::map<std::string, Quota> overrides) {
@@ -161,6 +166,44 @@ absl::StatusOr<std::string> TenantRegistry::Authenticate(absl::string_view autho
   }
   if (tenant == nullptr) return absl::UnauthenticatedError("unknown token");
   return *tenant;
+}
+
+bool IsLoopbackListenAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:")) return true;
+  absl::string_view host;
+  if (absl::ConsumePrefix(&address, "[")) {
+    const size_t close = address.find(']');
+    if (close == absl::string_view::npos) return false;
+    host = address.substr(0, close);
+  } else {
+    host = address.substr(0, address.rfind(':'));  // npos: the whole string
+  }
+  if (host == "localhost") return true;
+  const std::string h(host);
+  in_addr v4;
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    // ::ffff:127.x.y.z is how a dual-stack socket sees an IPv4 loopback peer.
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+absl::Status TenantRegistry::Recheck(absl::string_view authorization, const std::string& tenant,
+                                     uint64_t* generation) const {
+  const uint64_t now = tokens_generation();
+  if (now == *generation) return absl::OkStatus();
+  auto current = Authenticate(authorization);
+  if (!current.ok()) {
+    return absl::UnauthenticatedError("the stream's token was revoked by a tokens reload");
+  }
+  if (*current != tenant) {
+    return absl::UnauthenticatedError("the stream's token now names another tenant");
+  }
+  // A reload between the load above and Authenticate is caught by the next call.
+  *generation = now;
+  return absl::OkStatus();
 }
 
 Quota TenantRegistry::QuotaFor(const std::string& tenant) const {

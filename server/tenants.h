@@ -12,6 +12,7 @@
 #ifndef STREAMSTATS_SERVER_TENANTS_H_
 #define STREAMSTATS_SERVER_TENANTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -54,6 +55,15 @@ class TenantRegistry {
   // missing or unknown. In single-tenant mode every caller is kDefaultTenant.
   absl::StatusOr<std::string> Authenticate(absl::string_view authorization) const;
 
+  // Bumped by every SetTokens (so by every successful reload).
+  uint64_t tokens_generation() const { return tokens_generation_.load(std::memory_order_acquire); }
+  // For a caller that authenticated as `tenant` with `authorization` when the tokens were at
+  // `*generation`, e.g. an open Ingest stream: OK without any work while the tokens are
+  // unchanged; after a reload, authenticates again (and moves `*generation` on), and is
+  // UNAUTHENTICATED when the token is gone or now names another tenant.
+  absl::Status Recheck(absl::string_view authorization, const std::string& tenant,
+                       uint64_t* generation) const;
+
   Quota QuotaFor(const std::string& tenant) const;
 
   // Takes `items` from the tenant's token bucket, or RESOURCE_EXHAUSTED (taking nothing).
@@ -69,10 +79,17 @@ class TenantRegistry {
   bool auth_ ABSL_GUARDED_BY(mu_) = false;
   // token -> tenant; looked up by a constant-time scan over all entries.
   std::vector<std::pair<std::string, std::string>> tokens_ ABSL_GUARDED_BY(mu_);
+  // Written under mu_ (after tokens_); read without it by tokens_generation().
+  std::atomic<uint64_t> tokens_generation_{0};
   Quota default_quota_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Quota> quotas_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
 };
+
+// Whether a --listen address ("host:port", "[v6]:port" or "unix:path") only accepts local
+// connections: 127.0.0.0/8, ::1, IPv4-mapped ::ffff:127.0.0.0/104 (any spelling), "localhost",
+// unix sockets. Without a tokens file the server listens nowhere else unless told to.
+bool IsLoopbackListenAddress(absl::string_view address);
 
 // Constant-time equality (time depends on the lengths only).
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);

@@ -208,9 +208,13 @@ WriteAheadLog::~WriteAheadLog() {
   MutexLock lock(&mu_);
   while (syncing_) sync_cv_.Wait(&mu_);
   if (fd_ >= 0) {
-    ::fdatasync(fd_);
+    Fdatasync(fd_);
     ::close(fd_);
   }
+}
+
+int WriteAheadLog::Fdatasync(int fd) const {
+  return options_.fdatasync ? options_.fdatasync(fd) : ::fdatasync(fd);
 }
 
 absl::Status WriteAheadLog::OpenSegmentLocked(uint64_t first_lsn) {
@@ -222,6 +226,7 @@ absl::Status WriteAheadLog::OpenSegmentLocked(uint64_t first_lsn) {
   SyncDirectory(options_.dir);
   fd_ = fd;
   size_ = static_cast<uint64_t>(st.st_size);
+  durable_size_ = size_;
   next_lsn_ = first_lsn;
   if (segments_.empty() || segments_.back().first != first_lsn) segments_.emplace_back(first_lsn, path);
   return absl::OkStatus();
@@ -270,10 +275,11 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
     // This thread syncs for everyone appended so far (group commit).
     syncing_ = true;
     const uint64_t target = next_lsn_ - 1;
+    const uint64_t target_size = size_;
     const int fd = fd_;
     mu_.Unlock();
     const auto start = std::chrono::steady_clock::now();
-    const int rc = ::fdatasync(fd);
+    const int rc = Fdatasync(fd);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (on_fsync_) on_fsync_(secs);
     mu_.Lock();
@@ -282,9 +288,23 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
     sync_cv_.SignalAll();
     if (rc != 0) {
       sync_error_ = IoError("fdatasync failed for", segments_.back().second);
+      if (options_.policy == FsyncPolicy::kAlways && size_ > durable_size_) {
+        // Nothing past durable_size_ was acknowledged (each of its writers waits for a sync and
+        // now gets this error), so cut it off: a create or batch its client saw fail must not
+        // come back on restart. Appends stop here (sync_error_), so the cut is the last write.
+        if (::ftruncate(fd_, static_cast<off_t>(durable_size_)) == 0) {
+          size_ = durable_size_;
+          Fdatasync(fd_);  // best effort: the disk already failed once
+        } else {
+          sync_error_ = absl::Status(
+              sync_error_.code(),
+              absl::StrCat(sync_error_.message(), "; its unsynced tail could not be cut off"));
+        }
+      }
       return sync_error_;
     }
     durable_lsn_ = std::max(durable_lsn_, target);
+    durable_size_ = std::max(durable_size_, target_size);
   }
   return absl::OkStatus();
 }
@@ -317,7 +337,8 @@ void WriteAheadLog::IntervalLoop() {
 absl::Status WriteAheadLog::Rotate(uint64_t* first_new_lsn) {
   MutexLock lock(&mu_);
   while (syncing_) sync_cv_.Wait(&mu_);
-  if (::fdatasync(fd_) != 0) return IoError("fdatasync failed for", segments_.back().second);
+  if (!sync_error_.ok()) return sync_error_;  // the log takes no more writes, nor rotations
+  if (Fdatasync(fd_) != 0) return IoError("fdatasync failed for", segments_.back().second);
   durable_lsn_ = next_lsn_ - 1;
   sync_cv_.SignalAll();
   ::close(fd_);

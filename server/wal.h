@@ -52,6 +52,9 @@ class WriteAheadLog {
     FsyncPolicy policy = FsyncPolicy::kAlways;
     absl::Duration interval = absl::Milliseconds(100);
     std::function<void(double seconds)> on_fsync;  // metrics hook; may be empty
+    // Tests only: called instead of fdatasync(fd); return -1 with errno set to fail. Empty:
+    // fdatasync.
+    std::function<int(int fd)> fdatasync;
   };
 
   // Reads every record in LSN order, calling `apply` for each (a non-OK return stops replay).
@@ -67,7 +70,10 @@ class WriteAheadLog {
   ~WriteAheadLog();
 
   // Appends a record and returns its LSN. On a write error (disk full: RESOURCE_EXHAUSTED,
-  // else UNAVAILABLE) the segment is cut back so no partial record remains.
+  // else UNAVAILABLE) the segment is cut back so no partial record remains. After a failed
+  // fsync every later call fails (the error is sticky until a restart); under the `always`
+  // policy the records the failed fsync did not cover, none of them acknowledged, are cut off
+  // the segment so that a restart does not bring them back.
   absl::StatusOr<uint64_t> Append(WalRecordType type, absl::string_view payload);
   // Returns once the record `lsn` is durable per the policy.
   absl::Status WaitDurable(uint64_t lsn);
@@ -82,6 +88,7 @@ class WriteAheadLog {
   explicit WriteAheadLog(Options options);
   absl::Status OpenSegmentLocked(uint64_t first_lsn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SyncUpTo(uint64_t lsn);
+  int Fdatasync(int fd) const;
   void IntervalLoop();
 
   const Options options_;
@@ -93,6 +100,7 @@ class WriteAheadLog {
   CondVar stop_cv_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in the open segment
+  uint64_t durable_size_ ABSL_GUARDED_BY(mu_) = 0;  // of those, covered by a successful fsync
   uint64_t next_lsn_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t durable_lsn_ ABSL_GUARDED_BY(mu_) = 0;
   bool syncing_ ABSL_GUARDED_BY(mu_) = false;

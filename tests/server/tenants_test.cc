@@ -121,6 +121,47 @@ TEST(Authenticate, AReloadReplacesTheTokens) {
   EXPECT_EQ(*registry.Authenticate(absl::StrCat("Bearer ", kBobToken)), "bob");
 }
 
+// Issue 6 (revoked tokens): an open Ingest stream re-checks its token after a SIGHUP reload.
+TEST(Authenticate, RecheckIsFreeUntilAReloadThenRefusesARevokedOrMovedToken) {
+  TenantRegistry registry;
+  registry.SetTokens({{kAliceToken, "alice"}, {kBobToken, "bob"}});
+  const std::string alice = absl::StrCat("Bearer ", kAliceToken);
+  const std::string bob = absl::StrCat("Bearer ", kBobToken);
+  uint64_t alice_gen = registry.tokens_generation(), bob_gen = alice_gen;
+  EXPECT_TRUE(registry.Recheck(alice, "alice", &alice_gen).ok());
+  // Unchanged tokens: no lookup at all, so even a wrong pair passes (the stream was
+  // authenticated when it opened; only a reload can change the answer).
+  EXPECT_TRUE(registry.Recheck("Bearer nonsense-token-00000", "nobody", &bob_gen).ok());
+
+  // Bob's token goes; alice's stays.
+  registry.SetTokens({{kAliceToken, "alice"}});
+  EXPECT_NE(registry.tokens_generation(), alice_gen);
+  EXPECT_TRUE(registry.Recheck(alice, "alice", &alice_gen).ok());
+  EXPECT_EQ(alice_gen, registry.tokens_generation());
+  absl::Status revoked = registry.Recheck(bob, "bob", &bob_gen);
+  EXPECT_EQ(revoked.code(), StatusCode::kUnauthenticated) << revoked;
+  EXPECT_FALSE(Contains(revoked.message(), kBobToken)) << revoked;
+  // Alice's token now names carol: the stream opened as alice may not write as carol.
+  registry.SetTokens({{kAliceToken, "carol"}});
+  EXPECT_EQ(registry.Recheck(alice, "alice", &alice_gen).code(), StatusCode::kUnauthenticated);
+}
+
+// Issue 6: the IPv4-mapped spelling of loopback counts as loopback, whatever the spelling.
+TEST(LoopbackGuard, LoopbackInEverySpellingIsLocalAndNothingElseIs) {
+  for (const char* local :
+       {"127.0.0.1:50051", "127.1.2.3:0", "localhost:50051", "[::1]:0", "[0:0:0:0:0:0:0:1]:1",
+        "[::ffff:127.0.0.1]:0", "[::ffff:7f00:1]:0", "[0:0:0:0:0:ffff:127.9.9.9]:5",
+        "unix:/tmp/streamstats.sock", "127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackListenAddress(local)) << local;
+  }
+  for (const char* remote :
+       {"0.0.0.0:0", "[::]:0", "10.255.255.1:0", "example.com:0", "[::ffff:10.0.0.1]:0",
+        "[::ffff:0.0.0.0]:0", "[::127.0.0.1]:0", "128.0.0.1:0", "127.0.0.1.example.com:0",
+        "localhost.example.com:0", "[::1:0", "", "[::ffff:127.0.0.1%lo]:0"}) {
+    EXPECT_FALSE(IsLoopbackListenAddress(remote)) << remote;
+  }
+}
+
 TEST(ConstantTimeEquals, AgreesWithOrdinaryEquality) {
   const std::vector<std::string> words = {"",   "a",    "b",   "ab",  "ba",
                                           "abc", "abd", std::string("ab\0", 3),

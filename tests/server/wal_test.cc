@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -88,7 +90,8 @@ std::unique_ptr<WriteAheadLog> OpenWal(const std::string& dir, uint64_t next,
   auto wal = WriteAheadLog::Open({.dir = dir,
                                   .policy = policy,
                                   .interval = absl::Milliseconds(10),
-                                  .on_fsync = std::move(on_fsync)},
+                                  .on_fsync = std::move(on_fsync),
+                                  .fdatasync = nullptr},
                                  next);
   EXPECT_TRUE(wal.ok()) << wal.status();
   return wal.ok() ? *std::move(wal) : nullptr;
@@ -565,7 +568,8 @@ struct Life {
   uint64_t last_lsn = 0;
 };
 
-absl::Status Start(const std::string& data_dir, Life* life, bool save_after_replay = true) {
+absl::Status Start(const std::string& data_dir, Life* life, bool save_after_replay = true,
+                   std::function<int(int fd)> fdatasync = nullptr) {
   life->wal.reset();
   life->sessions = std::make_unique<SessionManager>(InDir(data_dir));
   if (absl::Status s = life->sessions->LoadAll(ConfigFromSpecBytes); !s.ok()) return s;
@@ -574,6 +578,7 @@ absl::Status Start(const std::string& data_dir, Life* life, bool save_after_repl
   life->last_lsn = *last;
   WriteAheadLog::Options options;
   options.dir = data_dir + "/wal";
+  options.fdatasync = std::move(fdatasync);
   auto wal = WriteAheadLog::Open(options, *last + 1);
   if (!wal.ok()) return wal.status();
   life->wal = *std::move(wal);
@@ -887,6 +892,52 @@ TEST_F(Durability, AFullDiskRefusesTheBatchWithoutApplyingItAndTheLogStaysWhole)
   EXPECT_FALSE(life.report.torn_tail);
   EXPECT_EQ((*life.sessions->Get("t", "s"))->count(), acked);
   EXPECT_EQ(life.sessions->List("t").size(), 5u);
+}
+
+// Issue 6: a create whose log record could not be made durable was refused to the client but
+// stayed registered, and came back on restart from the record that reached the file anyway.
+TEST_F(Durability, ACreateWhoseFsyncFailsLeavesNoSessionNowOrAfterARestart) {
+  const std::string data = dir_ + "/data";
+  std::atomic<bool> failing{false};
+  auto fdatasync = [&failing](int fd) {
+    if (failing.load()) {
+      errno = EIO;
+      return -1;
+    }
+    return ::fdatasync(fd);
+  };
+  Life life;
+  ASSERT_TRUE(Start(data, &life, true, fdatasync).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("kept"))).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "kept", Values(1, 500)).ok());
+  const uint64_t acked = (*life.sessions->Get("t", "kept"))->count();
+  const std::string seg = Segments(data + "/wal").back();
+  const uintmax_t durable_bytes = fs::file_size(seg);
+
+  failing = true;
+  auto lost = life.sessions->Create("t", Config(NumericSpec("lost")));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), StatusCode::kUnavailable) << lost.status();
+  EXPECT_EQ(life.sessions->Get("t", "lost").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(life.sessions->List("t").size(), 1u);
+  EXPECT_EQ(fs::file_size(seg), durable_bytes) << "the unsynced create record was not cut off";
+  // The log takes nothing more until a restart: no create, no batch, no snapshot rotation.
+  EXPECT_FALSE(life.sessions->Create("t", Config(NumericSpec("later"))).ok());
+  EXPECT_EQ(life.sessions->Get("t", "later").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(IngestValues(*life.sessions, "t", "kept", Values(2, 10)).ok());
+  EXPECT_FALSE(life.sessions->SaveAll().ok());
+  EXPECT_FALSE(fs::exists(data + "/sessions/t/lost.snapshot"));
+
+  failing = false;
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_FALSE(life.report.torn_tail);
+  EXPECT_EQ(life.sessions->Get("t", "lost").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(life.sessions->Get("t", "later").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(life.sessions->Get("t", "kept").ok());
+  EXPECT_EQ((*life.sessions->Get("t", "kept"))->count(), acked);
+  // And the name is free again.
+  EXPECT_TRUE(life.sessions->Create("t", Config(NumericSpec("lost"))).ok());
 }
 
 TEST_F(Durability, FlippedOrTruncatedSnapshotsAreDataLossNamingTheFileEveryTime) {
