@@ -278,6 +278,12 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
 // One Ingest stream. Reads one batch, applies it on the executor, then reads the next: the
 // stream's own flow control bounds what the server buffers. Acks are coalesced: while one is
 // being written, later ones just raise the sequence the next write reports.
+//
+// Every call into the stream (StartRead, StartWrite, Finish) is made under mu_, and OnDone takes
+// mu_ before deleting: gRPC orders these calls and their reactions itself, but through code
+// TSan cannot see (Debian's gRPC is not instrumented), and the calls write the stream's inline
+// state from whichever executor or gRPC thread runs them; mu_ makes that order visible. It is
+// safe because this gRPC never runs a read/write reaction or OnDone inline in such a call.
 class StreamStatsService::IngestReactor final
     : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
  public:
@@ -287,6 +293,7 @@ class StreamStatsService::IngestReactor final
         tenant_(std::move(tenant)),
         authorization_(std::move(authorization)),
         auth_generation_(auth_generation) {
+    MutexLock lock(&mu_);
     StartRead(&request_);
   }
 
@@ -306,63 +313,65 @@ class StreamStatsService::IngestReactor final
     });
   }
 
-  // The stream's place was released when Step finished it; every path ends there.
-  void OnDone() override { delete this; }
+  // The stream's place was released when Step finished it; every path ends there. Waits for
+  // the Step that called Finish to let go of mu_.
+  void OnDone() override {
+    { MutexLock lock(&mu_); }
+    delete this;
+  }
 
  private:
   void Apply() {
-    absl::Status status = ApplyRequest();
+    absl::Status status;
+    uint64_t items = 0;
+    {
+      // Applies run one at a time, but on any executor thread, handed on through gRPC's read.
+      MutexLock lock(&apply_mu_);
+      status = ApplyRequest();
+      items = applied_items_;
+    }
     if (Metrics* m = service_->metrics_; m != nullptr) {
       if (status.ok()) {
-        m->RecordIngest(tenant_, applied_items_, request_.ByteSizeLong());
+        m->RecordIngest(tenant_, items, request_.ByteSizeLong());
       } else {
         m->RecordRejected(status.code());
       }
       m->SetQueueDepth(static_cast<int64_t>(service_->executor_->queue_depth()));
     }
-    bool read = Step([this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      if (status.ok()) {
-        ack_pending_ = true;
-      } else {
-        error_ = status;
-        reads_done_ = true;  // no more reads: the stream ends with this status
-      }
-    });
-    if (read && status.ok()) StartRead(&request_);
+    Step(
+        [this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          if (status.ok()) {
+            ack_pending_ = true;
+          } else {
+            error_ = status;
+            reads_done_ = true;  // no more reads: the stream ends with this status
+          }
+        },
+        /*read_next=*/status.ok());
   }
 
-  // Updates the state under the lock, then decides — still under it — whether to write the
-  // pending ack or to finish, and does so after releasing it (a reaction may run inline).
-  // Returns false once the stream has finished.
+  // Updates the state under mu_, then — still under it — writes the pending ack or finishes,
+  // and reads the next batch when asked to and the stream is still live.
   template <typename F>
-  bool Step(F update) {
-    bool write = false, finish = false, live;
-    grpc::Status final_status;
-    {
-      MutexLock lock(&mu_);
-      update();
-      if (!writing_ && ack_pending_ && !broken_) {
-        ack_pending_ = false;
-        writing_ = true;
-        in_flight_ = ack_;
-        write = true;
-      } else if (!writing_ && reads_done_ && !finished_) {
-        finished_ = finish = true;
-        final_status = ToGrpcStatus(error_);
-      }
-      live = !finished_;
-    }
-    if (write) StartWrite(&in_flight_);
-    if (finish) {
+  void Step(F update, bool read_next = false) {
+    MutexLock lock(&mu_);
+    update();
+    if (!writing_ && ack_pending_ && !broken_) {
+      ack_pending_ = false;
+      writing_ = true;
+      in_flight_ = ack_;
+      StartWrite(&in_flight_);
+    } else if (!writing_ && reads_done_ && !finished_) {
+      finished_ = true;
       // Free the stream's place before the client can see the status, so a client whose stream
       // has ended can open the next one at once (OnDone comes later, on a gRPC thread).
       service_->ReleaseStream(tenant_);
-      Finish(final_status);
+      Finish(ToGrpcStatus(error_));
     }
-    return live;
+    if (read_next && !finished_) StartRead(&request_);
   }
 
-  absl::Status ApplyRequest() {
+  absl::Status ApplyRequest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
     // A SIGHUP reload may have revoked the token this stream was opened with (an atomic load
     // per batch; the scan over the tokens only after a reload).
@@ -411,14 +420,16 @@ class StreamStatsService::IngestReactor final
 
   StreamStatsService* service_;
   const std::string tenant_;
-  const std::string authorization_;   // the metadata value it authenticated with
-  uint64_t auth_generation_;          // the tokens generation it was last checked at (Apply only)
-  std::shared_ptr<Session> session_;  // touched only by the single in-flight Apply
-  uint64_t applied_items_ = 0;        // of the batch in flight (same)
-  v1::IngestRequest request_;
+  const std::string authorization_;  // the metadata value it authenticated with
+  v1::IngestRequest request_;  // filled by gRPC's read, then read by the one Apply in flight
+  Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // The tokens generation it was last checked at.
+  uint64_t auth_generation_ ABSL_GUARDED_BY(apply_mu_);
+  std::shared_ptr<Session> session_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
-  v1::IngestAck in_flight_;  // owned by the write in flight
+  v1::IngestAck in_flight_ ABSL_GUARDED_BY(mu_);  // set under mu_ before each write
   uint64_t items_applied_ ABSL_GUARDED_BY(mu_) = 0;
   bool ack_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
