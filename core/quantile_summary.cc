@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +34,32 @@ GkSummary FromSample(const std::vector<RankSampleEntry>& sample, uint64_t n) {
   return s;
 }
 
+// rmin + rmax ≥ 2·rank, without wrapping for ranks past 2^63. Monotone along a GK summary
+// (rmin and rmax both are), so the tuple closest to a rank is the first one reaching it or
+// the one before.
+bool Reaches(const GkTuple& t, uint64_t rank) {
+  return t.rmax >= rank && (t.rmin >= rank || t.rmax - rank >= rank - t.rmin);
+}
+
+// How far a tuple's rank interval lies from a rank: max(r − rmin, rmax − r), floored at 0.
+uint64_t Distance(const GkTuple& t, uint64_t rank) {
+  uint64_t below = rank > t.rmin ? rank - t.rmin : 0;
+  uint64_t above = t.rmax > rank ? t.rmax - rank : 0;
+  return std::max(below, above);
+}
+
+size_t FirstKeyAtLeast(const std::vector<GkTuple>& ts, uint64_t key) {
+  return std::lower_bound(ts.begin(), ts.end(), key,
+                          [](const GkTuple& t, uint64_t k) { return t.key < k; }) -
+         ts.begin();
+}
+
+size_t FirstKeyAbove(const std::vector<GkTuple>& ts, uint64_t key) {
+  return std::upper_bound(ts.begin(), ts.end(), key,
+                          [](uint64_t k, const GkTuple& t) { return k < t.key; }) -
+         ts.begin();
+}
+
 }  // namespace
 
 uint64_t GkSummary::Gap() const {
@@ -43,29 +70,22 @@ uint64_t GkSummary::Gap() const {
   return gap;
 }
 
+namespace {
+
+// The closest tuple to `rank`, given the first one reaching it (`first`, or size() if none).
+size_t PickClosest(const std::vector<GkTuple>& ts, size_t first, uint64_t rank) {
+  if (first == ts.size()) return first - 1;
+  if (first > 0 && Distance(ts[first - 1], rank) <= Distance(ts[first], rank)) return first - 1;
+  return first;
+}
+
+}  // namespace
+
 size_t GkSummary::Closest(uint64_t rank) const {
-  // max(r − rmin_i, rmax_i − r) falls then rises along the tuples (rmin and rmax are monotone),
-  // so the best tuple is at the first i with rmin_i + rmax_i >= 2r, or the one before it.
-  size_t lo = 0, hi = tuples.size();
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    // rmin + rmax >= 2·rank, without wrapping for ranks past 2^63.
-    const GkTuple& t = tuples[mid];
-    if (t.rmax >= rank && (t.rmin >= rank || t.rmax - rank >= rank - t.rmin)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  auto cost = [&](size_t i) {
-    const GkTuple& t = tuples[i];
-    uint64_t below = rank > t.rmin ? rank - t.rmin : 0;
-    uint64_t above = t.rmax > rank ? t.rmax - rank : 0;
-    return std::max(below, above);
-  };
-  if (lo == tuples.size()) return lo - 1;
-  if (lo > 0 && cost(lo - 1) <= cost(lo)) return lo - 1;
-  return lo;
+  const size_t first = std::partition_point(tuples.begin(), tuples.end(),
+                                            [rank](const GkTuple& t) { return !Reaches(t, rank); }) -
+                       tuples.begin();
+  return PickClosest(tuples, first, rank);
 }
 
 GkSummary MergeGk(const GkSummary& a, const GkSummary& b) {
@@ -99,8 +119,13 @@ GkSummary PruneGk(const GkSummary& s, uint64_t b) {
   out.n = s.n;
   const uint64_t step = (s.n - 1) / b + ((s.n - 1) % b != 0);  // ⌈(n−1)/b⌉, without wrapping
   size_t last = s.tuples.size();
+  // Ranks rise, so the first tuple reaching each one only moves right: one pass over the tuples
+  // instead of a binary search per rank (a carry into a high level prunes under the session's
+  // lock). Picks exactly what s.Closest(r) picks.
+  size_t first = 0;
   for (uint64_t r = 1;; r = s.n - r > step ? r + step : s.n) {
-    size_t i = s.Closest(r);
+    while (first < s.tuples.size() && !Reaches(s.tuples[first], r)) ++first;
+    size_t i = PickClosest(s.tuples, first, r);
     if (i != last) {
       out.tuples.push_back(s.tuples[i]);
       last = i;
@@ -108,6 +133,119 @@ GkSummary PruneGk(const GkSummary& s, uint64_t b) {
     if (r == s.n) break;
   }
   return out;
+}
+
+GkUnion::GkUnion(std::vector<const GkSummary*> parts) {
+  for (const GkSummary* p : parts) {
+    if (p->tuples.empty()) continue;
+    parts_.push_back(p);
+    n_ += p->n;
+  }
+}
+
+GkTuple GkUnion::At(Pos p) const {
+  GkTuple out = parts_[p.part]->tuples[p.index];
+  const uint64_t key = out.key;
+  for (size_t j = 0; j < parts_.size(); ++j) {
+    if (j == p.part) continue;
+    const std::vector<GkTuple>& ts = parts_[j]->tuples;
+    // The first tuple of part j ordered after ours: equal keys of earlier parts come first.
+    const size_t next = j < p.part ? FirstKeyAbove(ts, key) : FirstKeyAtLeast(ts, key);
+    if (next > 0) out.rmin += ts[next - 1].rmin;
+    out.rmax += next < ts.size() ? ts[next].rmax - 1 : parts_[j]->n;
+  }
+  return out;
+}
+
+std::optional<GkUnion::Pos> GkUnion::LastAtMost(uint64_t key) const {
+  std::optional<Pos> last;
+  for (size_t j = 0; j < parts_.size(); ++j) {
+    const size_t end = FirstKeyAbove(parts_[j]->tuples, key);
+    // Ties go to the later part: its equal items order last.
+    if (end > 0 && (!last || parts_[j]->tuples[end - 1].key >=
+                                 parts_[last->part]->tuples[last->index].key)) {
+      last = Pos{j, end - 1};
+    }
+  }
+  return last;
+}
+
+std::optional<GkUnion::Pos> GkUnion::FirstReaching(uint64_t rank) const {
+  auto reached_by_key = [&](uint64_t key) {
+    std::optional<Pos> p = LastAtMost(key);
+    return p.has_value() && Reaches(At(*p), rank);
+  };
+  if (!reached_by_key(UINT64_MAX)) return std::nullopt;
+  // The smallest key whose last tuple reaches the rank: the first reaching tuple has this key.
+  uint64_t lo = 0, hi = UINT64_MAX;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (reached_by_key(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  // Among the tuples with that key, parts in order, then positions within a part.
+  for (size_t j = 0; j < parts_.size(); ++j) {
+    const std::vector<GkTuple>& ts = parts_[j]->tuples;
+    size_t first = FirstKeyAtLeast(ts, lo), end = FirstKeyAbove(ts, lo);
+    if (first == end || !Reaches(At(Pos{j, end - 1}), rank)) continue;
+    while (first < end - 1) {
+      const size_t mid = first + (end - 1 - first) / 2;
+      if (Reaches(At(Pos{j, mid}), rank)) {
+        end = mid + 1;
+      } else {
+        first = mid + 1;
+      }
+    }
+    return Pos{j, first};
+  }
+  return std::nullopt;  // unreachable: the last tuple with key lo reaches the rank
+}
+
+std::optional<GkUnion::Pos> GkUnion::Previous(Pos p) const {
+  const uint64_t key = parts_[p.part]->tuples[p.index].key;
+  std::optional<Pos> prev;
+  uint64_t prev_key = 0;
+  for (size_t j = 0; j < parts_.size(); ++j) {
+    const std::vector<GkTuple>& ts = parts_[j]->tuples;
+    const size_t next = j == p.part  ? p.index
+                        : j < p.part ? FirstKeyAbove(ts, key)
+                                     : FirstKeyAtLeast(ts, key);
+    // The latest in merged order: the largest key, ties to the later part.
+    if (next > 0 && (!prev || ts[next - 1].key >= prev_key)) {
+      prev = Pos{j, next - 1};
+      prev_key = ts[next - 1].key;
+    }
+  }
+  return prev;
+}
+
+GkTuple GkUnion::Closest(uint64_t rank) const {
+  std::optional<Pos> first = FirstReaching(rank);
+  if (!first) return At(*LastAtMost(UINT64_MAX));
+  const GkTuple at = At(*first);
+  if (std::optional<Pos> prev = Previous(*first); prev.has_value()) {
+    const GkTuple before = At(*prev);
+    if (Distance(before, rank) <= Distance(at, rank)) return before;
+  }
+  return at;
+}
+
+std::pair<uint64_t, uint64_t> GkUnion::CountAtMost(uint64_t key, bool below_all) const {
+  uint64_t lower = 0;
+  std::optional<Pos> next;  // the first merged tuple with key > key (every tuple if below_all)
+  for (size_t j = 0; j < parts_.size(); ++j) {
+    const std::vector<GkTuple>& ts = parts_[j]->tuples;
+    const size_t end = below_all ? 0 : FirstKeyAbove(ts, key);
+    if (end > 0) lower += ts[end - 1].rmin;
+    // The earliest in merged order: the smallest key, ties to the earlier part.
+    if (end < ts.size() && (!next || ts[end].key < parts_[next->part]->tuples[next->index].key)) {
+      next = Pos{j, end};
+    }
+  }
+  return {lower, next ? At(*next).rmax - 1 : n_};
 }
 
 QuantileSummary::QuantileSummary(const QuantileOptions& options, ValueKind value_kind,
@@ -184,7 +322,6 @@ absl::Status QuantileSummary::FlushWindow() {
 }
 
 void QuantileSummary::AddBucket(int level, GkSummary summary) {
-  cache_.reset();
   while (level < kMaxLevels - 1 && static_cast<size_t>(level) < levels_.size() &&
          levels_[level].has_value()) {
     GkSummary merged = MergeGk(*levels_[level], summary);  // the older bucket orders first
@@ -206,28 +343,27 @@ void QuantileSummary::AddBucket(int level, GkSummary summary) {
   levels_[level] = std::move(summary);
 }
 
-const GkSummary& QuantileSummary::AllBuckets() const {
-  if (!cache_.has_value()) {
-    GkSummary all;
-    for (const auto& bucket : levels_) {
-      if (bucket.has_value()) all = MergeGk(*bucket, all);  // higher levels are older
-    }
-    cache_ = std::move(all);
-  }
-  return *cache_;
-}
-
-GkSummary QuantileSummary::View() const {
-  if (pending_keys_.empty()) return AllBuckets();
-  // The partial window: exact when every pending weight is 1, else sampled within level 0's
-  // budget. Sorted on the CPU: a query never waits for a device.
+GkSummary QuantileSummary::PendingSample() const {
+  if (pending_keys_.empty()) return GkSummary{};
+  // Exact when every pending weight is 1, else sampled within level 0's budget. Sorted on the
+  // CPU: a query never waits for a device.
   std::vector<uint64_t> keys = pending_keys_;
   std::vector<uint64_t> weights = pending_weights_;
   std::vector<RankSampleEntry> sample;
   const uint64_t step = weights.empty() ? 1 : WindowStep(options_.epsilon, pending_weight_);
   CpuAcceleratorInstance()->RankSample(absl::MakeSpan(keys), absl::MakeSpan(weights), step, &sample)
       .IgnoreError();  // the CPU sort cannot fail on well-formed spans
-  return MergeGk(AllBuckets(), FromSample(sample, pending_weight_));
+  return FromSample(sample, pending_weight_);
+}
+
+GkUnion QuantileSummary::View(const GkSummary& pending) const {
+  // Ties: higher (older) levels first, the pending window last.
+  std::vector<const GkSummary*> parts;
+  for (size_t level = levels_.size(); level-- > 0;) {
+    if (levels_[level].has_value()) parts.push_back(&*levels_[level]);
+  }
+  parts.push_back(&pending);
+  return GkUnion(std::move(parts));
 }
 
 absl::StatusOr<std::vector<QuantileAnswer>> QuantileSummary::Quantiles(
@@ -238,14 +374,15 @@ absl::StatusOr<std::vector<QuantileAnswer>> QuantileSummary::Quantiles(
   if (count() == 0) {
     return absl::FailedPreconditionError("no items yet (N = 0): quantiles are undefined");
   }
-  const GkSummary view = View();
+  const GkSummary pending = PendingSample();
+  const GkUnion view = View(pending);
   std::vector<QuantileAnswer> out;
   out.reserve(phis.size());
   for (double phi : phis) {
     QuantileAnswer a;
     a.phi = phi;
-    a.target_rank = TargetRank(phi, view.n);
-    const GkTuple& t = view.tuples[view.Closest(a.target_rank)];
+    a.target_rank = TargetRank(phi, view.n());
+    const GkTuple t = view.Closest(a.target_rank);
     a.value = ToValue(t.key);
     a.rank_lower = t.rmin;
     a.rank_upper = t.rmax;
@@ -258,26 +395,20 @@ absl::StatusOr<std::vector<RankAnswer>> QuantileSummary::Ranks(absl::Span<const 
   for (double v : values) {
     if (std::isnan(v)) return absl::InvalidArgumentError("rank question for NaN");
   }
-  const GkSummary view = View();
+  const GkSummary pending = PendingSample();
+  const GkUnion view = View(pending);
   std::vector<RankAnswer> out;
   out.reserve(values.size());
   for (double v : values) {
     RankAnswer a;
     a.value = v;
-    if (view.tuples.empty()) {
+    if (view.empty()) {
       out.push_back(a);
       continue;
     }
     // Values beyond the key domain clamp to its ends.
-    bool below_all = value_kind_ == ValueKind::kUint64 && v < 0;
-    const uint64_t key = ToKey(v);
-    // j: the first tuple with key > v.
-    auto it = std::upper_bound(view.tuples.begin(), view.tuples.end(), key,
-                               [](uint64_t k, const GkTuple& t) { return k < t.key; });
-    if (below_all) it = view.tuples.begin();
-    size_t j = it - view.tuples.begin();
-    a.count_lower = j > 0 ? view.tuples[j - 1].rmin : 0;
-    a.count_upper = j < view.tuples.size() ? view.tuples[j].rmax - 1 : view.n;
+    const bool below_all = value_kind_ == ValueKind::kUint64 && v < 0;
+    std::tie(a.count_lower, a.count_upper) = view.CountAtMost(ToKey(v), below_all);
     a.estimate = (static_cast<double>(a.count_lower) + static_cast<double>(a.count_upper)) / 2;
     out.push_back(a);
   }
@@ -325,7 +456,6 @@ size_t QuantileSummary::MemoryBytes() const {
   size_t bytes = sizeof(*this) + tuple_count() * sizeof(GkTuple) +
                  pending_keys_.capacity() * sizeof(uint64_t) +
                  pending_weights_.capacity() * sizeof(uint64_t);
-  if (cache_.has_value()) bytes += cache_->tuples.capacity() * sizeof(GkTuple);
   return bytes;
 }
 

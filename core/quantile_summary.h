@@ -20,10 +20,11 @@
 // is within εN. Ties are ordered by bucket (older first), which is a valid total order.
 //
 // Memory: W buffered items plus at most one bucket per level; a level-ℓ bucket holds at most
-// min(2^ℓ·(1/ε + 2), ⌈π²ℓ²/(6ε)⌉ + 2) tuples of 24 bytes — O(log³(N/W)/ε) in all. The merged
-// view of all buckets is cached between window flushes so queries cost O(size + W log W).
+// min(2^ℓ·(1/ε + 2), ⌈π²ℓ²/(6ε)⌉ + 2) tuples of 24 bytes — O(log³(N/W)/ε) in all. Queries do
+// not build the merged view (GkUnion answers from the buckets in place): a question costs
+// O(W log W) to sort the partial window plus O(64·L·log T) per φ or value, for L levels.
 //
-// Not thread-safe; the owning Session serializes access (queries mutate the cache).
+// Not thread-safe for updates; const methods (every question) may run concurrently.
 #ifndef STREAMSTATS_CORE_QUANTILE_SUMMARY_H_
 #define STREAMSTATS_CORE_QUANTILE_SUMMARY_H_
 
@@ -31,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/summary.h"
@@ -59,6 +61,43 @@ struct GkSummary {
 GkSummary MergeGk(const GkSummary& a, const GkSummary& b);
 // GK prune to at most b+1 tuples: the answers for ranks 1, 1+⌈(n−1)/b⌉·j..., n.
 GkSummary PruneGk(const GkSummary& s, uint64_t b);
+
+// The GK merge of k summaries, MergeGk(parts[0], MergeGk(parts[1], ...)), answered without being
+// built: items of an earlier part order before equal items of a later one. A merged tuple's
+// bounds are its own plus, from every other part, the rmin of the last tuple ordered before it
+// and the rmax − 1 of the first ordered after it (n of that part when there is none), which is
+// what the iterated pairwise merge computes; so every answer equals the materialized merge's.
+// A question costs O(64·k·log T) for k parts of T tuples instead of O(k·T) to build the merge,
+// which keeps quantile queries cheap however long the stream (issue 7: query latency under
+// ingest). Holds pointers: the parts must outlive it and stay unchanged.
+class GkUnion {
+ public:
+  explicit GkUnion(std::vector<const GkSummary*> parts);  // empty parts are left out
+
+  uint64_t n() const { return n_; }
+  bool empty() const { return parts_.empty(); }
+  // The merged tuple that GkSummary::Closest(rank) of the built merge picks. Requires !empty().
+  GkTuple Closest(uint64_t rank) const;
+  // How many items are ≤ key, as the built merge bounds it: [rmin of the last tuple with key ≤
+  // key (0 if none), rmax − 1 of the first with key > key (n if none)]. `below_all` asks for the
+  // count below every item instead (a key under the key domain): [0, rmax − 1 of the first].
+  std::pair<uint64_t, uint64_t> CountAtMost(uint64_t key, bool below_all) const;
+
+ private:
+  struct Pos {
+    size_t part;
+    size_t index;
+  };
+  GkTuple At(Pos p) const;
+  // The last merged tuple with key ≤ key, if any.
+  std::optional<Pos> LastAtMost(uint64_t key) const;
+  // The first merged tuple whose rmin + rmax ≥ 2·rank, if any.
+  std::optional<Pos> FirstReaching(uint64_t rank) const;
+  std::optional<Pos> Previous(Pos p) const;
+
+  std::vector<const GkSummary*> parts_;
+  uint64_t n_ = 0;
+};
 
 class QuantileSummary final : public Summary {
  public:
@@ -96,9 +135,10 @@ class QuantileSummary final : public Summary {
   absl::Status AppendPending(uint64_t key, uint64_t weight);
   // Adds a bucket at `level`, merging and pruning while two share a level.
   void AddBucket(int level, GkSummary summary);
-  // All buckets merged with the exact partial window.
-  const GkSummary& AllBuckets() const;
-  GkSummary View() const;
+  // The partial window as a GK summary: exact, or sampled within level 0's budget if weighted.
+  GkSummary PendingSample() const;
+  // Every bucket and `pending`, merged without being built.
+  GkUnion View(const GkSummary& pending) const;
   double ToValue(uint64_t key) const;
   uint64_t ToKey(double value) const;
 
@@ -111,7 +151,6 @@ class QuantileSummary final : public Summary {
   std::vector<uint64_t> pending_keys_;
   std::vector<uint64_t> pending_weights_;  // empty while every pending weight is 1
   uint64_t pending_weight_ = 0;
-  mutable std::optional<GkSummary> cache_;  // all buckets merged; reset when buckets change
 };
 
 }  // namespace streamstats::core

@@ -221,8 +221,9 @@ const core::Summary* Session::FindQuantiles(const core::SummaryOptions** options
 absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis,
                                                    const core::Window& window) const {
   if (phis.empty()) return absl::InvalidArgumentError("ask for at least one phi");
-  // Writer lock: a quantile summary caches its merged view while answering.
-  MutexLock lock(&mu_);
+  // Questions only read (no summary caches anything while answering): concurrent queries share
+  // the lock and wait only for the ingest chunk being applied.
+  ReaderMutexLock lock(&mu_);
   const core::SummaryOptions* o = nullptr;
   const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "quantile questions (add --summary=quantiles)");
@@ -245,7 +246,7 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
 
 absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) const {
   if (values.empty()) return absl::InvalidArgumentError("ask for at least one value");
-  MutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   const core::SummaryOptions* o = nullptr;
   const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
