@@ -35,6 +35,7 @@ const char kBenchUsage[] =
     "        [--duration=SECONDS | --items=N] [--query_rate=Q] [--query=auto|quantiles|frequencies|heavy_hitters]\n"
     "        [--summary=KIND[:K=V,...]]... [--backend=auto|cpu|gpu] [--sessions=K] [--session=PREFIX]\n"
     "        [--in_flight=N] [--keep] [--server_pid=PID] [--token=TOKEN] [--seed=S] [--json]\n"
+    "        [--connect_timeout=SECONDS (10)]\n"
     "      load generator: items/s, MB/s, ack and query latency p50/p99, server CPU\n";
 
 namespace {
@@ -181,6 +182,9 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
 
 void Prepare(grpc::ClientContext* ctx, const LoadOptions& o, bool deadline) {
   if (!o.token.empty()) ctx->AddMetadata("authorization", "Bearer " + o.token);
+  // RunLoad has seen the server answer: a connection that fails to open at once (seen on a busy
+  // 16-core host right after a previous run) is retried instead of failing the run.
+  ctx->set_wait_for_ready(true);
   if (deadline) ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
 }
 
@@ -250,6 +254,8 @@ class StreamRunner {
   }
 
   uint64_t acked_items() const { return acked_items_; }
+  // Whether any batch has been acknowledged yet (readable while the stream runs).
+  bool acked_any() const { return acked_any_.load(std::memory_order_acquire); }
   uint64_t acked_bytes() const { return acked_bytes_; }
   uint64_t acked_batches() const { return acked_batches_; }
   Clock::time_point last_ack() const { return last_ack_; }
@@ -273,6 +279,7 @@ class StreamRunner {
         pending_.pop_front();
       }
       acked_items_ = ack.items_applied();
+      acked_any_.store(true, std::memory_order_release);
       end_ = now;
     }
     room_cv_.SignalAll();  // the writer may be waiting for room
@@ -287,6 +294,7 @@ class StreamRunner {
   // Written by the reader thread only; read after it is joined.
   std::vector<double> latencies_;
   uint64_t acked_items_ = 0, acked_bytes_ = 0, acked_batches_ = 0;
+  std::atomic<bool> acked_any_{false};
   Clock::time_point end_{}, last_ack_{};
 };
 
@@ -344,6 +352,10 @@ absl::Status Validate(const LoadOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("zipf_s must be > 0, got ", o.zipf_s));
   }
   if (o.max_in_flight < 0) return absl::InvalidArgumentError("in_flight must be >= 0");
+  if (!(o.connect_timeout_s > 0 && o.connect_timeout_s <= 3600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connect_timeout must be in (0, 3600] seconds, got ", o.connect_timeout_s));
+  }
   if (ResolveQuery(o) == QueryKind::kQuantiles && o.payload != Payload::kDoubles && o.query_rate > 0) {
     return absl::InvalidArgumentError("quantile queries need --payload=doubles");
   }
@@ -360,6 +372,13 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
 
   // Sessions.
   auto control_channel = NewChannel(address);
+  if (!control_channel->WaitForConnected(
+          std::chrono::system_clock::now() +
+          std::chrono::milliseconds(static_cast<int64_t>(o.connect_timeout_s * 1000)))) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", address, " within ",
+                                               o.connect_timeout_s,
+                                               " s: is streamstatsd running there?"));
+  }
   auto control = v1::StreamStats::NewStub(control_channel);
   v1::SessionSpec spec;
   spec.set_value_kind(o.payload == Payload::kDoubles  ? v1::VALUE_KIND_NUMERIC
@@ -473,7 +492,12 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
         std::this_thread::sleep_until(next);
         next += interval;
         if (ingest_done.load()) break;
-        const std::string& session = names[n % names.size()];
+        // A session is asked only once it holds items: quantiles of an empty session are
+        // FAILED_PRECONDITION by design, not a failure of the server under load. Stream i < K
+        // feeds session i.
+        const size_t which = n % names.size();
+        if (!runners[which]->acked_any()) continue;
+        const std::string& session = names[which];
         grpc::ClientContext ctx;
         Prepare(&ctx, o, true);
         grpc::Status st;
@@ -633,6 +657,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::multimap<std::string, st
   STREAMSTATS_DOUBLE_FLAG("zipf_s", zipf_s, "a number > 0")
   STREAMSTATS_DOUBLE_FLAG("duration", duration_s, "a number of seconds > 0")
   STREAMSTATS_DOUBLE_FLAG("query_rate", query_rate, "a number of queries per second >= 0")
+  STREAMSTATS_DOUBLE_FLAG("connect_timeout", connect_timeout_s, "a number of seconds > 0")
 #undef STREAMSTATS_INT_FLAG
 #undef STREAMSTATS_DOUBLE_FLAG
   if (const std::string* v = get("payload")) {

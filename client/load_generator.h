@@ -56,6 +56,7 @@ struct LoadOptions {
   std::string token;                 // bearer token (authorization metadata); empty: none
   uint64_t seed = 1;
   bool json = false;                 // print one JSON object instead of the table
+  double connect_timeout_s = 10;     // how long to wait for the server to accept a connection
 };
 
 struct LoadReport {

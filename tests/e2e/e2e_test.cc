@@ -290,4 +290,44 @@ TEST_F(EndToEnd, WindowSessionsAnswerOverTheLastItemsAsked) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// `streamstats bench` (issue 7): a short run with queries reports what it measured and leaves no
+// session behind; against a port nobody listens on it says so within --connect_timeout instead
+// of failing on the first RPC (a run on the 16-core host once did, right after the previous one).
+TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
+  Server server(dir_);
+  RunResult r = Shell(server.Cli(
+      "bench --json --streams=2 --sessions=2 --items=400000 --batch=10000 --payload=doubles "
+      "--distribution=normal --summary=quantiles:epsilon=0.001 --query_rate=200 --server_pid=" +
+      std::to_string(server.pid())));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "items"), std::vector<double>{400000}) << r.out;
+  ASSERT_EQ(JsonNumbers(r.out, "query_errors").size(), 1u) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "query_errors")[0], 0) << r.out;
+  ASSERT_EQ(JsonNumbers(r.out, "items_per_second").size(), 1u) << r.out;
+  EXPECT_GT(JsonNumbers(r.out, "items_per_second")[0], 0) << r.out;
+  EXPECT_GT(JsonNumbers(r.out, "server_cpu_cores")[0], 0) << r.out;
+  const std::vector<double> p50 = JsonNumbers(r.out, "ack_p50_ms"), p99 = JsonNumbers(r.out, "ack_p99_ms");
+  ASSERT_EQ(p50.size(), 1u);
+  ASSERT_EQ(p99.size(), 1u);
+  EXPECT_LE(p50[0], p99[0]) << r.out;
+  r = Shell(server.Cli("session list"));
+  EXPECT_EQ(r.out.find("bench-"), std::string::npos) << r.out;  // the run deleted its sessions
+  const std::string address = server.address();
+  EXPECT_EQ(server.Stop(), 0);
+
+  const auto start = std::chrono::steady_clock::now();
+  r = Shell(std::string(STREAMSTATS_BIN) + " --server=" + address +
+            " bench --items=1000 --connect_timeout=1");
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("UNAVAILABLE: cannot connect to " + address + " within 1 s"),
+            std::string::npos)
+      << r.out;
+  EXPECT_LT(waited, 5) << r.out;
+  r = Shell(std::string(STREAMSTATS_BIN) + " bench --items=1000 --connect_timeout=0");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("connect_timeout"), std::string::npos) << r.out;
+}
+
 }  // namespace
