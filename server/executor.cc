@@ -1,9 +1,33 @@
 #include "server/executor.h"
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
 namespace streamstats::server {
 
-Executor::Executor(int threads) {
-  for (int i = 0; i < (threads > 0 ? threads : 1); ++i) threads_.emplace_back([this] { Loop(); });
+Executor::Executor(int threads, int nice, const char* name) {
+  for (int i = 0; i < (threads > 0 ? threads : 1); ++i) {
+    threads_.emplace_back([this, i, nice, name] {
+      char thread_name[16];
+      std::snprintf(thread_name, sizeof thread_name, "%.10s-%d", name, i);
+      pthread_setname_np(pthread_self(), thread_name);
+      // On Linux a nice value belongs to the thread; raising it needs no privilege. A failure
+      // only costs query latency under load, never correctness.
+      if (nice > 0) {
+        const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+        errno = 0;
+        const int base = getpriority(PRIO_PROCESS, tid);  // -1 is a valid nice value
+        if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(19, base + nice));
+      }
+      Loop();
+    });
+  }
 }
 
 Executor::~Executor() {

@@ -1,5 +1,10 @@
 // A fixed pool of threads running submitted closures in FIFO order. The ingest path hands batch
 // application here so gRPC's callback threads never block on summary work.
+//
+// `nice` (0..19, Linux) is added to the pool threads' nice value (capped at 19), below the gRPC threads that
+// answer queries: when the cores are saturated by ingest, a query's thread hops still get a core
+// at once instead of waiting out the appliers' time slices (issue 7: query p99 under full-speed
+// ingest). With idle cores it changes nothing.
 #ifndef STREAMSTATS_SERVER_EXECUTOR_H_
 #define STREAMSTATS_SERVER_EXECUTOR_H_
 
@@ -15,7 +20,8 @@ namespace streamstats::server {
 
 class Executor {
  public:
-  explicit Executor(int threads);
+  // `name` (at most 10 characters) names the threads "<name>-<i>" for top -H and debuggers.
+  explicit Executor(int threads, int nice = 0, const char* name = "worker");
   // Runs everything already submitted, then joins the threads.
   ~Executor();
   Executor(const Executor&) = delete;

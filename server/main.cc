@@ -53,6 +53,9 @@ ABSL_FLAG(bool, wal_ignore_corruption, false,
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
 ABSL_FLAG(int, ingest_threads, 0, "threads applying batches; 0: one per core");
+ABSL_FLAG(int, ingest_nice, 10,
+          "nice increment (0-19) of the threads applying batches, so that queries keep a core "
+          "when ingest saturates them; 0: same priority as the rest of the server");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "allow listening on a non-loopback address without a tokens file");
@@ -275,7 +278,12 @@ int main(int argc, char** argv) {
 
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto executor = std::make_unique<Executor>(threads);
+  const int ingest_nice = absl::GetFlag(FLAGS_ingest_nice);
+  if (ingest_nice < 0 || ingest_nice > 19) {
+    std::fprintf(stderr, "streamstatsd: --ingest_nice must be in [0, 19], got %d\n", ingest_nice);
+    return 2;
+  }
+  auto executor = std::make_unique<Executor>(threads, ingest_nice, "ingest");
   StreamStatsService service(&sessions, executor.get(), &tenants,
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
                               .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},

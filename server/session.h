@@ -124,6 +124,9 @@ class Session {
 
   SessionStats Stats() const;
   uint64_t count() const;
+  // Ingest chunks applied so far, read without the lock (a progress counter for tests and
+  // metrics; a chunk is at most 8192 items).
+  uint64_t chunks_applied() const { return chunks_applied_.load(std::memory_order_acquire); }
 
   // `window` (zero: the whole history, or the whole window of a window session) may be given
   // only for window sessions.
@@ -149,9 +152,31 @@ class Session {
   const core::Summary* FindQuantiles(const core::SummaryOptions** options) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Holds mu_ shared for a question. While a question waits for it, ingest steps aside at its
+  // next chunk boundary: a mutex lets the thread that just unlocked it take it again before a
+  // woken waiter has run, so without this a question could wait out a whole batch or several
+  // (measured: p99 10-20 ms with 10^5-item batches; issue 7).
+  class ABSL_SCOPED_LOCKABLE QueryLock {
+   public:
+    explicit QueryLock(const Session* session) ABSL_SHARED_LOCK_FUNCTION(session->mu_);
+    ~QueryLock() ABSL_UNLOCK_FUNCTION();
+    QueryLock(const QueryLock&) = delete;
+    QueryLock& operator=(const QueryLock&) = delete;
+
+   private:
+    const Session* const session_;
+  };
+  // Called by ingest between chunks, without mu_: waits while questions wait for mu_ (at most
+  // kStepAsideMs, so a steady flow of questions cannot starve ingest).
+  void StepAsideForQueries() const ABSL_LOCKS_EXCLUDED(mu_);
+
   const SessionConfig config_;
   core::Accelerator* accelerator_;
-  mutable Mutex mu_;
+  mutable std::atomic<int> queries_waiting_{0};
+  std::atomic<uint64_t> chunks_applied_{0};
+  mutable Mutex turn_mu_;
+  mutable CondVar turn_cv_;  // signalled when queries_waiting_ drops to 0
+  mutable Mutex mu_ ABSL_ACQUIRED_BEFORE(turn_mu_);
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(mu_);

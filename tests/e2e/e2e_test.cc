@@ -2,10 +2,12 @@
 // streamstats CLI. Every server started here is stopped here; every wait is bounded.
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -328,6 +330,51 @@ TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
   r = Shell(std::string(STREAMSTATS_BIN) + " bench --items=1000 --connect_timeout=0");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("connect_timeout"), std::string::npos) << r.out;
+}
+
+// Issue 7: the threads applying batches run at --ingest_nice (default 10) below the gRPC threads
+// that answer questions, named "ingest-<i>" for top -H; a value outside [0, 19] is refused.
+TEST_F(EndToEnd, IngestThreadsRunAtTheirNiceValueAndABadOneIsRefused) {
+  // The nice value of each thread of `pid` whose name starts with `prefix`.
+  auto nice_of_threads = [](pid_t pid, const std::string& prefix) {
+    std::vector<int> nices;
+    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.rfind(prefix, 0) != 0) continue;
+      std::ifstream stat(task.path() / "stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      // Fields after the parenthesized name: state is field 3, nice is field 19.
+      std::istringstream rest(text.substr(text.rfind(')') + 2));
+      std::string field;
+      for (int i = 3; i < 19; ++i) rest >> field;
+      int nice = 0;
+      rest >> nice;
+      nices.push_back(nice);
+    }
+    return nices;
+  };
+  // The server's other threads keep the nice value it was started with (this test's own).
+  errno = 0;
+  const int base = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  const int lowered = std::min(19, base + 10);
+  {
+    Server server(dir_, {"--ingest_threads=3"});
+    EXPECT_EQ(nice_of_threads(server.pid(), "ingest-"), (std::vector<int>(3, lowered)));
+    EXPECT_EQ(nice_of_threads(server.pid(), "streamstatsd"), std::vector<int>{base});
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  {
+    Server server(dir_, {"--ingest_threads=2", "--ingest_nice=0"});
+    EXPECT_EQ(nice_of_threads(server.pid(), "ingest-"), (std::vector<int>{base, base}));
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  RunResult r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
+                                   " --listen=127.0.0.1:0 --ingest_nice=20 --data_dir=", dir_, "/bad"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--ingest_nice must be in [0, 19], got 20"), std::string::npos) << r.out;
 }
 
 }  // namespace
