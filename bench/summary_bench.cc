@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "client/client.h"
+#include "client/spec_parser.h"
 #include "core/summary.h"
 #include "grpcpp/grpcpp.h"
 #include "server/convert.h"
@@ -35,10 +36,28 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 struct Case {
   std::string name;
-  std::string cli;  // as in --summary=
-  core::SummaryOptions options;
+  v1::SummarySpec spec;  // parsed from the CLI text, as `--summary=` gives it
+  core::SummaryOptions options;  // what the server builds from it
   core::ValueKind kind;
 };
+
+// A case built the way the server builds a session: CLI text → v1::SummarySpec →
+// server::ConfigFromSpec → core options, so in-process and loopback run the same summary.
+Case MakeCase(const std::string& name, const std::string& cli, core::ValueKind kind) {
+  Case c{name, *client::ParseSummarySpec(cli), {}, kind};
+  v1::SessionSpec spec;
+  spec.set_name("x");
+  spec.set_value_kind(kind == core::ValueKind::kNumeric ? v1::VALUE_KIND_NUMERIC
+                                                        : v1::VALUE_KIND_UINT64);
+  *spec.add_summaries() = c.spec;
+  auto config = server::ConfigFromSpec(spec);
+  if (!config.ok()) {
+    std::fprintf(stderr, "summary_bench: %s: %s\n", cli.c_str(), config.status().ToString().c_str());
+    std::abort();
+  }
+  c.options = config->summaries.front();
+  return c;
+}
 
 std::vector<double> NormalValues(size_t n) {
   std::mt19937_64 rng(1);
@@ -86,13 +105,7 @@ double Loopback(const Case& c, const std::string& address, const std::vector<dou
   spec.set_name(absl::StrFormat("bench-%d", round));
   spec.set_value_kind(c.kind == core::ValueKind::kNumeric ? v1::VALUE_KIND_NUMERIC
                                                           : v1::VALUE_KIND_UINT64);
-  // The same options through the API.
-  v1::SummarySpec* s = spec.add_summaries();
-  if (c.options.kind == core::SummaryKind::kQuantiles) {
-    s->mutable_quantiles()->set_epsilon(c.options.quantiles.epsilon);
-  } else {
-    s->mutable_lossy_counting()->set_epsilon(c.options.lossy_counting.epsilon);
-  }
+  *spec.add_summaries() = c.spec;  // the same summary through the API
   if (!client->CreateSession(spec).ok()) std::abort();
   const size_t n = c.kind == core::ValueKind::kNumeric ? values.size() : keys.size();
   // Requests are built before the clock starts: this measures the server path.
@@ -129,19 +142,20 @@ int main(int argc, char** argv) {
   const std::vector<double> values = NormalValues(items);
   const std::vector<uint64_t> keys = ZipfKeys(items, 1000000, 1.1);
 
-  std::vector<Case> cases;
-  for (double eps : {0.01, 0.001}) {
-    Case c{absl::StrFormat("quantiles eps=%g (normal doubles)", eps), "", {}, core::ValueKind::kNumeric};
-    c.options.kind = core::SummaryKind::kQuantiles;
-    c.options.quantiles.epsilon = eps;
-    cases.push_back(c);
-  }
-  for (double eps : {0.001, 0.0001}) {
-    Case c{absl::StrFormat("lossy_counting eps=%g (zipf 1.1 keys)", eps), "", {}, core::ValueKind::kUint64};
-    c.options.kind = core::SummaryKind::kLossyCounting;
-    c.options.lossy_counting.epsilon = eps;
-    cases.push_back(c);
-  }
+  const std::vector<Case> cases = {
+      MakeCase("quantiles eps=0.01 (normal doubles)", "quantiles:epsilon=0.01",
+               core::ValueKind::kNumeric),
+      MakeCase("quantiles eps=0.001 (normal doubles)", "quantiles:epsilon=0.001",
+               core::ValueKind::kNumeric),
+      MakeCase("lossy_counting eps=0.001 (zipf 1.1 keys)", "lossy_counting:epsilon=0.001",
+               core::ValueKind::kUint64),
+      MakeCase("lossy_counting eps=0.0001 (zipf 1.1 keys)", "lossy_counting:epsilon=0.0001",
+               core::ValueKind::kUint64),
+      MakeCase("count_min eps=0.001 delta=0.01 (zipf 1.1)", "count_min:epsilon=0.001,delta=0.01",
+               core::ValueKind::kUint64),
+      MakeCase("pbf keys=1e6 threshold=1000 (zipf 1.1)", "pbf:keys=1000000,threshold=1000",
+               core::ValueKind::kUint64),
+  };
 
   // An in-process server on loopback.
   server::SessionManager sessions({});

@@ -24,6 +24,8 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/deploy/lib.sh
+. "$HERE/lib.sh"
 ROOT=$(cd "${1:-$HERE/../..}" && pwd)
 CACHE=${STREAMSTATS_IMAGE_CACHE:-/var/tmp/streamstats-image-test}
 JOBS=${STREAMSTATS_IMAGE_JOBS:-2}
@@ -60,11 +62,7 @@ cleanup() {
   "${B[@]}" rm "$SRV" "$CLI" >/dev/null 2>&1
 }
 trap cleanup EXIT
-die() {
-  echo "FAIL: $*" >&2
-  for f in "$LOGS"/server*.log; do [ -s "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
-  exit 1
-}
+die() { fail_with_logs "$*" "$LOGS"/server*.log; }
 
 # --- buildah itself -------------------------------------------------------------------------------
 "${B[@]}" rm "$SRV" "$CLI" >/dev/null 2>&1  # left over from an interrupted run
@@ -156,7 +154,6 @@ mapfile -t ENTRYPOINT < <(python3 -c 'import json,sys; print("\n".join(json.load
 mapfile -t HEALTHCHECK < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["Healthcheck"]["Test"][1:]))' "$LOGS/config.json")
 
 # --- run it ---------------------------------------------------------------------------------------
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 MPORT=$(free_port)
 "${B[@]}" from --name "$SRV" "$IMAGE" >/dev/null || die "buildah from $IMAGE (server)"

@@ -32,3 +32,18 @@ first_python() {
     fi
   done
 }
+
+# fail_with_logs MESSAGE [LOG...]: prints "FAIL: MESSAGE" and the tail of every non-empty LOG to
+# stderr, then exits 1. Each script's die() passes its own logs.
+fail_with_logs() {
+  local message=$1 f
+  shift
+  echo "FAIL: $message" >&2
+  for f in "$@"; do
+    if [ -s "$f" ]; then echo "--- $f" >&2; tail -n 20 "$f" >&2; fi
+  done
+  exit 1
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -29,12 +29,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-die() {
-  echo "FAIL: $*" >&2
-  for f in "$TMP"/*.log; do [ -s "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+die() { fail_with_logs "$*" "$TMP"/*.log; }
 
 METRICS_PORT=$(free_port)
 "$SERVER" --listen=127.0.0.1:0 --port_file="$TMP/port" --data_dir="$TMP/data" \

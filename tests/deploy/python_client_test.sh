@@ -47,11 +47,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-die() {
-  echo "FAIL: $*" >&2
-  if [ -s "$TMP/server.log" ]; then echo "--- server log:" >&2; tail -n 30 "$TMP/server.log" >&2; fi
-  exit 1
-}
+die() { fail_with_logs "$*" "$TMP/server.log"; }
 
 # 1. Stubs from proto/, exactly as a user would generate them.
 GRPC_PYTHON_PLUGIN=$PLUGIN "$ROOT/examples/python/gen_stubs.sh" "$TMP/stubs" || die "stub generation failed"
