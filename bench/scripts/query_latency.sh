@@ -4,7 +4,8 @@
 # alongside the ingest streams. Usage: query_latency.sh BUILD_DIR_OR_FOLDER [STREAMS]
 #   BUILD_DIR_OR_FOLDER holds server/streamstatsd and client/streamstats (a build folder), or
 #   streamstatsd and streamstats side by side (a carried folder with lib/). $SERVER_FLAGS: more
-#   streamstatsd flags (e.g. --ingest_nice=0).
+#   streamstatsd flags (e.g. --ingest_nice=0). $SERVER_WRAP / $CLIENT_WRAP: command prefixes, e.g.
+#   SERVER_WRAP="taskset -c 0,1" CLIENT_WRAP="taskset -c 2-15" to give each its own cores.
 set -u
 B=$1
 STREAMS=${2:-2}
@@ -15,7 +16,7 @@ W=$(mktemp -d)
 trap 'kill $SP 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
 nproc; grep -m1 "model name" /proc/cpuinfo
 MP=${METRICS_PORT:-19464}
-"$SERVER" --listen=127.0.0.1:0 --port_file=$W/port --data_dir=$W/data --wal_fsync=interval \
+${SERVER_WRAP:-} "$SERVER" --listen=127.0.0.1:0 --port_file=$W/port --data_dir=$W/data --wal_fsync=interval \
     --metrics_listen=127.0.0.1:$MP ${SERVER_FLAGS:-} > $W/log 2>&1 &
 SP=$!
 for i in $(seq 100); do [ -s $W/port ] && break; sleep 0.1; done
@@ -45,7 +46,7 @@ run() {
   [[ -n "${ONLY:-}" && "$*" != *"$ONLY"* ]] && return  # $ONLY: run only the rows matching it
   echo "### $*"
   scrape > $W/before
-  "$CLI" --server=$A bench --duration=6 --query_rate=100 --server_pid=$SP "$@" 2>&1 | grep -E "throughput|queries|latency|error"
+  ${CLIENT_WRAP:-} "$CLI" --server=$A bench --duration=6 --query_rate=100 --server_pid=$SP "$@" 2>&1 | grep -E "throughput|queries|latency|error"
   scrape > $W/after
   server_p99 $W/before $W/after
 }
