@@ -363,7 +363,10 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirNiceValueAndABadOneIsRefused) {
   {
     Server server(dir_, {"--ingest_threads=3"});
     EXPECT_EQ(nice_of_threads(server.pid(), "ingest-"), (std::vector<int>(3, lowered)));
-    EXPECT_EQ(nice_of_threads(server.pid(), "streamstatsd"), std::vector<int>{base});
+    // The main thread (under TSan, the sanitizer's background thread carries the name too).
+    const std::vector<int> main_threads = nice_of_threads(server.pid(), "streamstatsd");
+    EXPECT_FALSE(main_threads.empty());
+    for (int nice : main_threads) EXPECT_EQ(nice, base);
     EXPECT_EQ(server.Stop(), 0);
   }
   {
