@@ -12,7 +12,8 @@
 namespace streamstats::server {
 
 Executor::Executor(int threads, int nice, const char* name) {
-  for (int i = 0; i < (threads > 0 ? threads : 1); ++i) {
+  const int count = threads > 0 ? threads : 1;
+  for (int i = 0; i < count; ++i) {
     threads_.emplace_back([this, i, nice, name] {
       char thread_name[16];
       std::snprintf(thread_name, sizeof thread_name, "%.10s-%d", name, i);
@@ -25,9 +26,16 @@ Executor::Executor(int threads, int nice, const char* name) {
         const int base = getpriority(PRIO_PROCESS, tid);  // -1 is a valid nice value
         if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(19, base + nice));
       }
+      {
+        MutexLock lock(&mu_);
+        ++started_;
+      }
+      started_cv_.SignalAll();
       Loop();
     });
   }
+  MutexLock lock(&mu_);
+  while (started_ < count) started_cv_.Wait(&mu_);
 }
 
 Executor::~Executor() {

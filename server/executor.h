@@ -21,6 +21,7 @@ namespace streamstats::server {
 class Executor {
  public:
   // `name` (at most 10 characters) names the threads "<name>-<i>" for top -H and debuggers.
+  // Returns once every thread carries its name and nice value.
   explicit Executor(int threads, int nice = 0, const char* name = "worker");
   // Runs everything already submitted, then joins the threads.
   ~Executor();
@@ -36,6 +37,8 @@ class Executor {
   CondVar work_cv_;  // signalled on a new task and on stopping
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int started_ ABSL_GUARDED_BY(mu_) = 0;  // threads past their name and priority set-up
+  CondVar started_cv_;
   std::vector<std::thread> threads_;
 };
 

@@ -205,8 +205,12 @@ TEST(Session, AQuestionDuringALongBatchAnswersBetweenItsChunks) {
               static_cast<unsigned long long>(waited[waited.size() / 2]),
               static_cast<unsigned long long>(waited.back()));
   // The chunk in progress, and one begun just before the question announced itself; slack for a
-  // loaded machine. With exclusive locks and no step-aside, questions here waited up to 27-201.
-  EXPECT_LE(waited.back(), 4u);
+  // loaded machine (the count includes chunks applied while this thread was descheduled between
+  // reading chunks_applied() and asking). With exclusive locks and no step-aside, questions here
+  // waited up to 27-201 chunks.
+  const size_t over_four = waited.end() - std::upper_bound(waited.begin(), waited.end(), 4u);
+  EXPECT_LE(over_four, waited.size() / 100) << "questions that waited more than 4 chunks";
+  EXPECT_LE(waited.back(), 20u);
 }
 
 TEST(Session, AProducerSequenceIsAppliedOnce) {
