@@ -53,12 +53,7 @@ LOGS=$CACHE/logs
 
 SERVER_PIDS=()
 cleanup() {
-  for p in "${SERVER_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${SERVER_PIDS[@]}"; do
-    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null
-  done
-  wait 2>/dev/null
+  stop_pids "${SERVER_PIDS[@]}"
   "${B[@]}" rm "$SRV" "$CLI" >/dev/null 2>&1
 }
 trap cleanup EXIT

@@ -47,3 +47,14 @@ fail_with_logs() {
 
 # free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# stop_pids PID...: SIGTERM to each, up to 10 s for each to exit, then SIGKILL; reaps children.
+stop_pids() {
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "$@"; do
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+  done
+  wait 2>/dev/null
+}

@@ -20,12 +20,7 @@ need "$(command -v curl || true)" curl curl
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
+  stop_pids "${PIDS[@]}"
   rm -rf "$TMP"
 }
 trap cleanup EXIT
