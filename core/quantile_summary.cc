@@ -48,6 +48,13 @@ uint64_t Distance(const GkTuple& t, uint64_t rank) {
   return std::max(below, above);
 }
 
+// The closest tuple to `rank`, given the first one reaching it (`first`, or size() if none).
+size_t PickClosest(const std::vector<GkTuple>& ts, size_t first, uint64_t rank) {
+  if (first == ts.size()) return first - 1;
+  if (first > 0 && Distance(ts[first - 1], rank) <= Distance(ts[first], rank)) return first - 1;
+  return first;
+}
+
 size_t FirstKeyAtLeast(const std::vector<GkTuple>& ts, uint64_t key) {
   return std::lower_bound(ts.begin(), ts.end(), key,
                           [](const GkTuple& t, uint64_t k) { return t.key < k; }) -
@@ -69,17 +76,6 @@ uint64_t GkSummary::Gap() const {
   }
   return gap;
 }
-
-namespace {
-
-// The closest tuple to `rank`, given the first one reaching it (`first`, or size() if none).
-size_t PickClosest(const std::vector<GkTuple>& ts, size_t first, uint64_t rank) {
-  if (first == ts.size()) return first - 1;
-  if (first > 0 && Distance(ts[first - 1], rank) <= Distance(ts[first], rank)) return first - 1;
-  return first;
-}
-
-}  // namespace
 
 size_t GkSummary::Closest(uint64_t rank) const {
   const size_t first = std::partition_point(tuples.begin(), tuples.end(),
@@ -143,14 +139,36 @@ GkUnion::GkUnion(std::vector<const GkSummary*> parts) {
   }
 }
 
+size_t GkUnion::NextAfter(size_t j, Pos p) const {
+  if (j == p.part) return p.index + 1;
+  const std::vector<GkTuple>& ts = parts_[j]->tuples;
+  const uint64_t key = parts_[p.part]->tuples[p.index].key;
+  // Equal keys of earlier parts order first.
+  return j < p.part ? FirstKeyAbove(ts, key) : FirstKeyAtLeast(ts, key);
+}
+
+template <typename EndOf>
+std::optional<GkUnion::Pos> GkUnion::LatestBefore(EndOf end_of) const {
+  std::optional<Pos> latest;
+  uint64_t latest_key = 0;
+  for (size_t j = 0; j < parts_.size(); ++j) {
+    const size_t end = end_of(j);
+    const std::vector<GkTuple>& ts = parts_[j]->tuples;
+    // The latest in merged order: the largest key, ties to the later part.
+    if (end > 0 && (!latest || ts[end - 1].key >= latest_key)) {
+      latest = Pos{j, end - 1};
+      latest_key = ts[end - 1].key;
+    }
+  }
+  return latest;
+}
+
 GkTuple GkUnion::At(Pos p) const {
   GkTuple out = parts_[p.part]->tuples[p.index];
-  const uint64_t key = out.key;
   for (size_t j = 0; j < parts_.size(); ++j) {
     if (j == p.part) continue;
     const std::vector<GkTuple>& ts = parts_[j]->tuples;
-    // The first tuple of part j ordered after ours: equal keys of earlier parts come first.
-    const size_t next = j < p.part ? FirstKeyAbove(ts, key) : FirstKeyAtLeast(ts, key);
+    const size_t next = NextAfter(j, p);
     if (next > 0) out.rmin += ts[next - 1].rmin;
     out.rmax += next < ts.size() ? ts[next].rmax - 1 : parts_[j]->n;
   }
@@ -158,16 +176,7 @@ GkTuple GkUnion::At(Pos p) const {
 }
 
 std::optional<GkUnion::Pos> GkUnion::LastAtMost(uint64_t key) const {
-  std::optional<Pos> last;
-  for (size_t j = 0; j < parts_.size(); ++j) {
-    const size_t end = FirstKeyAbove(parts_[j]->tuples, key);
-    // Ties go to the later part: its equal items order last.
-    if (end > 0 && (!last || parts_[j]->tuples[end - 1].key >=
-                                 parts_[last->part]->tuples[last->index].key)) {
-      last = Pos{j, end - 1};
-    }
-  }
-  return last;
+  return LatestBefore([&](size_t j) { return FirstKeyAbove(parts_[j]->tuples, key); });
 }
 
 std::optional<GkUnion::Pos> GkUnion::FirstReaching(uint64_t rank) const {
@@ -205,21 +214,7 @@ std::optional<GkUnion::Pos> GkUnion::FirstReaching(uint64_t rank) const {
 }
 
 std::optional<GkUnion::Pos> GkUnion::Previous(Pos p) const {
-  const uint64_t key = parts_[p.part]->tuples[p.index].key;
-  std::optional<Pos> prev;
-  uint64_t prev_key = 0;
-  for (size_t j = 0; j < parts_.size(); ++j) {
-    const std::vector<GkTuple>& ts = parts_[j]->tuples;
-    const size_t next = j == p.part  ? p.index
-                        : j < p.part ? FirstKeyAbove(ts, key)
-                                     : FirstKeyAtLeast(ts, key);
-    // The latest in merged order: the largest key, ties to the later part.
-    if (next > 0 && (!prev || ts[next - 1].key >= prev_key)) {
-      prev = Pos{j, next - 1};
-      prev_key = ts[next - 1].key;
-    }
-  }
-  return prev;
+  return LatestBefore([&](size_t j) { return j == p.part ? p.index : NextAfter(j, p); });
 }
 
 GkTuple GkUnion::Closest(uint64_t rank) const {

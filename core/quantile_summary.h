@@ -89,6 +89,11 @@ class GkUnion {
     size_t index;
   };
   GkTuple At(Pos p) const;
+  // In part j, the index of the first tuple ordered after the tuple at p (size() if none).
+  size_t NextAfter(size_t j, Pos p) const;
+  // The latest in merged order of the tuples just before end_of(j) in each part j, if any.
+  template <typename EndOf>
+  std::optional<Pos> LatestBefore(EndOf end_of) const;
   // The last merged tuple with key ≤ key, if any.
   std::optional<Pos> LastAtMost(uint64_t key) const;
   // The first merged tuple whose rmin + rmax ≥ 2·rank, if any.
