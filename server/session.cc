@@ -122,11 +122,15 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
   }
 }
 
-Session::Session(SessionConfig config, core::Accelerator* accelerator)
-    : config_(std::move(config)), accelerator_(accelerator) {}
+Session::Session(SessionConfig config, core::Accelerator* accelerator,
+                 std::shared_ptr<QueryTurns> turns)
+    : config_(std::move(config)),
+      accelerator_(accelerator),
+      turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()) {}
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
-                                                         core::Accelerator* accelerator) {
+                                                         core::Accelerator* accelerator,
+                                                         std::shared_ptr<QueryTurns> turns) {
   if (absl::Status s = ValidateSessionName(config.name); !s.ok()) return s;
   if (config.summaries.empty()) {
     return absl::InvalidArgumentError("a session needs at least one summary");
@@ -140,7 +144,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
     }
   }
   if (accelerator == nullptr) accelerator = core::CpuAcceleratorInstance();
-  std::unique_ptr<Session> session(new Session(std::move(config), accelerator));
+  std::unique_ptr<Session> session(new Session(std::move(config), accelerator, std::move(turns)));
   MutexLock lock(&session->mu_);
   for (const core::SummaryOptions& options : session->config_.summaries) {
     auto summary = core::CreateSummary(options, session->config_.value_kind, accelerator);
@@ -176,7 +180,7 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   for (size_t begin = 0; begin < n; begin += kChunkItems) {
     const size_t end = std::min(n, begin + kChunkItems);
     core::Batch chunk = Slice(batch, begin, end);
-    StepAsideForQueries();
+    turns_->StepAside(std::chrono::milliseconds(kStepAsideMs));
     MutexLock lock(&mu_);
     for (auto& summary : summaries_) {
       // Summaries fall back to the CPU themselves on device errors, so a failure here is a bug
@@ -192,26 +196,31 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   return absl::OkStatus();
 }
 
-Session::QueryLock::QueryLock(const Session* session) : session_(session) {
-  session_->queries_waiting_.fetch_add(1, std::memory_order_acq_rel);
-  session_->mu_.ReaderLock();
-  if (session_->queries_waiting_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    // Under turn_mu_, so ingest cannot miss the wake-up between its check and its wait.
-    MutexLock lock(&session_->turn_mu_);
-    session_->turn_cv_.SignalAll();
+void QueryTurns::Leave() {
+  if (waiting_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // Under mu_, so ingest cannot miss the wake-up between its check and its wait.
+    MutexLock lock(&mu_);
+    cv_.SignalAll();
   }
+}
+
+void QueryTurns::StepAside(std::chrono::milliseconds most) const {
+  if (waiting() == 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + most;
+  MutexLock lock(&mu_);
+  while (waiting() > 0) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+}
+
+Session::QueryLock::QueryLock(const Session* session) : session_(session) {
+  if (session_->mu_.ReaderTryLock()) return;  // no ingest chunk in progress: nothing to announce
+  session_->turns_->Arrive();
+  session_->mu_.ReaderLock();
+  session_->turns_->Leave();
 }
 
 Session::QueryLock::~QueryLock() { session_->mu_.ReaderUnlock(); }
-
-void Session::StepAsideForQueries() const {
-  if (queries_waiting_.load(std::memory_order_acquire) == 0) return;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kStepAsideMs);
-  MutexLock lock(&turn_mu_);
-  while (queries_waiting_.load(std::memory_order_acquire) > 0) {
-    if (turn_cv_.WaitWithDeadline(&turn_mu_, deadline)) break;
-  }
-}
 
 uint64_t Session::applied_lsn() const {
   ReaderMutexLock lock(&mu_);
@@ -375,7 +384,8 @@ std::string Session::Serialize() const {
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view bytes,
                                                               const SpecParser& parse_spec,
-                                                              core::Accelerator* accelerator) {
+                                                              core::Accelerator* accelerator,
+                                                              std::shared_ptr<QueryTurns> turns) {
   auto env = core::OpenEnvelope(bytes);
   if (!env.ok()) return env.status();
   if (env->summary_kind != kSessionSnapshotTag) return core::Corrupt("not a session snapshot");
@@ -391,7 +401,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
   if (!config.ok()) return core::Corrupt(absl::StrCat("session spec: ", config.status().message()));
   config->spec_bytes = spec_bytes;
   config->create_time_unix_ms = create_time;
-  auto session = Create(*std::move(config), accelerator);
+  auto session = Create(*std::move(config), accelerator, std::move(turns));
   if (!session.ok()) return core::Corrupt(absl::StrCat("session spec: ", session.status().message()));
   Session& s = **session;
   MutexLock lock(&s.mu_);

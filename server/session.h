@@ -7,6 +7,7 @@
 #define STREAMSTATS_SERVER_SESSION_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -95,12 +96,38 @@ struct HeavyHittersResult {
   std::optional<core::WindowCoverage> coverage;
 };
 
+// Questions waiting for a session's lock. Ingest steps aside at its chunk boundaries while any
+// question sharing this object waits, so one object shared by every session of a server makes
+// all ingest pause for a question, not only the ingest into the asked session: on cores
+// oversubscribed by ingest threads, the thread holding the asked session then finishes its chunk
+// without sharing the CPU with the others (their threads have the same priority, so a question
+// would otherwise wait for several of their time slices).
+//
+// Thread safety: safe for concurrent use.
+class QueryTurns {
+ public:
+  // A question announces itself while it waits for a lock, and leaves once it holds it.
+  void Arrive() { waiting_.fetch_add(1, std::memory_order_acq_rel); }
+  void Leave();
+  // Waits while questions wait, for at most `most` (a steady flow of questions must not starve
+  // ingest). Returns at once when none waits.
+  void StepAside(std::chrono::milliseconds most) const;
+  int waiting() const { return waiting_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<int> waiting_{0};
+  mutable Mutex mu_;
+  mutable CondVar cv_;  // signalled when waiting_ drops to 0
+};
+
 class Session {
  public:
   // Validates the config (name, at least one summary, at most one of each kind, each summary's
-  // options for the value kind) and builds the summaries.
+  // options for the value kind) and builds the summaries. `turns` (may be null: the session's
+  // own) is shared with the other sessions whose ingest should step aside for its questions.
   static absl::StatusOr<std::unique_ptr<Session>> Create(SessionConfig config,
-                                                         core::Accelerator* accelerator);
+                                                         core::Accelerator* accelerator,
+                                                         std::shared_ptr<QueryTurns> turns = nullptr);
 
   const SessionConfig& config() const { return config_; }
   const std::string& name() const { return config_.name; }
@@ -143,19 +170,22 @@ class Session {
   std::string Serialize() const;
   static absl::StatusOr<std::unique_ptr<Session>> Deserialize(absl::string_view bytes,
                                                               const SpecParser& parse_spec,
-                                                              core::Accelerator* accelerator);
+                                                              core::Accelerator* accelerator,
+                                                              std::shared_ptr<QueryTurns> turns = nullptr);
 
  private:
-  Session(SessionConfig config, core::Accelerator* accelerator);
+  Session(SessionConfig config, core::Accelerator* accelerator,
+          std::shared_ptr<QueryTurns> turns);
   // The summary answering quantiles (plain, sliding or a time window of quantiles), and its
   // options; null when there is none.
   const core::Summary* FindQuantiles(const core::SummaryOptions** options) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Holds mu_ shared for a question. While a question waits for it, ingest steps aside at its
-  // next chunk boundary: a mutex lets the thread that just unlocked it take it again before a
-  // woken waiter has run, so without this a question could wait out a whole batch or several
-  // (measured: p99 10-20 ms with 10^5-item batches; issue 7).
+  // Holds mu_ shared for a question. When ingest holds mu_, the question announces itself in
+  // turns_ until it gets mu_, and ingest steps aside at its next chunk boundary: a mutex lets the
+  // thread that just unlocked it take it again before a woken waiter has run, so without this a
+  // question could wait out a whole batch or several (measured: p99 10-20 ms with 10^5-item
+  // batches; issue 7).
   class ABSL_SCOPED_LOCKABLE QueryLock {
    public:
     explicit QueryLock(const Session* session) ABSL_SHARED_LOCK_FUNCTION(session->mu_);
@@ -166,17 +196,11 @@ class Session {
    private:
     const Session* const session_;
   };
-  // Called by ingest between chunks, without mu_: waits while questions wait for mu_ (at most
-  // kStepAsideMs, so a steady flow of questions cannot starve ingest).
-  void StepAsideForQueries() const ABSL_LOCKS_EXCLUDED(mu_);
-
   const SessionConfig config_;
   core::Accelerator* accelerator_;
-  mutable std::atomic<int> queries_waiting_{0};
+  const std::shared_ptr<QueryTurns> turns_;
   std::atomic<uint64_t> chunks_applied_{0};
-  mutable Mutex turn_mu_;
-  mutable CondVar turn_cv_;  // signalled when queries_waiting_ drops to 0
-  mutable Mutex mu_ ABSL_ACQUIRED_BEFORE(turn_mu_);
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(mu_);

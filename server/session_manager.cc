@@ -160,7 +160,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
                                                                 SessionConfig config) {
   auto accelerator = AcceleratorFor(config.backend);
   if (!accelerator.ok()) return accelerator.status();
-  auto session = Session::Create(std::move(config), *accelerator);
+  auto session = Session::Create(std::move(config), *accelerator, turns_);
   if (!session.ok()) return session.status();
   std::shared_ptr<Session> shared = *std::move(session);
   MutexLock lock(&mu_);
@@ -368,8 +368,9 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
       if (it != sessions_.end() && it->second->create_lsn() >= lsn) return absl::OkStatus();
       // A gpu session restored on a server without GPUs keeps working on the CPU.
       auto accelerator = AcceleratorFor(config->backend);
-      auto session = Session::Create(*std::move(config), accelerator.ok() ? *accelerator
-                                                                          : core::CpuAcceleratorInstance());
+      auto session = Session::Create(
+          *std::move(config), accelerator.ok() ? *accelerator : core::CpuAcceleratorInstance(),
+          turns_);
       if (!session.ok()) return session.status();
       (*session)->set_create_lsn(lsn);
       sessions_[key] = *std::move(session);
@@ -417,7 +418,7 @@ absl::Status SessionManager::LoadAll(const SpecParser& parse_spec) {
       auto bytes = ReadFile(path);
       if (!bytes.ok()) return bytes.status();
       // A restored session runs on the GPU pool when there is one (unless it asked for the CPU).
-      auto session = Session::Deserialize(*bytes, parse_spec, options_.accelerator);
+      auto session = Session::Deserialize(*bytes, parse_spec, options_.accelerator, turns_);
       if (!session.ok()) {
         return absl::Status(session.status().code(),
                             absl::StrCat("snapshot ", path, ": ", session.status().message()));

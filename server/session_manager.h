@@ -75,6 +75,9 @@ class SessionManager {
   // naming the file.
   absl::Status LoadAll(const SpecParser& parse_spec);
 
+  // Shared by every session of this manager (for tests: a question waiting anywhere).
+  QueryTurns& query_turns() const { return *turns_; }
+
  private:
   std::string SnapshotPath(const std::string& tenant, absl::string_view name) const;
   // Where a session's window sorts run: the CPU for backend=cpu, else the GPU pool when the
@@ -83,6 +86,8 @@ class SessionManager {
 
   Options options_;
   std::function<void(double)> on_snapshot_;
+  // Shared by every session: all ingest steps aside while any question waits for a session.
+  const std::shared_ptr<QueryTurns> turns_ = std::make_shared<QueryTurns>();
   // Serializes snapshots with deletes, so a deleted session's snapshot cannot reappear.
   mutable Mutex snapshot_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable Mutex mu_;

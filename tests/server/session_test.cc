@@ -213,6 +213,55 @@ TEST(Session, AQuestionDuringALongBatchAnswersBetweenItsChunks) {
   EXPECT_LE(waited.back(), 20u);
 }
 
+TEST(QueryTurns, IngestStepsAsideWhileAQuestionWaitsAndNoLongerThanItsBound) {
+  using std::chrono::milliseconds;
+  using Clock = std::chrono::steady_clock;
+  QueryTurns turns;
+  auto t0 = Clock::now();
+  turns.StepAside(milliseconds(1000));  // none waits: at once
+  EXPECT_LT(Clock::now() - t0, milliseconds(500));
+
+  turns.Arrive();
+  t0 = Clock::now();
+  turns.StepAside(milliseconds(30));  // the question never leaves: the bound ends the wait
+  EXPECT_GE(Clock::now() - t0, milliseconds(30));
+
+  std::atomic<bool> returned{false};
+  std::thread ingest([&] {
+    turns.StepAside(milliseconds(60000));
+    returned = true;
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(returned) << "ingest went on while a question waited";
+  turns.Leave();  // the question got its lock: ingest goes on at once, long before the bound
+  t0 = Clock::now();
+  ingest.join();
+  EXPECT_LT(Clock::now() - t0, milliseconds(10000));
+  EXPECT_EQ(turns.waiting(), 0);
+}
+
+TEST(SessionManager, EverySessionsIngestStepsAsideWhileAQuestionWaitsForAnother) {
+  // On cores oversubscribed by ingest, the ingest holding the asked session must not share the
+  // CPU with every other session's ingest while a question waits for it.
+  SessionManager m({});
+  auto other = *m.Create("default", Config("other", {"quantiles:epsilon=0.01"}));
+  std::vector<double> values(1 << 22);  // 512 chunks of 8192
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (double& v : values) v = unit(rng);
+  std::thread ingest([&] { EXPECT_TRUE(other->Ingest(Values(values), "", 0).ok()); });
+  while (other->chunks_applied() < 4) std::this_thread::yield();
+  m.query_turns().Arrive();  // as a question waiting for some other session's lock does
+  const uint64_t at_arrival = other->chunks_applied();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const uint64_t during = other->chunks_applied() - at_arrival;
+  m.query_turns().Leave();
+  ingest.join();
+  EXPECT_EQ(other->count(), values.size());
+  // At most one chunk per 5 ms step-aside bound, plus the one in progress (unshared: ~100+).
+  EXPECT_LE(during, 100u / 5 + 2) << "chunks applied while a question waited elsewhere";
+}
+
 TEST(Session, AProducerSequenceIsAppliedOnce) {
   auto s = *Session::Create(Config("p", {"quantiles"}), nullptr);
   bool dup = false;
