@@ -18,7 +18,22 @@
 
 namespace streamstats::core {
 
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, RFC 3720) with the usual inversion on
+// entry and exit: Crc32c("123456789") == 0xE3069283. `crc` is the result of a previous call, so
+// checksums chain: Crc32c(b, Crc32c(a)) == Crc32c(a + b). Uses the SSE4.2 crc32 instruction where
+// the CPU has it (checked once at run time), a slicing-by-8 table elsewhere; both give the same
+// bits. Thread-safe.
 uint32_t Crc32c(absl::string_view data, uint32_t crc = 0);
+
+namespace internal {
+// The two implementations Crc32c chooses between, for tests and benchmarks; same contract.
+uint32_t Crc32cPortable(absl::string_view data, uint32_t crc);
+// True when this build and this CPU can run Crc32cHardware.
+bool Crc32cHardwareAvailable();
+// Only call when Crc32cHardwareAvailable(): on an x86-64 CPU without SSE4.2 it would fault (on
+// other architectures it is Crc32cPortable).
+uint32_t Crc32cHardware(absl::string_view data, uint32_t crc);
+}  // namespace internal
 
 class ByteWriter {
  public:
