@@ -155,6 +155,10 @@ uint32_t PartitionedSummary::GroupOf(uint64_t id) const {
   return static_cast<uint32_t>(Mix64(id ^ Mix64(partition_.seed)) % groups_);
 }
 
+size_t PartitionedSummary::ChunkItems() const {
+  return std::min(kDefaultChunkItems, workers_[0]->ChunkItems() * per_group_);
+}
+
 absl::Status PartitionedSummary::Update(const Batch& batch) {
   std::vector<std::vector<Batch>> work(workers_.size());
   auto deal = [&](const Batch& b, uint32_t group) {

@@ -65,6 +65,8 @@ class PartitionedSummary final : public Summary {
   std::string Describe() const override;
 
   absl::Status Update(const Batch& batch) override;
+  // A worker's chunk times the workers of a group, which update in parallel.
+  size_t ChunkItems() const override;
   absl::Status Merge(const Summary& other) override;
 
   uint64_t count() const override;

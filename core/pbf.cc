@@ -105,6 +105,13 @@ void Pbf::Insert(uint64_t id, uint64_t weight) {
   count_ += weight;
 }
 
+size_t Pbf::ChunkItems() const {
+  if (on_device()) return kDefaultChunkItems;
+  constexpr uint64_t kPositionsPerChunk = uint64_t{1} << 16;
+  return static_cast<size_t>(
+      std::clamp<uint64_t>(kPositionsPerChunk / params_.k, 64, kDefaultChunkItems));
+}
+
 absl::Status Pbf::Update(const Batch& batch) {
   const size_t n = batch.size();
   if (n == 0) return absl::OkStatus();

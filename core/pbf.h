@@ -131,6 +131,9 @@ class Pbf final : public Summary {
   std::string Describe() const override;
 
   absl::Status Update(const Batch& batch) override;
+  // On the CPU, items visiting at most 2^16 positions (~0.35 ms; k = 176 costs ~0.9 µs per item
+  // on the 2-vCPU dev VM, so 8192 items held a session 7 ms); on a device, the default.
+  size_t ChunkItems() const override;
   // Always InvalidArgument (see the top of this file).
   absl::Status Merge(const Summary& other) override;
 

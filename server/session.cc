@@ -15,10 +15,6 @@ namespace {
 
 using core::SummaryKind;
 
-// Items applied under one hold of the session lock.
-// About 0.5 ms of quantile or Lossy Counting work (1-3 ms for 16K items on the 16-core Xeon
-// measured a query's server-side p99 at 2.5-5 ms): a query waits for at most one chunk.
-constexpr size_t kChunkItems = 1 << 13;
 // The longest ingest waits at a chunk boundary for questions to take the session lock.
 constexpr int kStepAsideMs = 5;
 constexpr uint16_t kSessionSnapshotTag = 0x5353;  // "SS": a session, not a single summary
@@ -177,8 +173,15 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   }
   if (lsn_out != nullptr) *lsn_out = lsn;
   const size_t n = batch.size();
-  for (size_t begin = 0; begin < n; begin += kChunkItems) {
-    const size_t end = std::min(n, begin + kChunkItems);
+  // Items applied under one hold of the session lock (core::Summary::ChunkItems): a question
+  // waits for at most one chunk.
+  size_t chunk_items = core::Summary::kDefaultChunkItems;
+  {
+    ReaderMutexLock lock(&mu_);
+    for (const auto& summary : summaries_) chunk_items = std::min(chunk_items, summary->ChunkItems());
+  }
+  for (size_t begin = 0, end = 0; begin < n; begin = end) {
+    end = std::min(n, begin + chunk_items);
     core::Batch chunk = Slice(batch, begin, end);
     turns_->StepAside(std::chrono::milliseconds(kStepAsideMs));
     MutexLock lock(&mu_);

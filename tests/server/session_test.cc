@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "client/spec_parser.h"
 #include "gtest/gtest.h"
 #include "server/convert.h"
@@ -211,6 +212,36 @@ TEST(Session, AQuestionDuringALongBatchAnswersBetweenItsChunks) {
   const size_t over_four = waited.end() - std::upper_bound(waited.begin(), waited.end(), 4u);
   EXPECT_LE(over_four, waited.size() / 100) << "questions that waited more than 4 chunks";
   EXPECT_LE(waited.back(), 20u);
+}
+
+TEST(Session, ChunksAreAsSmallAsTheCostliestSummaryAsks) {
+  std::vector<uint64_t> k(100000);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = i % 977;
+  core::Batch kb;
+  kb.kind = core::ValueKind::kUint64;
+  kb.keys = k;
+  // PBF on the CPU: at most 2^16 hash positions per chunk (k = 176 here: 372 items, ~0.35 ms).
+  auto pbf = *Session::Create(
+      Config("pbf", {"pbf:keys=1000000,threshold=1000", "lossy_counting"}, v1::VALUE_KIND_UINT64),
+      nullptr);
+  ASSERT_TRUE(pbf->Ingest(kb, "", 1).ok());
+  const auto stats = pbf->Stats();
+  uint64_t hashes = 0;
+  for (const auto& summary : stats.summaries) {
+    if (summary.kind == core::SummaryKind::kPbf) {
+      const std::string& d = summary.parameters;  // "m=...,k=176,p=..."
+      const size_t at = d.find(",k=") + 3;
+      ASSERT_TRUE(absl::SimpleAtoi(d.substr(at, d.find(",p=") - at), &hashes)) << d;
+    }
+  }
+  ASSERT_GT(hashes, 8u);
+  const uint64_t chunk = (uint64_t{1} << 16) / hashes;
+  EXPECT_EQ(pbf->chunks_applied(), (k.size() + chunk - 1) / chunk);
+  EXPECT_EQ(pbf->count(), k.size());
+  // Lossy Counting alone: the default 8192.
+  auto lc = *Session::Create(Config("lc", {"lossy_counting"}, v1::VALUE_KIND_UINT64), nullptr);
+  ASSERT_TRUE(lc->Ingest(kb, "", 1).ok());
+  EXPECT_EQ(lc->chunks_applied(), (k.size() + 8191) / 8192);
 }
 
 TEST(QueryTurns, IngestStepsAsideWhileAQuestionWaitsAndNoLongerThanItsBound) {
