@@ -9,6 +9,7 @@
 #include <cmath>
 #include <deque>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "client/client.h"
 #include "client/spec_parser.h"
 #include "core/sync.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"
 
@@ -32,7 +34,7 @@ namespace streamstats::client {
 const char kBenchUsage[] =
     "  bench [--streams=N] [--batch=N] [--payload=doubles|uint64|strings]\n"
     "        [--distribution=uniform|normal|zipf] [--zipf_s=S] [--universe=N]\n"
-    "        [--duration=SECONDS | --items=N] [--query_rate=Q] [--query=auto|quantiles|frequencies|heavy_hitters]\n"
+    "        [--duration=SECONDS | --items=N] [--query_rate=Q] [--query=auto|quantiles|frequencies|heavy_hitters|health]\n"
     "        [--summary=KIND[:K=V,...]]... [--backend=auto|cpu|gpu] [--sessions=K] [--session=PREFIX]\n"
     "        [--in_flight=N] [--keep] [--server_pid=PID] [--token=TOKEN] [--seed=S] [--json]\n"
     "        [--connect_timeout=SECONDS (10)]\n"
@@ -315,6 +317,8 @@ const char* QueryName(QueryKind q) {
       return "GetFrequencies";
     case QueryKind::kHeavyHitters:
       return "GetHeavyHitters";
+    case QueryKind::kHealth:
+      return "Health.Check";
     case QueryKind::kAuto:
       break;
   }
@@ -484,6 +488,7 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
     querier = std::thread([&] {
       auto channel = NewChannel(address);
       auto stub = v1::StreamStats::NewStub(channel);
+      grpc::GenericStub generic(channel);
       Generator g(o, o.seed + 77);
       const auto interval = std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(1 / o.query_rate));
@@ -523,6 +528,14 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
           }
           v1::GetFrequenciesResponse response;
           st = stub->GetFrequencies(&ctx, r, &response);
+        } else if (query == QueryKind::kHealth) {
+          // HealthCheckRequest{service: ""} (the server as a whole) is the empty message.
+          grpc::Slice empty("");
+          grpc::ByteBuffer request(&empty, 1), response;
+          std::promise<grpc::Status> done;
+          generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                            &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
+          st = done.get_future().get();
         } else {
           v1::GetHeavyHittersRequest r;
           r.set_session(session);
@@ -691,8 +704,10 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::multimap<std::string, st
       o.query = QueryKind::kFrequencies;
     } else if (*v == "heavy_hitters") {
       o.query = QueryKind::kHeavyHitters;
+    } else if (*v == "health") {
+      o.query = QueryKind::kHealth;
     } else {
-      return bad("query", *v, "auto, quantiles, frequencies or heavy_hitters");
+      return bad("query", *v, "auto, quantiles, frequencies, heavy_hitters or health");
     }
   }
   auto range = flags.equal_range("summary");

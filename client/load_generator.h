@@ -30,7 +30,9 @@ namespace streamstats::client {
 
 enum class Payload { kDoubles, kUint64, kStrings };
 enum class Distribution { kUniform, kNormal, kZipf };
-enum class QueryKind { kAuto, kQuantiles, kFrequencies, kHeavyHitters };
+// kHealth: the gRPC health service's Check, which touches no session: the round trip the
+// transport and the server's threads add under the same load, the floor under the other kinds.
+enum class QueryKind { kAuto, kQuantiles, kFrequencies, kHeavyHitters, kHealth };
 
 struct LoadOptions {
   int streams = 1;                   // concurrent Ingest streams, each its own thread/connection

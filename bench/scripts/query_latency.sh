@@ -6,6 +6,7 @@
 #   streamstatsd and streamstats side by side (a carried folder with lib/). $SERVER_FLAGS: more
 #   streamstatsd flags (e.g. --ingest_nice=0). $SERVER_WRAP / $CLIENT_WRAP: command prefixes, e.g.
 #   SERVER_WRAP="taskset -c 0,1" CLIENT_WRAP="taskset -c 2-15" to give each its own cores.
+#   $QUERY: the bench's --query (default auto; health measures the transport's round trip alone).
 set -u
 B=$1
 STREAMS=${2:-2}
@@ -35,8 +36,8 @@ def load(path):
     return out
 a, b = load(sys.argv[1]), load(sys.argv[2])
 d = sorted(((float(k), b[k] - a.get(k, 0)) for k in b), key=lambda x: x[0])
+if not d or d[-1][1] == 0: sys.exit()  # no session questions (e.g. QUERY=health)
 n = d[-1][1]
-if n == 0: sys.exit()
 p99 = next(le for le, c in d if c >= 0.99 * n)
 p50 = next(le for le, c in d if c >= 0.5 * n)
 print(f"  server-side  {int(n)} queries: p50 <= {p50*1000:g} ms   p99 <= {p99*1000:g} ms (histogram buckets)")
@@ -46,7 +47,7 @@ run() {
   [[ -n "${ONLY:-}" && "$*" != *"$ONLY"* ]] && return  # $ONLY: run only the rows matching it
   echo "### $*"
   scrape > $W/before
-  ${CLIENT_WRAP:-} "$CLI" --server=$A bench --duration=6 --query_rate=100 --server_pid=$SP "$@" 2>&1 | grep -E "throughput|queries|latency|error"
+  ${CLIENT_WRAP:-} "$CLI" --server=$A bench --duration=6 --query_rate=100 --query=${QUERY:-auto} --server_pid=$SP "$@" 2>&1 | grep -E "throughput|queries|latency|error"
   scrape > $W/after
   server_p99 $W/before $W/after
 }

@@ -314,6 +314,15 @@ TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
   EXPECT_LE(p50[0], p99[0]) << r.out;
   r = Shell(server.Cli("session list"));
   EXPECT_EQ(r.out.find("bench-"), std::string::npos) << r.out;  // the run deleted its sessions
+  // --query=health: the transport's round trip alone, through the gRPC health service.
+  r = Shell(server.Cli(
+      "bench --json --items=2000000 --batch=10000 --query=health --query_rate=200 --server_pid=" +
+      std::to_string(server.pid())));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("\"query\": \"Health.Check\""), std::string::npos) << r.out;
+  ASSERT_EQ(JsonNumbers(r.out, "queries").size(), 1u) << r.out;
+  EXPECT_GT(JsonNumbers(r.out, "queries")[0], 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "query_errors"), std::vector<double>{0}) << r.out;
   const std::string address = server.address();
   EXPECT_EQ(server.Stop(), 0);
 
