@@ -285,7 +285,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
 // state from whichever executor or gRPC thread runs them; mu_ makes that order visible. It is
 // safe because this gRPC never runs a read/write reaction or OnDone inline in such a call.
 class StreamStatsService::IngestReactor final
-    : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   IngestReactor(StreamStatsService* service, std::string tenant, std::string authorization,
                 uint64_t auth_generation)
@@ -294,7 +294,7 @@ class StreamStatsService::IngestReactor final
         authorization_(std::move(authorization)),
         auth_generation_(auth_generation) {
     MutexLock lock(&mu_);
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 
   void OnReadDone(bool ok) override {
@@ -324,15 +324,25 @@ class StreamStatsService::IngestReactor final
   void Apply() {
     absl::Status status;
     uint64_t items = 0;
+    const size_t bytes = raw_request_.Length();
     {
       // Applies run one at a time, but on any executor thread, handed on through gRPC's read.
       MutexLock lock(&apply_mu_);
-      status = ApplyRequest();
+      // Parsed here, on the executor's thread; the bytes are released before the next read.
+      if (grpc::Status parsed =
+              grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&raw_request_, &request_);
+          !parsed.ok()) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("a message on the Ingest stream is not an IngestRequest: ",
+                         parsed.error_message()));
+      } else {
+        status = ApplyRequest();
+      }
       items = applied_items_;
     }
     if (Metrics* m = service_->metrics_; m != nullptr) {
       if (status.ok()) {
-        m->RecordIngest(tenant_, items, request_.ByteSizeLong());
+        m->RecordIngest(tenant_, items, bytes);
       } else {
         m->RecordRejected(status.code());
       }
@@ -359,7 +369,10 @@ class StreamStatsService::IngestReactor final
     if (!writing_ && ack_pending_ && !broken_) {
       ack_pending_ = false;
       writing_ = true;
-      in_flight_ = ack_;
+      bool own_buffer = false;
+      in_flight_.Clear();  // the previous ack's write is done; Serialize wants an empty buffer
+      grpc::SerializationTraits<v1::IngestAck>::Serialize(ack_, &in_flight_, &own_buffer)
+          .IgnoreError();  // an IngestAck always serializes
       StartWrite(&in_flight_);
     } else if (!writing_ && reads_done_ && !finished_) {
       finished_ = true;
@@ -368,7 +381,7 @@ class StreamStatsService::IngestReactor final
       service_->ReleaseStream(tenant_);
       Finish(ToGrpcStatus(error_));
     }
-    if (read_next && !finished_) StartRead(&request_);
+    if (read_next && !finished_) StartRead(&raw_request_);
   }
 
   absl::Status ApplyRequest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
@@ -421,7 +434,8 @@ class StreamStatsService::IngestReactor final
   StreamStatsService* service_;
   const std::string tenant_;
   const std::string authorization_;  // the metadata value it authenticated with
-  v1::IngestRequest request_;  // filled by gRPC's read, then read by the one Apply in flight
+  grpc::ByteBuffer raw_request_;  // filled by gRPC's read, then parsed by the one Apply in flight
+  v1::IngestRequest request_ ABSL_GUARDED_BY(apply_mu_);
   Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // The tokens generation it was last checked at.
   uint64_t auth_generation_ ABSL_GUARDED_BY(apply_mu_);
@@ -429,7 +443,7 @@ class StreamStatsService::IngestReactor final
   uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
-  v1::IngestAck in_flight_ ABSL_GUARDED_BY(mu_);  // set under mu_ before each write
+  grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);  // ack_'s bytes, set under mu_ before each write
   uint64_t items_applied_ ABSL_GUARDED_BY(mu_) = 0;
   bool ack_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -439,9 +453,9 @@ class StreamStatsService::IngestReactor final
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* StreamStatsService::Ingest(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamStatsService::Ingest(
     grpc::CallbackServerContext* ctx) {
-  class Refuse final : public grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck> {
+  class Refuse final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
    public:
     explicit Refuse(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
     void OnDone() override { delete this; }

@@ -1,6 +1,9 @@
 // The gRPC adapter: converts messages, calls the SessionManager, converts the status back. No
 // business logic lives here. Ingest is a callback-API bidirectional reactor whose batches are
-// applied on an Executor, one at a time per stream, so reads never block a gRPC thread.
+// applied on an Executor, one at a time per stream, so reads never block a gRPC thread. Ingest
+// is registered raw: gRPC's threads hand over a batch's bytes, and the executor parses them, so
+// the threads that also answer questions do not spend their time parsing megabyte batches at
+// the ingest threads' priority's expense (issue 7: query p99 under full-speed ingest).
 #ifndef STREAMSTATS_SERVER_SERVICE_H_
 #define STREAMSTATS_SERVER_SERVICE_H_
 
@@ -23,7 +26,16 @@ struct ServiceLimits {
   uint32_t max_streams_per_tenant = 64;     // concurrent Ingest streams per tenant
 };
 
-class StreamStatsService final : public v1::StreamStats::CallbackService {
+// Every method on the callback API, Ingest raw (ByteBuffer in and out). A method added to the
+// proto must be added here too, or it is served by the synchronous default (UNIMPLEMENTED).
+using StreamStatsCallbackBase = v1::StreamStats::WithCallbackMethod_CreateSession<
+    v1::StreamStats::WithCallbackMethod_GetSession<v1::StreamStats::WithCallbackMethod_ListSessions<
+        v1::StreamStats::WithCallbackMethod_DeleteSession<v1::StreamStats::WithRawCallbackMethod_Ingest<
+            v1::StreamStats::WithCallbackMethod_GetQuantiles<v1::StreamStats::WithCallbackMethod_GetRanks<
+                v1::StreamStats::WithCallbackMethod_GetFrequencies<
+                    v1::StreamStats::WithCallbackMethod_GetHeavyHitters<v1::StreamStats::Service>>>>>>>>>;
+
+class StreamStatsService final : public StreamStatsCallbackBase {
  public:
   // `tenants` may be null: single-tenant mode without quotas.
   // `metrics` may be null (nothing recorded).
@@ -48,7 +60,8 @@ class StreamStatsService final : public v1::StreamStats::CallbackService {
   grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* ctx,
                                           const v1::DeleteSessionRequest* request,
                                           v1::DeleteSessionResponse* response) override;
-  grpc::ServerBidiReactor<v1::IngestRequest, v1::IngestAck>* Ingest(
+  // Reads IngestRequest bytes and writes IngestAck bytes.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Ingest(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* GetQuantiles(grpc::CallbackServerContext* ctx,
                                          const v1::GetQuantilesRequest* request,

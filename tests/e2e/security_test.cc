@@ -25,6 +25,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/client.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/server_process.h"
@@ -977,6 +978,55 @@ void SendRaw(const std::string& port, const std::string& bytes, bool linger_open
   while (recv(fd, buf, sizeof buf, 0) > 0) {
   }
   if (!linger_open) close(fd);
+}
+
+TEST_F(BadInput, AnIngestMessageThatIsNotAnIngestRequestEndsItsStreamWithInvalidArgument) {
+  // The server reads Ingest as raw bytes and parses them on its executor: bytes that do not parse
+  // must end the stream with a status that says so, and apply nothing.
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  auto step = [&cq](const char* what) {
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&tag, &ok)) << what;
+    return ok;
+  };
+  const std::vector<std::string> bad = {
+      std::string("\x0a\x05" "ab", 4),  // session: 5 bytes announced, 2 sent
+      std::string("\x0f", 1),         // a tag with wire type 7
+      std::string("\x1a\x03\x0a\xff\xff", 5),  // values: a packed field cut short
+  };
+  for (const std::string& bytes : bad) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto call = generic.PrepareCall(&ctx, "/streamstats.v1.StreamStats/Ingest", &cq);
+    call->StartCall(nullptr);
+    ASSERT_TRUE(step("start"));
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer message(&slice, 1);
+    call->Write(message, nullptr);
+    step("write");
+    call->WritesDone(nullptr);
+    step("writes done");
+    grpc::ByteBuffer ack;
+    call->Read(&ack, nullptr);
+    EXPECT_FALSE(step("read")) << "an ack for bytes that are no IngestRequest";
+    grpc::Status status;
+    call->Finish(&status, nullptr);
+    step("finish");
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("not an IngestRequest"), std::string::npos)
+        << status.error_message();
+    ExpectUnchanged("after an unparsable Ingest message");
+  }
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+  ASSERT_TRUE(IngestOne(*client_, Batch("num", Iota(5))).ok());
+  EXPECT_EQ(CountOf(*client_, "num"), 105u);
 }
 
 TEST_F(BadInput, GarbageBytesOnTheWireLeaveTheServerServing) {
