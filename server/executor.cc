@@ -1,6 +1,7 @@
 #include "server/executor.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,18 +9,30 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace streamstats::server {
 
-Executor::Executor(int threads, int nice, const char* name) {
+Executor::Executor(int threads, ThreadPriority priority, const char* name) {
   const int count = threads > 0 ? threads : 1;
   for (int i = 0; i < count; ++i) {
-    threads_.emplace_back([this, i, nice, name] {
+    threads_.emplace_back([this, i, priority, name] {
       char thread_name[16];
       std::snprintf(thread_name, sizeof thread_name, "%.10s-%d", name, i);
       pthread_setname_np(pthread_self(), thread_name);
-      // On Linux a nice value belongs to the thread; raising it needs no privilege. A failure
-      // only costs query latency under load, never correctness.
+      // On Linux a policy and a nice value belong to the thread; lowering either needs no
+      // privilege. A failure only costs query latency under load, never correctness.
+      int nice = priority.nice;
+      if (priority.idle) {
+        sched_param param{};
+        param.sched_priority = 0;
+        if (const int err = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param); err == 0) {
+          nice = 0;  // an idle-policy thread's nice value does not count
+        } else if (i == 0) {
+          std::fprintf(stderr, "streamstatsd: cannot run %s threads at SCHED_IDLE (%s); nice +%d instead\n",
+                       name, std::strerror(err), nice);
+        }
+      }
       if (nice > 0) {
         const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
         errno = 0;

@@ -1,10 +1,16 @@
 // A fixed pool of threads running submitted closures in FIFO order. The ingest path hands batch
 // application here so gRPC's callback threads never block on summary work.
 //
-// `nice` (0..19, Linux) is added to the pool threads' nice value (capped at 19), below the gRPC threads that
-// answer queries: when the cores are saturated by ingest, a query's thread hops still get a core
-// at once instead of waiting out the appliers' time slices (issue 7: query p99 under full-speed
-// ingest). With idle cores it changes nothing.
+// Priority (Linux): the ingest pool runs below the gRPC threads that answer queries, so that when
+// ingest saturates the cores a query's thread hops still get a core at once (issue 7: query p99
+// under full-speed ingest). With idle cores it changes nothing.
+//  - idle: SCHED_IDLE. A waking normal thread preempts an idle-policy thread at once, where a
+//    niced one keeps the core until its slice is protected (EEVDF's run-to-parity: ~3 ms), which
+//    measured as a 4 ms floor under the round trip of a no-op RPC (bench/E2E_RESULTS.md,
+//    session 4). Within a container's cgroup it yields only to the same cgroup's threads.
+//  - nice: `nice` (0..19) is added to the threads' nice value (capped at 19); 0 changes nothing.
+// Setting either needs no privilege; if the kernel refuses SCHED_IDLE the pool says so on stderr
+// and runs niced instead.
 #ifndef STREAMSTATS_SERVER_EXECUTOR_H_
 #define STREAMSTATS_SERVER_EXECUTOR_H_
 
@@ -18,11 +24,16 @@
 
 namespace streamstats::server {
 
+struct ThreadPriority {
+  bool idle = false;  // SCHED_IDLE
+  int nice = 0;       // added to the nice value when not idle (or when SCHED_IDLE is refused)
+};
+
 class Executor {
  public:
   // `name` (at most 10 characters) names the threads "<name>-<i>" for top -H and debuggers.
-  // Returns once every thread carries its name and nice value.
-  explicit Executor(int threads, int nice = 0, const char* name = "worker");
+  // Returns once every thread carries its name and priority.
+  explicit Executor(int threads, ThreadPriority priority = {}, const char* name = "worker");
   // Runs everything already submitted, then joins the threads.
   ~Executor();
   Executor(const Executor&) = delete;

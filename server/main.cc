@@ -53,9 +53,12 @@ ABSL_FLAG(bool, wal_ignore_corruption, false,
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
 ABSL_FLAG(int, ingest_threads, 0, "threads applying batches; 0: one per core");
+ABSL_FLAG(std::string, ingest_policy, "idle",
+          "scheduling of the threads applying batches: idle (SCHED_IDLE: any other thread of the "
+          "server, e.g. one answering a query, preempts them at once) or nice (--ingest_nice)");
 ABSL_FLAG(int, ingest_nice, 10,
-          "nice increment (0-19) of the threads applying batches, so that queries keep a core "
-          "when ingest saturates them; 0: same priority as the rest of the server");
+          "nice increment (0-19) of the threads applying batches under --ingest_policy=nice (and "
+          "where the kernel refuses SCHED_IDLE); 0: same priority as the rest of the server");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "allow listening on a non-loopback address without a tokens file");
@@ -283,7 +286,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "streamstatsd: --ingest_nice must be in [0, 19], got %d\n", ingest_nice);
     return 2;
   }
-  auto executor = std::make_unique<Executor>(threads, ingest_nice, "ingest");
+  const std::string ingest_policy = absl::GetFlag(FLAGS_ingest_policy);
+  if (ingest_policy != "idle" && ingest_policy != "nice") {
+    std::fprintf(stderr, "streamstatsd: --ingest_policy must be idle or nice, got '%s'\n",
+                 ingest_policy.c_str());
+    return 2;
+  }
+  auto executor = std::make_unique<Executor>(
+      threads, ThreadPriority{.idle = ingest_policy == "idle", .nice = ingest_nice}, "ingest");
   StreamStatsService service(&sessions, executor.get(), &tenants,
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
                               .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},

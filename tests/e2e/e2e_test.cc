@@ -1,5 +1,6 @@
 // End to end: a real streamstatsd on 127.0.0.1 (a free port it picks itself) and the real
 // streamstats CLI. Every server started here is stopped here; every wait is bounded.
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -341,12 +342,18 @@ TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
   EXPECT_NE(r.out.find("connect_timeout"), std::string::npos) << r.out;
 }
 
-// Issue 7: the threads applying batches run at --ingest_nice (default 10) below the gRPC threads
-// that answer questions, named "ingest-<i>" for top -H; a value outside [0, 19] is refused.
-TEST_F(EndToEnd, IngestThreadsRunAtTheirNiceValueAndABadOneIsRefused) {
-  // The nice value of each thread of `pid` whose name starts with `prefix`.
-  auto nice_of_threads = [](pid_t pid, const std::string& prefix) {
-    std::vector<int> nices;
+// Issue 7: the threads applying batches run below the gRPC threads that answer questions: at
+// SCHED_IDLE by default, or at --ingest_nice with --ingest_policy=nice; they are named
+// "ingest-<i>" for top -H; bad values are refused.
+TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) {
+  struct Sched {
+    int policy;  // SCHED_OTHER 0, SCHED_IDLE 5
+    int nice;
+    bool operator==(const Sched& o) const { return policy == o.policy && nice == o.nice; }
+  };
+  // The policy and nice value of each thread of `pid` whose name starts with `prefix`.
+  auto sched_of_threads = [](pid_t pid, const std::string& prefix) {
+    std::vector<Sched> out;
     for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
       std::ifstream comm(task.path() / "comm");
       std::string name;
@@ -354,39 +361,56 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirNiceValueAndABadOneIsRefused) {
       if (name.rfind(prefix, 0) != 0) continue;
       std::ifstream stat(task.path() / "stat");
       std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      // Fields after the parenthesized name: state is field 3, nice is field 19.
+      // Fields after the parenthesized name: state is field 3, nice 19, policy 41.
       std::istringstream rest(text.substr(text.rfind(')') + 2));
+      std::vector<std::string> fields(3);
       std::string field;
-      for (int i = 3; i < 19; ++i) rest >> field;
-      int nice = 0;
-      rest >> nice;
-      nices.push_back(nice);
+      while (rest >> field) fields.push_back(field);
+      out.push_back({std::stoi(fields.at(41)), std::stoi(fields.at(19))});
     }
-    return nices;
+    return out;
   };
-  // The server's other threads keep the nice value it was started with (this test's own).
+  auto describe = [](const std::vector<Sched>& v) {
+    std::string s;
+    for (const Sched& x : v) absl::StrAppend(&s, "(policy ", x.policy, ", nice ", x.nice, ") ");
+    return s;
+  };
+  // The server's other threads keep the policy and nice value it was started with (this test's).
   errno = 0;
   const int base = getpriority(PRIO_PROCESS, 0);
   ASSERT_EQ(errno, 0);
   const int lowered = std::min(19, base + 10);
   {
     Server server(dir_, {"--ingest_threads=3"});
-    EXPECT_EQ(nice_of_threads(server.pid(), "ingest-"), (std::vector<int>(3, lowered)));
+    const auto ingest = sched_of_threads(server.pid(), "ingest-");
+    EXPECT_EQ(ingest, (std::vector<Sched>(3, {SCHED_IDLE, base}))) << describe(ingest);
     // The main thread (under TSan, the sanitizer's background thread carries the name too).
-    const std::vector<int> main_threads = nice_of_threads(server.pid(), "streamstatsd");
+    const auto main_threads = sched_of_threads(server.pid(), "streamstatsd");
     EXPECT_FALSE(main_threads.empty());
-    for (int nice : main_threads) EXPECT_EQ(nice, base);
+    for (const Sched& s : main_threads) EXPECT_EQ(s, (Sched{SCHED_OTHER, base}));
     EXPECT_EQ(server.Stop(), 0);
   }
   {
-    Server server(dir_, {"--ingest_threads=2", "--ingest_nice=0"});
-    EXPECT_EQ(nice_of_threads(server.pid(), "ingest-"), (std::vector<int>{base, base}));
+    Server server(dir_, {"--ingest_threads=3", "--ingest_policy=nice"});
+    const auto ingest = sched_of_threads(server.pid(), "ingest-");
+    EXPECT_EQ(ingest, (std::vector<Sched>(3, {SCHED_OTHER, lowered}))) << describe(ingest);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  {
+    Server server(dir_, {"--ingest_threads=2", "--ingest_policy=nice", "--ingest_nice=0"});
+    const auto ingest = sched_of_threads(server.pid(), "ingest-");
+    EXPECT_EQ(ingest, (std::vector<Sched>(2, {SCHED_OTHER, base}))) << describe(ingest);
     EXPECT_EQ(server.Stop(), 0);
   }
   RunResult r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
                                    " --listen=127.0.0.1:0 --ingest_nice=20 --data_dir=", dir_, "/bad"));
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--ingest_nice must be in [0, 19], got 20"), std::string::npos) << r.out;
+  r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
+                         " --listen=127.0.0.1:0 --ingest_policy=fifo --data_dir=", dir_, "/bad"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--ingest_policy must be idle or nice, got 'fifo'"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace
