@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <vector>
 
@@ -275,8 +276,10 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
   return rpc.Done(absl::OkStatus());
 }
 
-// One Ingest stream. Reads one batch, applies it on the executor, then reads the next: the
-// stream's own flow control bounds what the server buffers. Acks are coalesced: while one is
+// One Ingest stream. Batches are applied on the executor in order, one at a time; while one is
+// applied the next is read (kReadAhead), so a single stream keeps its ingest thread
+// busy instead of waiting a read's round trip through gRPC after every batch. The stream's own
+// flow control bounds what the server buffers beyond that. Acks are coalesced: while one is
 // being written, later ones just raise the sequence the next write reports.
 //
 // Every call into the stream (StartRead, StartWrite, Finish) is made under mu_, and OnDone takes
@@ -294,43 +297,78 @@ class StreamStatsService::IngestReactor final
         authorization_(std::move(authorization)),
         auth_generation_(auth_generation) {
     MutexLock lock(&mu_);
-    StartRead(&raw_request_);
+    Advance();
   }
 
   void OnReadDone(bool ok) override {
-    if (ok) {
-      service_->executor_->Submit([this] { Apply(); });
-      return;
-    }
-    // The client half-closed (or the call broke): finish once the last ack is out.
-    Step([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { reads_done_ = true; });
+    MutexLock lock(&mu_);
+    reading_ = false;
+    if (!ok) {
+      reads_done_ = true;  // the client half-closed (or the call broke)
+    } else if (error_.ok()) {
+      held_.push_back(std::move(read_buffer_));
+      if (!applying_) {
+        applying_ = true;
+        service_->executor_->Submit([this] { ApplyHeld(); });
+      }
+    }  // else: the stream is ending with an error; what arrives now is not applied
+    Advance();
   }
 
   void OnWriteDone(bool ok) override {
-    Step([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      writing_ = false;
-      if (!ok) broken_ = true;
-    });
+    MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) broken_ = true;
+    Advance();
   }
 
-  // The stream's place was released when Step finished it; every path ends there. Waits for
-  // the Step that called Finish to let go of mu_.
+  // The stream's place was released when Advance finished it; every path ends there. Waits for
+  // the Advance that called Finish to let go of mu_.
   void OnDone() override {
     { MutexLock lock(&mu_); }
     delete this;
   }
 
  private:
-  void Apply() {
+  // Batches read and waiting while one is applied.
+  static constexpr size_t kReadAhead = 1;
+
+  // Applies the held batches in order on an executor thread until none is left.
+  void ApplyHeld() {
+    for (;;) {
+      grpc::ByteBuffer bytes;
+      {
+        MutexLock lock(&mu_);
+        if (held_.empty() || !error_.ok()) {
+          applying_ = false;
+          held_.clear();
+          Advance();
+          return;
+        }
+        bytes = std::move(held_.front());
+        held_.pop_front();
+        Advance();  // room for the next read
+      }
+      absl::Status status = Apply(&bytes);
+      MutexLock lock(&mu_);
+      if (status.ok()) {
+        ack_pending_ = true;
+      } else {
+        error_ = status;  // no more reads or applies: the stream ends with this status
+        reads_done_ = true;
+      }
+      Advance();
+    }
+  }
+
+  // Parses and applies one batch (on the executor's thread, not gRPC's) and records it.
+  absl::Status Apply(grpc::ByteBuffer* bytes) {
     absl::Status status;
     uint64_t items = 0;
-    const size_t bytes = raw_request_.Length();
+    const size_t length = bytes->Length();
     {
-      // Applies run one at a time, but on any executor thread, handed on through gRPC's read.
       MutexLock lock(&apply_mu_);
-      // Parsed here, on the executor's thread; the bytes are released before the next read.
-      if (grpc::Status parsed =
-              grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&raw_request_, &request_);
+      if (grpc::Status parsed = grpc::SerializationTraits<v1::IngestRequest>::Deserialize(bytes, &request_);
           !parsed.ok()) {
         status = absl::InvalidArgumentError(
             absl::StrCat("a message on the Ingest stream is not an IngestRequest: ",
@@ -342,30 +380,19 @@ class StreamStatsService::IngestReactor final
     }
     if (Metrics* m = service_->metrics_; m != nullptr) {
       if (status.ok()) {
-        m->RecordIngest(tenant_, items, bytes);
+        m->RecordIngest(tenant_, items, length);
       } else {
         m->RecordRejected(status.code());
       }
       m->SetQueueDepth(static_cast<int64_t>(service_->executor_->queue_depth()));
     }
-    Step(
-        [this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          if (status.ok()) {
-            ack_pending_ = true;
-          } else {
-            error_ = status;
-            reads_done_ = true;  // no more reads: the stream ends with this status
-          }
-        },
-        /*read_next=*/status.ok());
+    return status;
   }
 
-  // Updates the state under mu_, then — still under it — writes the pending ack or finishes,
-  // and reads the next batch when asked to and the stream is still live.
-  template <typename F>
-  void Step(F update, bool read_next = false) {
-    MutexLock lock(&mu_);
-    update();
+  // After any change: writes the pending ack, or finishes once nothing is left to apply or
+  // write, and reads the next batch while there is room.
+  void Advance() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
     if (!writing_ && ack_pending_ && !broken_) {
       ack_pending_ = false;
       writing_ = true;
@@ -374,14 +401,19 @@ class StreamStatsService::IngestReactor final
       grpc::SerializationTraits<v1::IngestAck>::Serialize(ack_, &in_flight_, &own_buffer)
           .IgnoreError();  // an IngestAck always serializes
       StartWrite(&in_flight_);
-    } else if (!writing_ && reads_done_ && !finished_) {
+    } else if (!writing_ && reads_done_ && !applying_ && held_.empty()) {
       finished_ = true;
       // Free the stream's place before the client can see the status, so a client whose stream
-      // has ended can open the next one at once (OnDone comes later, on a gRPC thread).
+      // has ended can open the next one at once (OnDone comes later, on a gRPC thread). A read
+      // still outstanding (an error ended the stream early) completes as not ok.
       service_->ReleaseStream(tenant_);
       Finish(ToGrpcStatus(error_));
+      return;
     }
-    if (read_next && !finished_) StartRead(&raw_request_);
+    if (!reading_ && !reads_done_ && held_.size() < kReadAhead) {
+      reading_ = true;
+      StartRead(&read_buffer_);
+    }
   }
 
   absl::Status ApplyRequest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
@@ -434,8 +466,7 @@ class StreamStatsService::IngestReactor final
   StreamStatsService* service_;
   const std::string tenant_;
   const std::string authorization_;  // the metadata value it authenticated with
-  grpc::ByteBuffer raw_request_;  // filled by gRPC's read, then parsed by the one Apply in flight
-  v1::IngestRequest request_ ABSL_GUARDED_BY(apply_mu_);
+  v1::IngestRequest request_ ABSL_GUARDED_BY(apply_mu_);  // the batch being applied
   Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // The tokens generation it was last checked at.
   uint64_t auth_generation_ ABSL_GUARDED_BY(apply_mu_);
@@ -447,6 +478,10 @@ class StreamStatsService::IngestReactor final
   uint64_t items_applied_ ABSL_GUARDED_BY(mu_) = 0;
   bool ack_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ByteBuffer read_buffer_;  // filled by gRPC's read in flight (reading_)
+  std::deque<grpc::ByteBuffer> held_ ABSL_GUARDED_BY(mu_);  // read, not yet applied, in order
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool applying_ ABSL_GUARDED_BY(mu_) = false;  // an ApplyHeld runs on the executor
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -1029,6 +1029,32 @@ TEST_F(BadInput, AnIngestMessageThatIsNotAnIngestRequestEndsItsStreamWithInvalid
   EXPECT_EQ(CountOf(*client_, "num"), 105u);
 }
 
+TEST_F(BadInput, OneStreamAppliesItsBatchesInOrderAndNothingAfterABadOne) {
+  // The server reads a stream's next batch while it applies one: the batches must still be
+  // applied in order (a producer's lower sequence after a higher one would be skipped as a
+  // duplicate) and none after a refused one, though it may already have been read.
+  for (int bad_at : {0, 150}) {
+    Snapshot();
+    const uint64_t before = CountOf(*client_, "num");
+    auto stream = client_->StartIngest();
+    const int batches = 300;
+    for (int i = 1; i <= batches; ++i) {
+      v1::IngestRequest r = Batch(i == bad_at ? "no-such-session" : "num", Iota(2));
+      r.set_producer_id(absl::StrCat("in-order-", bad_at));
+      r.set_sequence(i);
+      if (!stream->Write(r)) break;  // the stream ended (after the bad batch)
+    }
+    absl::Status status = stream->Finish();
+    if (bad_at == 0) {
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(CountOf(*client_, "num"), before + 2 * batches);
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+      EXPECT_EQ(CountOf(*client_, "num"), before + 2 * (bad_at - 1));
+    }
+  }
+}
+
 TEST_F(BadInput, GarbageBytesOnTheWireLeaveTheServerServing) {
   std::mt19937_64 rng(666);
   auto random_bytes = [&](size_t n) {
