@@ -5,6 +5,7 @@
 // serialized byte equals the CPU path's.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/serialization.h"
 #include "core/sliding_window.h"
 #include "core/summary.h"
+#include "core/ordered_bits.h"
 #include "core/time_window.h"
 #include "gtest/gtest.h"
 
@@ -308,6 +310,57 @@ TEST(TimeWindowAccelerator, EveryIntervalExistingAndFutureUsesTheAccelerator) {
       auto y = cpu_made->QuantilesOver(phis, Window{0, 30});
       ASSERT_TRUE(x.ok() && y.ok());
       for (size_t i = 0; i < phis.size(); ++i) EXPECT_EQ(x->answers[i].value, y->answers[i].value);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamstats::core
+
+namespace streamstats::core {
+namespace {
+
+// SortKeysStably must return exactly what a stable comparison sort of (key, weight) by key does
+// (the GPU's sort is checked against the CPU's, and the CPU's against this).
+TEST(SortKeysStably, EqualsAStableComparisonSortOnEveryShape) {
+  std::mt19937_64 rng(2026);
+  auto reference = [](std::vector<uint64_t> k, std::vector<uint64_t> w) {
+    std::vector<std::pair<uint64_t, uint64_t>> p(k.size());
+    for (size_t i = 0; i < k.size(); ++i) p[i] = {k[i], w.empty() ? 0 : w[i]};
+    std::stable_sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = p[i].first;
+      if (!w.empty()) w[i] = p[i].second;
+    }
+    return std::make_pair(k, w);
+  };
+  std::normal_distribution<double> normal(1000, 100);
+  using Shape = std::function<uint64_t(size_t)>;
+  const std::vector<std::pair<std::string, Shape>> shapes = {
+      {"uniform 64-bit", [&](size_t) { return rng(); }},
+      {"doubles near 1000 (shared high bytes)", [&](size_t) { return ToOrderedBits(normal(rng)); }},
+      {"few distinct", [&](size_t) { return rng() % 7 * 0x0101010101010101ULL; }},
+      {"all equal", [&](size_t) { return uint64_t{42}; }},
+      {"extremes", [&](size_t i) { return i % 3 == 0 ? 0 : i % 3 == 1 ? ~uint64_t{0} : uint64_t{1} << 63; }},
+      {"descending", [&](size_t i) { return ~uint64_t{0} - i * 977; }},
+      {"ascending", [&](size_t i) { return i; }},
+      {"one byte varies (bit 40)", [&](size_t) { return (rng() & 0xff) << 40; }},
+  };
+  for (const auto& [name, shape] : shapes) {
+    for (size_t n : {0u, 1u, 2u, 255u, 256u, 257u, 1000u, 8000u, 65537u}) {
+      std::vector<uint64_t> keys(n), weights(n);
+      for (size_t i = 0; i < n; ++i) {
+        keys[i] = shape(i);
+        weights[i] = i;  // arrival order: stability is visible in the weights
+      }
+      auto [want_keys, want_weights] = reference(keys, weights);
+      std::vector<uint64_t> k = keys, w = weights;
+      SortKeysStably(absl::MakeSpan(k), absl::MakeSpan(w));
+      EXPECT_EQ(k, want_keys) << name << ", n=" << n;
+      EXPECT_EQ(w, want_weights) << name << ", n=" << n << ": equal keys must keep their order";
+      k = keys;
+      SortKeysStably(absl::MakeSpan(k), {});
+      EXPECT_EQ(k, want_keys) << name << ", n=" << n << " (unweighted)";
     }
   }
 }
