@@ -52,7 +52,9 @@ ABSL_FLAG(bool, wal_ignore_corruption, false,
           "rename the bad segment to *.corrupt");
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
-ABSL_FLAG(int, ingest_threads, 0, "threads applying batches; 0: one per core");
+ABSL_FLAG(int, ingest_threads, 0,
+          "threads applying batches; 0: one per core but one (at least one), which leaves gRPC's "
+          "threads and the questions they answer a core during full-speed ingest");
 ABSL_FLAG(std::string, ingest_policy, "idle",
           "scheduling of the threads applying batches: idle (SCHED_IDLE: any other thread of the "
           "server, e.g. one answering a query, preempts them at once) or nice (--ingest_nice)");
@@ -280,7 +282,12 @@ int main(int argc, char** argv) {
   }
 
   int threads = absl::GetFlag(FLAGS_ingest_threads);
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) {
+    // A core left to gRPC: on a 2-core server, one ingest thread kept every question's p99 under
+    // 5 ms where two gave 3-9 ms (bench/E2E_RESULTS.md, session 4).
+    const unsigned cores = std::thread::hardware_concurrency();
+    threads = static_cast<int>(cores > 1 ? cores - 1 : 1);
+  }
   const int ingest_nice = absl::GetFlag(FLAGS_ingest_nice);
   if (ingest_nice < 0 || ingest_nice > 19) {
     std::fprintf(stderr, "streamstatsd: --ingest_nice must be in [0, 19], got %d\n", ingest_nice);

@@ -333,32 +333,38 @@ class StreamStatsService::IngestReactor final
   // Batches read and waiting while one is applied.
   static constexpr size_t kReadAhead = 1;
 
-  // Applies the held batches in order on an executor thread until none is left.
+  // Applies the oldest held batch on an executor thread, then queues itself again behind the
+  // other streams' work while more is held: streams sharing ingest threads take turns batch by
+  // batch (a loop here let one stream that reads ahead keep a thread to itself).
   void ApplyHeld() {
-    for (;;) {
-      grpc::ByteBuffer bytes;
-      {
-        MutexLock lock(&mu_);
-        if (held_.empty() || !error_.ok()) {
-          applying_ = false;
-          held_.clear();
-          Advance();
-          return;
-        }
-        bytes = std::move(held_.front());
-        held_.pop_front();
-        Advance();  // room for the next read
-      }
-      absl::Status status = Apply(&bytes);
+    grpc::ByteBuffer bytes;
+    {
       MutexLock lock(&mu_);
-      if (status.ok()) {
-        ack_pending_ = true;
-      } else {
-        error_ = status;  // no more reads or applies: the stream ends with this status
-        reads_done_ = true;
+      if (held_.empty() || !error_.ok()) {
+        applying_ = false;
+        held_.clear();
+        Advance();
+        return;
       }
-      Advance();
+      bytes = std::move(held_.front());
+      held_.pop_front();
+      Advance();  // room for the next read
     }
+    absl::Status status = Apply(&bytes);
+    MutexLock lock(&mu_);
+    if (status.ok()) {
+      ack_pending_ = true;
+    } else {
+      error_ = status;  // no more reads or applies: the stream ends with this status
+      reads_done_ = true;
+      held_.clear();
+    }
+    if (held_.empty()) {
+      applying_ = false;
+    } else {
+      service_->executor_->Submit([this] { ApplyHeld(); });
+    }
+    Advance();
   }
 
   // Parses and applies one batch (on the executor's thread, not gRPC's) and records it.

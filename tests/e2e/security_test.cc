@@ -1055,6 +1055,47 @@ TEST_F(BadInput, OneStreamAppliesItsBatchesInOrderAndNothingAfterABadOne) {
   }
 }
 
+TEST(Fairness, StreamsSharingOneIngestThreadTakeTurns) {
+  // A stream reads its next batch while one is applied; with one ingest thread, two streams
+  // that both keep the thread busy must still alternate, not run one after the other.
+  const std::string dir = ::testing::TempDir() + "/streamstats_fair_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    Server server(dir, {"--ingest_threads=1", "--data_dir="});
+    auto control = Client::Connect(server.address(), absl::Seconds(10));
+    ASSERT_TRUE(control->CreateSession(Spec("a")).ok());
+    ASSERT_TRUE(control->CreateSession(Spec("b")).ok());
+    const int batches = 150;
+    const std::vector<double> values = Iota(20000);
+    std::atomic<bool> a_done{false};
+    std::atomic<uint64_t> b_acked_when_a_done{0};
+    std::unique_ptr<IngestStream> b_stream;
+    auto b_client = Client::Connect(server.address(), absl::Seconds(10));
+    b_stream = b_client->StartIngest();
+    std::thread b([&] {
+      for (int i = 1; i <= 3 * batches && !a_done; ++i) {
+        ASSERT_TRUE(b_stream->Write(Batch("b", values, i)));
+      }
+    });
+    auto a_client = Client::Connect(server.address(), absl::Seconds(10));
+    auto a_stream = a_client->StartIngest();
+    for (int i = 1; i <= batches; ++i) ASSERT_TRUE(a_stream->Write(Batch("a", values, i)));
+    ASSERT_TRUE(a_stream->Finish().ok());
+    b_acked_when_a_done = b_stream->acked_items();
+    a_done = true;
+    b.join();
+    ASSERT_TRUE(b_stream->Finish().ok());
+    // Taking turns, b has about as many items applied as a when a ends (b started first); one
+    // after the other, b would have none, or all three times a's.
+    const uint64_t a_items = uint64_t{batches} * values.size();
+    EXPECT_GE(b_acked_when_a_done.load(), a_items / 4) << "of a's " << a_items;
+    EXPECT_LE(b_acked_when_a_done.load(), 2 * a_items) << "of a's " << a_items;
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(BadInput, GarbageBytesOnTheWireLeaveTheServerServing) {
   std::mt19937_64 rng(666);
   auto random_bytes = [&](size_t n) {
