@@ -4,6 +4,7 @@
 //
 // SIGTERM / SIGINT: stop accepting, finish the RPCs in flight (everything acknowledged is
 // applied), write snapshots to --data_dir, exit 0.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -285,7 +286,12 @@ int main(int argc, char** argv) {
   if (threads <= 0) {
     // A core left to gRPC: on a 2-core server, one ingest thread kept every question's p99 under
     // 5 ms where two gave 3-9 ms (bench/E2E_RESULTS.md, session 4).
-    const unsigned cores = std::thread::hardware_concurrency();
+    // The cores this process may run on (taskset, a container's cpuset), not the machine's.
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const unsigned cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                               ? static_cast<unsigned>(CPU_COUNT(&allowed))
+                               : std::thread::hardware_concurrency();
     threads = static_cast<int>(cores > 1 ? cores - 1 : 1);
   }
   const int ingest_nice = absl::GetFlag(FLAGS_ingest_nice);
