@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) {
     // A core left to gRPC: on a 2-core server, one ingest thread kept every question's p99 under
-    // 5 ms where two gave 3-9 ms (bench/E2E_RESULTS.md, session 4).
+    // 5 ms (0.7-4.1) where two gave 3-9 ms (bench/E2E_RESULTS.md, session 4).
     // The cores this process may run on (taskset, a container's cpuset), not the machine's.
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
