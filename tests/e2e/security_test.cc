@@ -1066,8 +1066,8 @@ TEST(Fairness, StreamsSharingOneIngestThreadTakeTurns) {
     auto control = Client::Connect(server.address(), absl::Seconds(10));
     ASSERT_TRUE(control->CreateSession(Spec("a")).ok());
     ASSERT_TRUE(control->CreateSession(Spec("b")).ok());
-    const int batches = 150;
-    const std::vector<double> values = Iota(20000);
+    const int batches = 60;
+    const std::vector<double> values = Iota(10000);
     std::atomic<bool> a_done{false};
     std::atomic<uint64_t> b_acked_when_a_done{0};
     std::unique_ptr<IngestStream> b_stream;
