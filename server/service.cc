@@ -336,16 +336,11 @@ class StreamStatsService::IngestReactor final
   // Applies the oldest held batch on an executor thread, then queues itself again behind the
   // other streams' work while more is held: streams sharing ingest threads take turns batch by
   // batch (a loop here let one stream that reads ahead keep a thread to itself).
+  // Submitted only while a batch is held (an error clears held_ and stops the turns).
   void ApplyHeld() {
     grpc::ByteBuffer bytes;
     {
       MutexLock lock(&mu_);
-      if (held_.empty() || !error_.ok()) {
-        applying_ = false;
-        held_.clear();
-        Advance();
-        return;
-      }
       bytes = std::move(held_.front());
       held_.pop_front();
       Advance();  // room for the next read
