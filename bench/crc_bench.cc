@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "core/serialization.h"
+#include "core/common/serialization.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/accelerator.h"
-#include "core/count_min.h"
-#include "core/hash.h"
+#include "core/accel/accelerator.h"
+#include "core/common/hash.h"
+#include "core/sketches/count_min.h"
 #include "core/summary.h"
 #include "gpu/detail/segmented_sort.cuh"
 #include "gpu/gpu_accelerator.h"

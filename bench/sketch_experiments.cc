@@ -40,14 +40,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "core/count_min.h"
-#include "core/fcm.h"
-#include "core/hash.h"
-#include "core/lossy_counting.h"
-#include "core/misra_gries.h"
-#include "core/pbf.h"
+#include "core/common/hash.h"
+#include "core/common/types.h"
+#include "core/frequencies/lossy_counting.h"
+#include "core/frequencies/misra_gries.h"
+#include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
+#include "core/sketches/pbf.h"
 #include "core/summary.h"
-#include "core/types.h"
 
 namespace {
 
@@ -423,7 +423,7 @@ void Experiment1(Output& out, bool quick) {
   }
   shape_t.note =
       "`spec` is our sizing rule for ε = 0.087, δ = 0.0002: Count-Min d = ⌈ln 1/δ⌉ = 9, w = ⌈e/ε⌉ = 32; FCM rounds d up to a prime and keeps d·w ≤ 9·32 "
-      "(core/fcm.h). `paper` forces seed 001's d = 17, w = 31 for both (ε = e/30.5, δ = e^-16.5). Counters are 8 bytes. "
+      "(core/sketches/fcm.h). `paper` forces seed 001's d = 17, w = 31 for both (ε = e/30.5, δ = e^-16.5). Counters are 8 bytes. "
       "MemoryBytes adds FCM's Misra–Gries phase detector (≤ k log k = 24 entries) and a 16-entry heavy-hitter candidate set (both kinds).";
   err_t.note =
       "normalized error = Σ|f̂−f| / Σf over the unique items of the stream (= mean absolute error per unique item divided by the mean frequency per unique item); "

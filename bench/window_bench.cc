@@ -17,8 +17,8 @@
 
 #include "absl/strings/str_format.h"
 #include "core/summary.h"
-#include "core/time_window.h"
-#include "core/windowed.h"
+#include "core/windows/time_window.h"
+#include "core/windows/windowed.h"
 
 namespace {
 

@@ -24,7 +24,7 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/spec_parser.h"
-#include "core/sync.h"
+#include "core/common/sync.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"

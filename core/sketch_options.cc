@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "core/pbf.h"
+#include "core/sketches/pbf.h"
 #include "core/summary.h"
 
 namespace streamstats::core {

@@ -4,16 +4,16 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "core/count_min.h"
-#include "core/fcm.h"
-#include "core/lossy_counting.h"
-#include "core/misra_gries.h"
-#include "core/partitioned.h"
-#include "core/pbf.h"
-#include "core/quantile_summary.h"
-#include "core/serialization.h"
-#include "core/sliding_window.h"
-#include "core/time_window.h"
+#include "core/common/serialization.h"
+#include "core/frequencies/lossy_counting.h"
+#include "core/frequencies/misra_gries.h"
+#include "core/parallel/partitioned.h"
+#include "core/quantiles/quantile_summary.h"
+#include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
+#include "core/sketches/pbf.h"
+#include "core/windows/sliding_window.h"
+#include "core/windows/time_window.h"
 
 namespace streamstats::core {
 namespace {

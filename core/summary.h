@@ -18,9 +18,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/accelerator.h"
-#include "core/hash.h"
-#include "core/types.h"
+#include "core/accel/accelerator.h"
+#include "core/common/hash.h"
+#include "core/common/types.h"
 
 namespace streamstats::core {
 
@@ -32,13 +32,13 @@ enum class SummaryKind : uint16_t {
   kFcm = 4,
   kMisraGries = 5,
   kPbf = 6,
-  // Envelope tag of a PartitionedSummary (core/partitioned.h). Its kind() reports the kind of the
+  // Envelope tag of a PartitionedSummary (core/parallel/partitioned.h). Its kind() reports the kind of the
   // summaries it wraps, since it answers exactly the same questions.
   kPartitioned = 7,
-  // Sliding windows over the last N items (core/sliding_window.h).
+  // Sliding windows over the last N items (core/windows/sliding_window.h).
   kSlidingQuantiles = 8,
   kSlidingFrequencies = 9,
-  // Time windows over the last T seconds (core/time_window.h).
+  // Time windows over the last T seconds (core/windows/time_window.h).
   kTimeWindow = 10,
 };
 
@@ -103,7 +103,7 @@ struct LossyCountingOptions {
   uint64_t EffectiveWindow() const;
 };
 
-// Count-Min (Cormode & Muthukrishnan 2005; seed 001 §IV); see core/count_min.h.
+// Count-Min (Cormode & Muthukrishnan 2005; seed 001 §IV); see core/sketches/count_min.h.
 struct CountMinOptions {
   double epsilon = 0.001;     // additive error as a fraction of N, in [1e-6, 1); w = ceil(e/epsilon)
   double delta = 0.01;        // failure probability of one point query, in [1e-12, 1);
@@ -118,7 +118,7 @@ struct CountMinOptions {
   uint64_t EffectiveHeavyHitterCapacity() const;
 };
 
-// FCM, the frequency-aware Count-Min (seed 001 §V, Fig. 7); see core/fcm.h.
+// FCM, the frequency-aware Count-Min (seed 001 §V, Fig. 7); see core/sketches/fcm.h.
 struct FcmOptions {
   double epsilon = 0.001;  // as CountMinOptions: the FCM table never exceeds Count-Min's d*w
   double delta = 0.01;     // counters for the same (epsilon, delta)
@@ -130,7 +130,7 @@ struct FcmOptions {
                            // in [1, 2^20]
   uint64_t phase_capacity = 0;  // phase-detector entries; 0 = auto: max(k, k*ceil(log2 k))
                                 // (seed 001: k log k = 24 for k = 8); in [1, 2^20]
-  bool conservative = false;    // conservative update (core/fcm.h states the rule)
+  bool conservative = false;    // conservative update (core/sketches/fcm.h states the rule)
   uint64_t heavy_hitter_capacity = 0;  // as CountMinOptions
   uint64_t seed = kDefaultSketchSeed;  // as CountMinOptions
   absl::Status Validate() const;
@@ -144,7 +144,7 @@ struct FcmOptions {
   uint64_t EffectiveHeavyHitterCapacity() const;
 };
 
-// Misra–Gries frequent items (1982; seed 001 §V-A); see core/misra_gries.h.
+// Misra–Gries frequent items (1982; seed 001 §V-A); see core/frequencies/misra_gries.h.
 struct MisraGriesOptions {
   uint64_t k = 1000;  // counters; f - N/(k+1) <= estimate <= f; in [1, 2^20]
   absl::Status Validate() const;
@@ -157,7 +157,7 @@ struct PbfParameters {
   double p = 0;    // probability that one insert sets one of its key's bits
 };
 
-// Probabilistic Bloom Filter (seed 002); see core/pbf.h. Either give (m, k, p), or leave them 0
+// Probabilistic Bloom Filter (seed 002); see core/sketches/pbf.h. Either give (m, k, p), or leave them 0
 // and give (expected_keys, threshold) for ChoosePbfParameters.
 struct PbfOptions {
   uint64_t m = 0;              // bits, in [64, 2^34]; 0 = choose from expected_keys and threshold
@@ -171,7 +171,7 @@ struct PbfOptions {
   PbfParameters Effective() const;  // (m, k, p), chosen when m == 0
 };
 
-// Parallel partitioned ingestion (seed 001 §III); see core/partitioned.h.
+// Parallel partitioned ingestion (seed 001 §III); see core/parallel/partitioned.h.
 enum class PartitionScheme : uint8_t {
   kBlock = 1,  // chunks of each batch go round-robin to the p workers; queries sum all p
   kHash = 2,   // each key goes to one processor group by hash; queries ask that group only
@@ -190,14 +190,14 @@ struct PartitionOptions {
 };
 
 // Sliding windows over the last N items (Arasu & Manku, PODS 2004; seed 000 §5.3); see
-// core/sliding_window.h. kSlidingQuantiles and kSlidingFrequencies.
+// core/windows/sliding_window.h. kSlidingQuantiles and kSlidingFrequencies.
 struct SlidingWindowOptions {
   double epsilon = 0.01;      // error bound as a fraction of the queried window W, in [1e-4, 0.5]
   uint64_t window_items = 0;  // N: the longest window, in items; in [1, 2^40]
   absl::Status Validate() const;
 };
 
-// Time windows over the last T seconds: a ring of per-interval summaries; see core/time_window.h.
+// Time windows over the last T seconds: a ring of per-interval summaries; see core/windows/time_window.h.
 struct TimeWindowOptions {
   double window_seconds = 300;  // T, in seconds; in (0, 10^9]
   uint32_t intervals = 60;      // B: the ring holds B intervals of T/B seconds; in [1, 4096]

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "core/accelerator.h"
+#include "core/accel/accelerator.h"
 #include "gpu/devices.h"
 
 namespace streamstats::gpu {

@@ -13,7 +13,7 @@
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
 //  * Sketches (AttachSketch): plain Count-Min and PBF tables of sessions are placed on the
-//    devices round robin (GpuCountMin::AddSequential, GpuPbf::Insert); core/device_mirror.h
+//    devices round robin (GpuCountMin::AddSequential, GpuPbf::Insert); core/accel/device_mirror.h
 //    keeps the host side exact and takes a failed sketch back to the CPU (counted as a fallback).
 // Thread-safe.
 #ifndef STREAMSTATS_GPU_GPU_POOL_H_
@@ -34,7 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/accelerator.h"
+#include "core/accel/accelerator.h"
 #include "gpu/gpu_accelerator.h"
 #include "gpu/gpu_sketches.h"
 

@@ -11,8 +11,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "core/hash.h"
-#include "core/pbf.h"
+#include "core/common/hash.h"
+#include "core/sketches/pbf.h"
 #include "gpu/detail/buffers.cuh"
 #include "gpu/detail/cuda_check.cuh"
 #include "gpu/detail/segmented_sort.cuh"
@@ -121,7 +121,7 @@ struct SketchDevice {
 };
 
 // Copies n = out.size() words from device memory into `out` through pinned staging, writing
-// `out` only once the copy succeeded (core/device_mirror.h replays onto it after a failure).
+// `out` only once the copy succeeded (core/accel/device_mirror.h replays onto it after a failure).
 absl::Status DownloadAll(SketchDevice& d, const uint64_t* device_words, absl::Span<uint64_t> out) {
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
   STREAMSTATS_RETURN_IF_ERROR(d.host_b.Reserve(out.size()));
@@ -732,7 +732,7 @@ void ConservativeBatchReference(const core::CountMinOptions& options,
 // ===== GpuFcm =====
 
 namespace {
-// core/fcm.cc's hash indices of the offset and gap functions (rows use 0..d-1). The GPU tests
+// core/sketches/fcm.cc's hash indices of the offset and gap functions (rows use 0..d-1). The GPU tests
 // compare whole tables with core::Fcm, so a change there cannot go unnoticed.
 constexpr uint64_t kFcmOffsetHashIndex = 1000;
 constexpr uint64_t kFcmGapHashIndex = 1001;

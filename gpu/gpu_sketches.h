@@ -1,6 +1,6 @@
 // Device-resident frequency sketches: Count-Min (plain and conservative), FCM and the
 // Probabilistic Bloom Filter, updated and queried in batches, with the hashes and the
-// counter-based coins of core/hash.h and core/pbf.h (STREAMSTATS_HOST_DEVICE), so the device
+// counter-based coins of core/common/hash.h and core/sketches/pbf.h (STREAMSTATS_HOST_DEVICE), so the device
 // computes the CPU's buckets, rows, positions and coins bit for bit.
 //
 // What equals the CPU (tests/gpu/gpu_test.cc checks each):
@@ -11,7 +11,7 @@
 //    updates: the table equals core::Fcm's.
 //  * PBF: the bit array equals core::Pbf's after the same items (bits are OR-ed, coins are a pure
 //    function of (seed, stream position, hash index)); SetPositions equals Pbf::SetPositions.
-// What differs, by design (parallel semantics; the guarantees of core/count_min.h and core/fcm.h
+// What differs, by design (parallel semantics; the guarantees of core/sketches/count_min.h and core/sketches/fcm.h
 // still hold, see below):
 //  * Conservative update is sequential by nature (each item reads the minimum the previous items
 //    left). Batch semantics here: the batch is pre-aggregated to distinct ids with total weights
@@ -43,7 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "core/fcm.h"
+#include "core/sketches/fcm.h"
 #include "core/summary.h"
 #include "gpu/devices.h"
 
@@ -63,7 +63,7 @@ class GpuCountMin {
   uint64_t width() const { return width_; }
   uint64_t count() const { return count_; }
 
-  // Adds a batch of key ids (core/key_id.h) with weights (empty = 1 each). `aggregate` sorts and
+  // Adds a batch of key ids (core/common/key_id.h) with weights (empty = 1 each). `aggregate` sorts and
   // run-length encodes the batch first (always done for conservative update).
   absl::Status Update(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       bool aggregate = false);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "core/sync.h"
+#include "core/common/sync.h"
 
 namespace streamstats::server {
 

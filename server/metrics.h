@@ -47,7 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/sync.h"
+#include "core/common/sync.h"
 
 namespace prometheus {
 class Exposer;

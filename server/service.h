@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "core/sync.h"
+#include "core/common/sync.h"
 #include "server/executor.h"
 #include "server/session_manager.h"
 #include "server/tenants.h"

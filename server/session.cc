@@ -8,7 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/serialization.h"
+#include "core/common/serialization.h"
 
 namespace streamstats::server {
 namespace {

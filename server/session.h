@@ -19,9 +19,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/sync.h"
 #include "core/summary.h"
-#include "core/sync.h"
-#include "core/windowed.h"
+#include "core/windows/windowed.h"
 
 namespace streamstats::server {
 

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
-#include "core/serialization.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/serialization.h"
 
 namespace streamstats::server {
 namespace fs = std::filesystem;

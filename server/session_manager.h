@@ -17,7 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "core/sync.h"
+#include "core/common/sync.h"
 #include "server/session.h"
 #include "server/tenants.h"
 #include "server/wal.h"

@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/sync.h"
+#include "core/common/sync.h"
 
 namespace streamstats::server {
 

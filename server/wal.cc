@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/serialization.h"
+#include "core/common/serialization.h"
 #include "server/session_manager.h"
 
 namespace streamstats::server {

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "core/sync.h"
+#include "core/common/sync.h"
 
 namespace streamstats::server {
 

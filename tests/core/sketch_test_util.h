@@ -13,9 +13,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "core/serialization.h"
+#include "core/common/serialization.h"
+#include "core/common/types.h"
 #include "core/summary.h"
-#include "core/types.h"
 #include "gtest/gtest.h"
 
 namespace streamstats::core::testing {

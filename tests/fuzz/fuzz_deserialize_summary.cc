@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "core/serialization.h"
+#include "core/common/serialization.h"
 #include "core/summary.h"
 #include "tests/fuzz/fuzz_util.h"
 

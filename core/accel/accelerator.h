@@ -1,0 +1,121 @@
+// The accelerator interface: the batch-heavy steps of the window-based summaries (seed 000 §3.2:
+// sort a window, turn it into a histogram or a rank sample). The CPU implementation lives here;
+// gpu/ provides another one. Every implementation must return exactly what the CPU one returns.
+//
+// Thread safety: implementations are safe to call from several threads at once.
+#ifndef STREAMSTATS_CORE_ACCEL_ACCELERATOR_H_
+#define STREAMSTATS_CORE_ACCEL_ACCELERATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace streamstats::core {
+
+struct CountMinOptions;  // core/summary.h
+struct PbfOptions;
+
+// One distinct key of a sorted window and its total weight.
+struct HistogramEntry {
+  uint64_t key;
+  uint64_t count;
+};
+
+// The key at 1-based position `rank` of a sorted (weight-expanded) window.
+struct RankSampleEntry {
+  uint64_t key;
+  uint64_t rank;
+};
+
+// A frequency sketch's table kept in an accelerator's memory (DESIGN.md: "apply a batch of sketch
+// updates, insert/query a PBF batch"). Its summary (core/sketches/count_min.h, core/sketches/pbf.h) hands it every
+// batch and reads the table back before answering; core/accel/device_mirror.h keeps a host copy that
+// can always be rebuilt, so a device failure loses nothing. Used by one summary at a time.
+class DeviceSketch {
+ public:
+  virtual ~DeviceSketch() = default;
+  // Count-Min (plain update): adds ids[i] with weights[i] (empty: 1 each) in order; estimates[i]
+  // = the minimum over the item's d counters right after its own addition — exactly what the
+  // sequential update computes (the heavy-hitter candidates are fed with it).
+  // PBF: inserts the items at the stream positions that follow the ones already inserted, as
+  // Pbf::Update does; `estimates` must be null.
+  virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           std::vector<uint64_t>* estimates) = 0;
+  // Copies the state out: Count-Min's row-major d x w counters, or the PBF's bit words.
+  virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
+};
+
+// What to keep on the device; exactly one of the options is set.
+struct DeviceSketchSpec {
+  const CountMinOptions* count_min = nullptr;  // plain update only
+  const PbfOptions* pbf = nullptr;
+  absl::Span<const uint64_t> state;  // the current table / bit words, uploaded as the start
+  uint64_t position = 0;             // PBF: items inserted so far (the next stream position)
+};
+
+class Accelerator {
+ public:
+  virtual ~Accelerator() = default;
+
+  // "cpu", "gpu:0", ...
+  virtual std::string name() const = 0;
+
+  // Sorts `keys` ascending in place; `weights` (empty, or one per key) is permuted alongside.
+  virtual absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) = 0;
+
+  // Sorts 32-bit keys ascending in place (floats through an order-preserving map, small ids).
+  // The base class uses std::sort; the GPU sorts them with the same network as 64-bit keys.
+  virtual absl::Status SortWindow32(absl::Span<uint32_t> keys);
+
+  // Sorts several windows, keys[offsets[i] .. offsets[i+1]), each on its own; the GPU sorts them
+  // all in one segmented launch. offsets has one more entry than there are windows.
+  virtual absl::Status SortSegments(absl::Span<uint64_t> keys, absl::Span<const size_t> offsets);
+
+  // Sorts the window (destroying the input order) and returns its distinct keys in ascending
+  // order with their total weights.
+  virtual absl::Status Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
+                                 std::vector<HistogramEntry>* out);
+
+  // Sorts the window and returns the keys at positions 1, 1+step, 1+2·step, ... and always the
+  // last position (total weight), positions counted in the weight-expanded order. step >= 1.
+  virtual absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
+                                  uint64_t step, std::vector<RankSampleEntry>* out);
+
+  // A device-resident copy of a sketch, or null: the sketch then stays in host memory (always
+  // so for the CPU accelerator; the GPU pool returns null when device memory runs out).
+  virtual std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec);
+};
+
+// Sorts `keys` ascending in place and permutes `weights` (empty, or one per key) alongside,
+// stably: equal keys keep their order. What std::stable_sort on (key, weight) pairs by key
+// returns, computed as a least-significant-digit radix sort over the key's eight bytes that skips
+// the bytes every key shares (windows of doubles share their high bytes): ~5x std::sort at the
+// window sizes of ε = 0.001 (8000 keys), which every quantile ingest chunk and every quantile
+// question pays (bench/E2E_RESULTS.md, session 4). Short spans go to std::sort.
+void SortKeysStably(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights);
+
+// The reference implementation: SortKeysStably, then a linear pass.
+class CpuAccelerator final : public Accelerator {
+ public:
+  std::string name() const override { return "cpu"; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
+};
+
+// A process-wide CPU accelerator (stateless, so one instance serves everyone).
+Accelerator* CpuAcceleratorInstance();
+
+// Run-length encodes an ascending key sequence; the shared second half of Histogram.
+void RunLengthEncode(absl::Span<const uint64_t> sorted_keys, absl::Span<const uint64_t> weights,
+                     std::vector<HistogramEntry>* out);
+
+// Samples ranks from an ascending key sequence; the shared second half of RankSample.
+void SampleRanks(absl::Span<const uint64_t> sorted_keys, absl::Span<const uint64_t> weights,
+                 uint64_t step, std::vector<RankSampleEntry>* out);
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_ACCEL_ACCELERATOR_H_

@@ -1,0 +1,86 @@
+#include "core/accel/device_mirror.h"
+
+#include <algorithm>
+
+namespace streamstats::core {
+
+void DeviceMirror::TryAttach(Accelerator* accelerator, DeviceSketchSpec spec) {
+  if (tried_ || accelerator == nullptr) return;
+  tried_ = true;
+  spec.state = host_state_;
+  std::unique_ptr<DeviceSketch> device = accelerator->AttachSketch(spec);
+  std::lock_guard<std::mutex> lock(mu_);
+  device_ = std::move(device);
+  stale_ = false;
+  journal_ids_.clear();
+  journal_weights_.clear();
+  journal_weighted_ = false;
+}
+
+bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                       std::vector<uint64_t>* estimates) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ == nullptr) return false;
+  if (!device_->Add(ids, weights, estimates).ok()) {
+    // The device may hold part of this batch: drop it, rebuild the host copy from the journal.
+    ++failures_;
+    stale_ = true;
+    std::unique_ptr<DeviceSketch> failed = std::move(device_);
+    RefreshLocked();
+    return false;
+  }
+  stale_ = true;
+  if (!weights.empty() && !journal_weighted_) {
+    journal_weights_.assign(journal_ids_.size(), 1);
+    journal_weighted_ = true;
+  }
+  journal_ids_.insert(journal_ids_.end(), ids.begin(), ids.end());
+  if (journal_weighted_) {
+    if (weights.empty()) {
+      journal_weights_.insert(journal_weights_.end(), ids.size(), 1);
+    } else {
+      journal_weights_.insert(journal_weights_.end(), weights.begin(), weights.end());
+    }
+  }
+  if (journal_ids_.size() >= std::max<size_t>(size_t{1} << 16, host_state_.size())) {
+    RefreshLocked();
+  }
+  return true;
+}
+
+void DeviceMirror::Refresh() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RefreshLocked();
+}
+
+void DeviceMirror::RefreshLocked() const {
+  if (!stale_) return;
+  if (device_ != nullptr && device_->Download(host_state_).ok()) {
+    // The downloaded table already holds every journaled batch.
+  } else {
+    if (device_ != nullptr) ++failures_;
+    device_.reset();
+    // The host copy is as of the last refresh (a failed Download may have written part of it,
+    // so Download writes only on success: see DeviceSketch implementations) plus the journal.
+    replay_(journal_ids_, journal_weights_);
+  }
+  if (refreshed_) refreshed_();
+  stale_ = false;
+  journal_ids_.clear();
+  journal_weights_.clear();
+  journal_weighted_ = false;
+}
+
+void DeviceMirror::Detach() {
+  Refresh();
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.reset();
+  tried_ = false;
+}
+
+size_t DeviceMirror::MemoryBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return (journal_ids_.capacity() + journal_weights_.capacity()) * sizeof(uint64_t);
+}
+
+}  // namespace streamstats::core

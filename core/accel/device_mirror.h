@@ -1,0 +1,87 @@
+// The host side of a sketch whose table lives on an accelerator device (core/accel/accelerator.h,
+// DeviceSketch); what core::CountMin and core::Pbf use when their accelerator is a GPU.
+//
+// While attached, the device holds the current table and the host copy may be stale. Every batch
+// the device accepted since the host copy was last brought up to date is kept in a journal, so a
+// device failure at any point is repaired by replaying the journal onto the host copy: no batch
+// is lost, and the table equals what the CPU alone would hold. The journal is bounded: once it
+// holds max(2^16, table words) items the host copy is refreshed (downloaded) and the journal
+// cleared, so it costs at most 16 bytes per table word.
+//
+// Protocol for the owning summary:
+//  * Update: if !attached(), TryAttach() (uploads the host table); then Add(): true = done on the
+//    device; false = the device failed — the mirror has already brought the host copy up to
+//    date and detached, so apply the batch on the host.
+//  * Before reading the host table (queries, Serialize, Merge): Refresh().
+//  * Before changing the host table other than through Add (Merge, Deserialize): Refresh() then
+//    Detach(); the next Update attaches again with the new table.
+// Refresh() may be called from several const readers at once (the owning session runs queries
+// under a shared lock); it is serialized internally. Add/TryAttach/Detach need exclusive access.
+#ifndef STREAMSTATS_CORE_ACCEL_DEVICE_MIRROR_H_
+#define STREAMSTATS_CORE_ACCEL_DEVICE_MIRROR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "core/accel/accelerator.h"
+
+namespace streamstats::core {
+
+class DeviceMirror {
+ public:
+  // Applies journaled items to the host table: the summary's CPU update without side effects
+  // (heavy-hitter candidates were fed when the batch went through the device). `weights` is
+  // empty or one per id.
+  using ReplayFn =
+      std::function<void(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights)>;
+
+  // `host_state` is the summary's table (fixed size for the summary's life); `replay` as above;
+  // `refreshed` (optional) runs after the host table was brought up to date (to recompute what
+  // the summary derives from it, e.g. the PBF's set-bit count).
+  DeviceMirror(absl::Span<uint64_t> host_state, ReplayFn replay,
+               std::function<void()> refreshed = nullptr)
+      : host_state_(host_state), replay_(std::move(replay)), refreshed_(std::move(refreshed)) {}
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
+
+  // Asks `accelerator` for a device copy of the host table (spec.state is filled in here). Asks
+  // once per Detach: an accelerator that keeps sketches on the host is not asked per batch.
+  void TryAttach(Accelerator* accelerator, DeviceSketchSpec spec);
+  bool attached() const { return device_ != nullptr; }
+
+  // Sends one batch to the device (see the protocol above).
+  bool Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+           std::vector<uint64_t>* estimates);
+
+  // Brings the host table up to date (no-op when it is).
+  void Refresh() const;
+  // Drops the device copy (after Refresh) and allows the next TryAttach.
+  void Detach();
+
+  // Device failures repaired so far (each one moved the sketch back to the host).
+  uint64_t failures() const { return failures_; }
+  size_t MemoryBytes() const;
+
+ private:
+  // Requires mu_. Downloads, or after a failed download replays the journal and detaches.
+  void RefreshLocked() const;
+
+  absl::Span<uint64_t> host_state_;
+  ReplayFn replay_;
+  std::function<void()> refreshed_;
+  bool tried_ = false;
+  mutable std::mutex mu_;  // the fields below, for concurrent Refresh() callers
+  mutable std::unique_ptr<DeviceSketch> device_;
+  mutable bool stale_ = false;
+  mutable std::vector<uint64_t> journal_ids_, journal_weights_;  // weights: empty or one per id
+  mutable bool journal_weighted_ = false;
+  mutable uint64_t failures_ = 0;
+};
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_ACCEL_DEVICE_MIRROR_H_

@@ -1,0 +1,150 @@
+// Hashing shared by every frequency sketch, on the CPU now and on the GPU later: one 64-bit string
+// hash, the pairwise-independent family modulo the Mersenne prime 2^61 - 1, and a counter-based
+// random generator for the Probabilistic Bloom Filter's coins.
+//
+// Everything here is a pure function of its arguments, marked STREAMSTATS_HOST_DEVICE and free of
+// std:: calls and of 128-bit integers, so nvcc compiles the same code for the device and a GPU
+// kernel reproduces the CPU's buckets, rows and bits exactly. Changing any constant or formula
+// changes every serialized sketch's meaning: tests/core/common/hash_test.cc pins golden values.
+//
+// Why 2^61 - 1 and not seed 001's 2^31 - 1: our keys are 64-bit (uint64 keys, doubles through
+// ToOrderedBits, strings through HashString). (a*x + b) mod P is pairwise independent only for
+// x < P, so with P = 2^31 - 1 the keys x and x + P would collide in every row. We use
+// P = 2^61 - 1 (products reduce with shifts and adds) and hash a 64-bit key as the vector
+// (x_hi, x_lo) of its two 32-bit halves, both < P:  h(x) = (a_hi*x_hi + a_lo*x_lo + b) mod P,
+// which is pairwise independent over all 2^64 keys when (a_hi, a_lo, b) is uniform in [0, P)^3.
+// A row's bucket is h(x) mod w; the bias from reducing [0, P) to [0, w) is below w/P < 2^-40.
+#ifndef STREAMSTATS_CORE_COMMON_HASH_H_
+#define STREAMSTATS_CORE_COMMON_HASH_H_
+
+#include <cstdint>
+
+#include "core/common/host_device.h"
+
+namespace streamstats::core {
+
+inline constexpr uint64_t kMersenne61 = (uint64_t{1} << 61) - 1;
+
+// Seeds every sketch uses unless its options say otherwise; equal seeds are what let two
+// summaries built from the same options merge.
+inline constexpr uint64_t kDefaultSketchSeed = 0x5D2A8B3C9E417F61ULL;
+// The seed of HashString for string keys: fixed forever, so a string has one id everywhere.
+inline constexpr uint64_t kStringKeySeed = 0x243F6A8885A308D3ULL;
+
+namespace hash_internal {
+inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;  // 2^64 / golden ratio, odd
+inline constexpr uint64_t kBlockMul = 0xD6E8FEB86659FD93ULL;
+inline constexpr uint64_t kBlockAdd = 0xA0761D6478BD642FULL;
+inline constexpr uint64_t kTail = 0xE7037ED1A0B428DBULL;
+
+STREAMSTATS_HOST_DEVICE inline uint64_t RotateLeft(uint64_t x, unsigned r) {
+  return (x << r) | (x >> (64u - r));  // r in [1, 63]
+}
+
+// Little-endian load one byte at a time: no alignment or aliasing assumptions, no memcpy.
+STREAMSTATS_HOST_DEVICE inline uint64_t Load64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (unsigned i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8u * i);
+  return v;
+}
+}  // namespace hash_internal
+
+// A bijective 64-bit finalizer (xor-shift / multiply rounds): every input bit affects every
+// output bit. Used to derive seeds and to finish the string hash.
+STREAMSTATS_HOST_DEVICE inline uint64_t Mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return x;
+}
+
+// 64-bit hash of `len` bytes. Eight-byte blocks are each mixed and folded into the state with a
+// rotate-multiply step (bijective in the state and in the block, so equal-length inputs that
+// differ in one block always differ before finalization); the length enters the initial state,
+// the 0-7 tail bytes one final block. Not cryptographic: an adversary who knows the seed can
+// build collisions, as for any fast non-keyed hash.
+STREAMSTATS_HOST_DEVICE inline uint64_t HashBytes(const void* data, uint64_t len, uint64_t seed) {
+  using namespace hash_internal;
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = Mix64(seed ^ (len * kGolden));
+  uint64_t n = len;
+  while (n >= 8) {
+    h = RotateLeft(h ^ Mix64(Load64(p) + kBlockAdd), 29) * kBlockMul + kGolden;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t tail = 0;
+  for (uint64_t i = 0; i < n; ++i) tail |= static_cast<uint64_t>(p[i]) << (8u * i);
+  h = RotateLeft(h ^ Mix64(tail ^ kTail), 29) * kBlockMul + kGolden;
+  return Mix64(h);
+}
+
+// The 64-bit id of a string key (every sketch hashes ids, never the bytes again).
+STREAMSTATS_HOST_DEVICE inline uint64_t HashString(const char* data, uint64_t len) {
+  return HashBytes(data, len, kStringKeySeed);
+}
+
+// x mod (2^61 - 1) for any 64-bit x.
+STREAMSTATS_HOST_DEVICE inline uint64_t ReduceMersenne61(uint64_t x) {
+  x = (x & kMersenne61) + (x >> 61);  // 2^61 == 1 (mod P); the sum is < 2^61 + 8
+  return x >= kMersenne61 ? x - kMersenne61 : x;
+}
+
+// a*b mod (2^61 - 1) for a, b < 2^61 - 1, from 32-bit halves (no 128-bit type needed):
+// a*b = a1*b1*2^64 + (a1*b0 + a0*b1)*2^32 + a0*b0, with 2^64 == 8 and 2^61 == 1 (mod P).
+STREAMSTATS_HOST_DEVICE inline uint64_t MulModMersenne61(uint64_t a, uint64_t b) {
+  const uint64_t a1 = a >> 32, a0 = a & 0xFFFFFFFFULL;  // a1, b1 < 2^29
+  const uint64_t b1 = b >> 32, b0 = b & 0xFFFFFFFFULL;
+  const uint64_t high = (a1 * b1) << 3;                  // < 2^61
+  const uint64_t mid = a1 * b0 + a0 * b1;                // < 2^62
+  const uint64_t mid_part = (mid >> 29) + ((mid & ((uint64_t{1} << 29) - 1)) << 32);  // < 2^61 + 2^33
+  const uint64_t lo = a0 * b0;
+  const uint64_t lo_part = (lo & kMersenne61) + (lo >> 61);  // < 2^61 + 8
+  return ReduceMersenne61(high + mid_part + lo_part);       // sum < 2^63
+}
+
+// One member of the pairwise-independent family h(x) = (a_hi*x_hi + a_lo*x_lo + b) mod P over
+// 64-bit keys (see the top of this file). Trivially copyable, so a GPU kernel takes it by value.
+struct PairwiseHash {
+  uint64_t a_hi = 1;
+  uint64_t a_lo = 1;
+  uint64_t b = 0;
+
+  // A value in [0, 2^61 - 1).
+  STREAMSTATS_HOST_DEVICE uint64_t operator()(uint64_t key) const {
+    const uint64_t x = ReduceMersenne61(MulModMersenne61(a_hi, key >> 32) +
+                                        MulModMersenne61(a_lo, key & 0xFFFFFFFFULL));
+    return ReduceMersenne61(x + b);
+  }
+};
+
+// The `index`-th hash function drawn deterministically from `seed`: coefficients are successive
+// outputs of a SplitMix-style sequence reduced mod P (the multipliers never 0).
+STREAMSTATS_HOST_DEVICE inline PairwiseHash MakePairwiseHash(uint64_t seed, uint64_t index) {
+  using hash_internal::kGolden;
+  const uint64_t base = Mix64(seed) + 3 * index * kGolden;
+  PairwiseHash h;
+  h.a_hi = ReduceMersenne61(Mix64(base + 1 * kGolden));
+  h.a_lo = ReduceMersenne61(Mix64(base + 2 * kGolden));
+  h.b = ReduceMersenne61(Mix64(base + 3 * kGolden));
+  if (h.a_hi == 0) h.a_hi = 1;
+  if (h.a_lo == 0) h.a_lo = 1;
+  return h;
+}
+
+// A counter-based random 64-bit word: a pure function of (seed, counter, lane), so the i-th coin
+// of the j-th hash of the item at stream position n is the same on any thread, CPU or GPU, and
+// no generator state is carried between items. Two chained bijective mixes, Philox-style in
+// spirit; statistically uniform for our purpose (PBF coins), not cryptographic.
+STREAMSTATS_HOST_DEVICE inline uint64_t CounterRandom(uint64_t seed, uint64_t counter,
+                                                      uint64_t lane) {
+  using hash_internal::kGolden;
+  const uint64_t x = Mix64(seed ^ Mix64(counter * kGolden + hash_internal::kBlockAdd));
+  return Mix64(x + (lane + 1) * hash_internal::kBlockMul);
+}
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_COMMON_HASH_H_

@@ -1,0 +1,88 @@
+// Plain value types shared by every summary: what goes in (a batch), what is asked (keys) and
+// what comes out (answers with their bounds). No behaviour lives here.
+#ifndef STREAMSTATS_CORE_COMMON_TYPES_H_
+#define STREAMSTATS_CORE_COMMON_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace streamstats::core {
+
+// What a session's items are. Fixed at creation.
+enum class ValueKind : uint8_t {
+  kNumeric = 1,  // finite doubles; quantiles, ranks, value frequencies
+  kUint64 = 2,   // 64-bit keys; frequencies, heavy hitters (and quantiles over the integers)
+  kString = 3,   // byte-string keys up to kMaxStringKeyBytes; frequencies, heavy hitters
+};
+
+const char* ValueKindName(ValueKind kind);
+
+// Longest string key accepted anywhere (longer is INVALID_ARGUMENT).
+inline constexpr size_t kMaxStringKeyBytes = 1024;
+
+// A batch of items of one kind; exactly the span matching `kind` is read. `weights` is empty
+// (every item counts once) or has one positive weight per item.
+struct Batch {
+  ValueKind kind = ValueKind::kNumeric;
+  absl::Span<const double> values;
+  absl::Span<const uint64_t> keys;
+  absl::Span<const std::string> strings;
+  absl::Span<const uint64_t> weights;
+  // Event time of the whole batch in seconds since the epoch, for time windows; 0 = none (the
+  // summary stamps the batch with its clock).
+  double event_seconds = 0;
+
+  size_t size() const;
+};
+
+// The items a frequency question is about; same convention as Batch.
+struct Keys {
+  ValueKind kind = ValueKind::kNumeric;
+  absl::Span<const double> values;
+  absl::Span<const uint64_t> keys;
+  absl::Span<const std::string> strings;
+
+  size_t size() const;
+};
+
+// An answered φ-quantile: `value` has a rank (1-based position in sorted order) within
+// [rank_lower, rank_upper], and that interval lies within `max_error` of target_rank.
+struct QuantileAnswer {
+  double phi = 0;
+  double value = 0;
+  uint64_t target_rank = 0;  // max(1, ceil(phi * N))
+  uint64_t rank_lower = 0;
+  uint64_t rank_upper = 0;
+};
+
+// The number of items <= value lies in [count_lower, count_upper]; `estimate` is the midpoint.
+struct RankAnswer {
+  double value = 0;
+  uint64_t count_lower = 0;
+  uint64_t count_upper = 0;
+  double estimate = 0;
+};
+
+// The true frequency f satisfies lower <= f <= upper (deterministically, unless the summary
+// says otherwise); `estimate` is the summary's point estimate.
+struct FrequencyAnswer {
+  uint64_t estimate = 0;
+  uint64_t lower = 0;
+  uint64_t upper = 0;
+};
+
+// One heavy hitter; the key field matching the session's ValueKind is set.
+struct HeavyHitter {
+  double value = 0;
+  uint64_t key = 0;
+  std::string str;
+  FrequencyAnswer frequency;
+};
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_COMMON_TYPES_H_

@@ -1,0 +1,97 @@
+// Lossy Counting (Manku & Motwani 2002; seed 000 §5.1), window-based.
+// Guarantee: f - epsilon*N <= Estimate(x) <= f for every item x, where f is x's true total weight
+// and N = count(); Frequencies also returns bounds lower <= f <= upper with upper - lower <=
+// epsilon*N. HeavyHitters(s), for epsilon < s <= 1, returns every item with f >= s*N and no item
+// with f < (s - epsilon)*N.
+// Space: O((1/epsilon) log(epsilon*N)) table entries (unit weights; a merge may hold up to both
+// tables until later windows compress it) + the W items of the current window,
+// W = LossyCountingOptions::EffectiveWindow().
+// Not thread-safe; the owning Session serializes access.
+//
+// The stream is cut into windows of W items. A full window is turned into a histogram (sorted on
+// the accelerator for numeric and uint64 keys, on the CPU for strings) and folded into a table of
+// entries {f, delta} with f <= (true count so far) <= f + delta; afterwards every entry with
+// f + delta <= T = floor(epsilon * (weight of all flushed windows)) is dropped, so an item absent
+// from the table has true count <= T. Items of the current window are counted exactly.
+// Weighted items are fine: a weight only changes by how much T grows; the bound holds unchanged.
+#ifndef STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTING_H_
+#define STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTING_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/accel/accelerator.h"
+#include "core/common/types.h"
+#include "core/summary.h"
+
+namespace streamstats::core {
+
+// The algorithm, written once over the table's key type: uint64_t (numeric sessions key by
+// ToOrderedBits(value), uint64 sessions by the key) or std::string. Defined in lossy_counting.cc.
+template <typename Key>
+class LossyCountingCore;
+
+class LossyCounting final : public Summary {
+ public:
+  // `options` must have passed Validate(). `accelerator` is not owned; null means the CPU one.
+  LossyCounting(const LossyCountingOptions& options, ValueKind value_kind,
+                Accelerator* accelerator);
+  ~LossyCounting() override;
+
+  LossyCounting(const LossyCounting&) = delete;
+  LossyCounting& operator=(const LossyCounting&) = delete;
+
+  // Restores what Serialize wrote; `payload` is the envelope's payload. Anything inconsistent:
+  // DataLossError.
+  static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
+                                                              Accelerator* accelerator);
+
+  SummaryKind kind() const override { return SummaryKind::kLossyCounting; }
+  ValueKind value_kind() const override { return value_kind_; }
+  // "epsilon=0.001,window=4096".
+  std::string Describe() const override;
+
+  // Atomic: if the accelerator fails on any window of the batch, the summary is unchanged.
+  absl::Status Update(const Batch& batch) override;
+  // Needs the same value kind, epsilon and window. The union keeps the guarantee for the
+  // concatenated stream (absent-side counts are bounded by that side's T). Atomic like Update.
+  absl::Status Merge(const Summary& other) override;
+
+  uint64_t count() const override;
+  size_t MemoryBytes() const override;
+  std::string Serialize() const override;
+  void set_accelerator(Accelerator* accelerator) override;
+
+  // One answer per key, in order: estimate = lower, and lower <= f <= upper.
+  absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
+  // Items whose lower bound is >= (support - epsilon) * N, by estimate descending (ties: key
+  // ascending). InvalidArgument unless epsilon < support <= 1.
+  absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const override;
+
+  double epsilon() const { return epsilon_; }
+  uint64_t window() const { return window_; }
+  // Entries in the table (not counting the current window); for memory-bound checks.
+  size_t table_size() const;
+
+ private:
+  // Calls fn with whichever core this session uses.
+  template <typename Fn>
+  decltype(auto) Visit(Fn&& fn) const;
+
+  ValueKind value_kind_;
+  double epsilon_;
+  uint64_t window_;
+  Accelerator* accelerator_;
+  // Exactly one is set: strings_ for string sessions, ints_ otherwise.
+  std::unique_ptr<LossyCountingCore<uint64_t>> ints_;
+  std::unique_ptr<LossyCountingCore<std::string>> strings_;
+};
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTING_H_

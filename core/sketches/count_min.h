@@ -1,0 +1,131 @@
+// Count-Min sketch (Cormode & Muthukrishnan 2005; seed 001 §IV), with optional conservative
+// update (Estan & Varghese 2002) and a bounded heavy-hitter candidate set.
+//
+// d = ceil(ln(1/delta)) rows of w = ceil(e/epsilon) counters; row r maps a key id x (core/common/key_id.h)
+// to bucket h_r(x) mod w, h_r drawn from the pairwise-independent family mod 2^61 - 1
+// (core/common/hash.h explains why not seed 001's 2^31 - 1). Update adds the item's weight in every row;
+// a point query returns the minimum over the rows.
+// Guarantee, f = the key's true total weight, N = count():
+//   f <= Estimate(x)                      always (plain and conservative);
+//   Estimate(x) <= f + epsilon*N          with probability >= 1 - delta for each queried key.
+// Frequencies answers estimate = upper = Estimate(x) (deterministic) and
+// lower = max(0, Estimate(x) - floor(epsilon*N)) (holds with probability >= 1 - delta).
+// Conservative update: for an item of weight c, with m = the minimum of its d counters, set each
+// counter to max(counter, m + c). Every counter stays >= every key's f (so no underestimate) and
+// is never larger than the plain sketch's counter, so the same bound holds, usually much tighter.
+//
+// Heavy hitters: HeavyHitterCandidates (core/sketches/heavy_hitter_candidates.h) keeps the C keys with the
+// largest estimates, C = heavy_hitter_capacity (auto max(16, ceil(2/epsilon))). HeavyHitters(s)
+// re-estimates every candidate and returns those with Estimate >= s*N, by estimate descending
+// (ties: id ascending). What is guaranteed: no false positives below (s - epsilon)*N and no false
+// negatives, each with the per-key probability 1 - delta of the point estimates involved, when
+// s >= epsilon + 1/(C - 1) (for the auto C: s >= ~1.5*epsilon). Not guaranteed: completeness for
+// smaller s, or after the candidate set met more than C keys above s*N (it keeps the top C).
+//
+// Weighted items: a weight c counts as c occurrences (exactly, for plain and conservative).
+// Merge (same value kind, epsilon, delta, conservative, capacity and seed): counters add; for the
+// plain sketch the result is exactly the sketch of the concatenated streams (so block-partitioned
+// workers merge to the unpartitioned sketch). Conservative sketches also add: still never an
+// underestimate and still <= the plain sketch's counters, but not the table conservative update
+// would have built on the concatenated stream. Candidates: the union, re-estimated, top C kept.
+// Space: 8*d*w bytes + the candidate set.
+// On an accelerator that keeps sketches on its device (the GPU pool), a plain sketch's table lives
+// there (core/accel/device_mirror.h): batches are added on the device, which also returns each item's
+// sequential estimate for the candidates, so the table, the candidates and every answer equal the
+// CPU's bit for bit; a device failure moves the sketch back to the host without losing a batch.
+// Conservative update stays on the host (sequential by nature: see gpu/gpu_sketches.h).
+// Not thread-safe for writers; const methods may run concurrently (the owning session's shared
+// lock).
+#ifndef STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
+#define STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/accel/accelerator.h"
+#include "core/accel/device_mirror.h"
+#include "core/common/hash.h"
+#include "core/common/types.h"
+#include "core/sketches/heavy_hitter_candidates.h"
+#include "core/summary.h"
+
+namespace streamstats::core {
+
+// Adds ids[i] (weights[i], or 1 each) in order to a row-major plain Count-Min table with the
+// given row hashes; estimates[i] (optional) = the item's minimum counter right after its own
+// addition. The sequential semantics every DeviceSketch for Count-Min must reproduce.
+void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
+                      absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                      absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
+
+class CountMin final : public Summary {
+ public:
+  // `options` must have passed Validate(). `accelerator` is not owned; null means the CPU one.
+  CountMin(const CountMinOptions& options, ValueKind value_kind, Accelerator* accelerator);
+
+  // Restores what Serialize wrote (the envelope's payload). Inconsistent bytes: DataLossError.
+  static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
+                                                               Accelerator* accelerator);
+
+  SummaryKind kind() const override { return SummaryKind::kCountMin; }
+  ValueKind value_kind() const override { return value_kind_; }
+  // "epsilon=0.001,delta=0.01,depth=5,width=2719,conservative=0,heavy_hitter_capacity=2000,seed=…"
+  std::string Describe() const override;
+
+  absl::Status Update(const Batch& batch) override;
+  absl::Status Merge(const Summary& other) override;
+
+  uint64_t count() const override { return count_; }
+  size_t MemoryBytes() const override;
+  std::string Serialize() const override;
+  void set_accelerator(Accelerator* accelerator) override;
+
+  absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
+  // InvalidArgument unless 0 < support <= 1.
+  absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const override;
+
+  // The minimum over the rows for a key id (core/common/key_id.h).
+  uint64_t EstimateId(uint64_t id) const;
+
+  const CountMinOptions& options() const { return options_; }
+  uint64_t depth() const { return depth_; }
+  uint64_t width() const { return width_; }
+  // Row-major d x w counters.
+  const std::vector<uint64_t>& table() const {
+    mirror_.Refresh();
+    return table_;
+  }
+  // True while the table lives on a device; device failures repaired so far.
+  bool on_device() const { return mirror_.attached(); }
+  uint64_t device_failures() const { return mirror_.failures(); }
+  size_t TableBytes() const { return table_.size() * sizeof(uint64_t); }
+  const HeavyHitterCandidates& candidates() const { return candidates_; }
+
+ private:
+  void Add(uint64_t id, uint64_t weight, absl::string_view str);
+  // Plain update of the host table only (replaying a device journal).
+  void AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // The batch on the device; false when it must be applied on the host.
+  bool UpdateOnDevice(const Batch& batch);
+
+  CountMinOptions options_;
+  ValueKind value_kind_;
+  Accelerator* accelerator_;
+  uint64_t depth_;
+  uint64_t width_;
+  std::vector<PairwiseHash> rows_;
+  std::vector<uint64_t> table_;
+  uint64_t count_ = 0;
+  HeavyHitterCandidates candidates_;
+  DeviceMirror mirror_;
+  std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // device batches
+};
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_

@@ -1,0 +1,169 @@
+// FCM, the frequency-aware Count-Min (Thomas et al., ICDE 2009; seed 001 §V, Fig. 7), with
+// optional conservative update and the same heavy-hitter candidate set as Count-Min.
+//
+// Space: the same as Count-Min for (epsilon, delta). Count-Min would use d0 = ceil(ln(1/delta))
+// rows of w0 = ceil(e/epsilon) counters; FCM needs a prime number of rows (so the round-robin
+// walk below never revisits a row), so d = the smallest prime >= d0 and w = floor(d0*w0/d):
+// d*w <= d0*w0, never more counters than Count-Min, and fewer than d counters less.
+// (seed 001 §VII used d = 17, w = 31 for epsilon = 0.087, delta = 0.0002, where our rule gives
+// d0 = 9, w0 = 32, d = 11, w = 26; the paper does not state its rule.)
+//
+// Ingestion of an item x of weight c (Fig. 7):
+//  I1  the phase detector (FcmPhaseCounter below, a Misra–Gries counter over windows of k items)
+//      is updated with x and says whether x is currently high- or low-frequency;
+//  I2  x updates r = dh rows if high, r = dl >= dh rows if low; the rows are
+//      (offset + j*gap) mod d for j = 0..r-1, with offset = g1(x) mod d in [0, d) and
+//      gap = 1 + g2(x) mod (d-1) in [1, d-1] from two further pairwise-independent hashes; d prime
+//      and gap != 0 mod d make the rows distinct;
+//  I3  in each chosen row i, bucket h_i(x) mod w gets +c (h_i as in Count-Min).
+// A point query (Q1, Q2) returns the minimum over x's first dh rows of that walk. Those rows are a
+// prefix of the rows every occurrence of x updated (dh <= dl), so:
+//   f <= Estimate(x)  always, and Estimate(x) >= 1 for every inserted key (never 0);
+//   Estimate(x) <= f + epsilon*N  with probability >= 1 - e^(-dh) for each queried key
+// (each of the dh rows independently exceeds epsilon*N with probability <= 1/e by Markov, since a
+// row receives at most N in total). That is weaker than Count-Min's 1 - delta = 1 - e^(-d0) when
+// dh < d0 — the price of reading fewer rows; in exchange low-frequency keys collide less with
+// high-frequency ones (seed 001 §VII). Frequencies: estimate = upper = Estimate(x) (deterministic),
+// lower = max(0, estimate - floor(epsilon*N)) (probability >= 1 - e^(-dh)).
+// Defaults (seed 001 §VII): dh = ceil(d/2), dl = max(dh, ceil(4d/5)), k = 8.
+//
+// Conservative update (our extension; the paper has none): with m = the minimum over x's dh query
+// rows, each of the r updated rows becomes max(counter, m + c). Taking m over the query rows only
+// (not all r rows) is what keeps f <= Estimate(x): the extra dl - dh rows may hold less than f.
+//
+// Weighted items: weight c counts as c occurrences in the sketch; the phase detector sees one
+// event of weight c (its count and window position advance by c). The bounds above hold for any
+// phase decisions, so they hold for weights too.
+// Merge (same value kind and options): counters add, so f <= Estimate still holds for the
+// concatenated stream, but the table is not the one FCM would build on it (phases depend on order);
+// phase detectors merge as Lossy Counting tables do; candidates as in Count-Min.
+// Heavy hitters: as Count-Min (core/sketches/count_min.h), with the FCM probability above.
+// Space: 8*d*w bytes + the phase detector (<= phase_capacity entries) + the candidate set.
+// Not thread-safe; the owning session serializes access.
+#ifndef STREAMSTATS_CORE_SKETCHES_FCM_H_
+#define STREAMSTATS_CORE_SKETCHES_FCM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/accel/accelerator.h"
+#include "core/common/hash.h"
+#include "core/common/serialization.h"
+#include "core/common/types.h"
+#include "core/sketches/heavy_hitter_candidates.h"
+#include "core/summary.h"
+
+namespace streamstats::core {
+
+// FCM's phase detector (seed 001 §V-A, Fig. 6). The stream is cut into windows of k items
+// (by weight). An entry is {count, initial}: count = the occurrences seen since the entry was
+// made plus `delta`, the window index i at that time (the most occurrences it could have had
+// before and been deleted). After window i completes, entries with count < i+1 are deleted; a new
+// entry made while window i+1 is read starts at count i (+ its weight). An entry whose frequency
+// exceeds 1/k is never missed (this is Lossy Counting with epsilon = 1/k).
+// "We also use an initial count value as a threshold": an item is high-frequency iff it has an
+// entry whose count exceeds its initial count (count right after the entry was made) — it recurred
+// while tracked — so a key seen once early is not labelled high merely for being in the counter.
+// Bounded space (our deviation): at most `capacity` entries (default k*ceil(log2 k), the paper's
+// k log k); an item arriving to a full counter is low-frequency and not tracked. Lossy Counting's
+// worst case would be k*log(N/k) entries.
+class FcmPhaseCounter {
+ public:
+  FcmPhaseCounter(uint64_t window, uint64_t capacity) : window_(window), capacity_(capacity) {}
+
+  // Counts `weight` occurrences of `id`; returns true iff `id` is high-frequency now (decided
+  // after counting it, before the end-of-window deletions it may trigger).
+  bool Update(uint64_t id, uint64_t weight);
+  bool IsHigh(uint64_t id) const;
+  bool Tracks(uint64_t id) const { return entries_.contains(id); }
+
+  // Lossy Counting merge: counts add (an entry missing on one side adds that side's window
+  // index), then the deletions of the combined window index and the capacity cap apply.
+  void Merge(const FcmPhaseCounter& other);
+
+  uint64_t items() const { return items_; }
+  uint64_t windows() const { return windows_; }
+  size_t size() const { return entries_.size(); }
+  size_t MemoryBytes() const;
+  void Serialize(ByteWriter* w) const;
+  bool Deserialize(ByteReader* r);
+
+ private:
+  struct Entry {
+    uint64_t count = 0;
+    uint64_t initial = 0;
+  };
+  void EndWindows();
+  void Cap();
+
+  uint64_t window_;
+  uint64_t capacity_;
+  uint64_t items_ = 0;    // total weight seen
+  uint64_t windows_ = 0;  // completed windows i = floor(items_ / window_)
+  absl::flat_hash_map<uint64_t, Entry> entries_;
+};
+
+class Fcm final : public Summary {
+ public:
+  // `options` must have passed Validate(). `accelerator` is not owned; null means the CPU one.
+  Fcm(const FcmOptions& options, ValueKind value_kind, Accelerator* accelerator);
+
+  // Restores what Serialize wrote (the envelope's payload). Inconsistent bytes: DataLossError.
+  static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
+                                                               Accelerator* accelerator);
+
+  SummaryKind kind() const override { return SummaryKind::kFcm; }
+  ValueKind value_kind() const override { return value_kind_; }
+  // "epsilon=0.001,delta=0.01,depth=5,width=2719,dh=3,dl=4,k=8,phase_capacity=24,…"
+  std::string Describe() const override;
+
+  absl::Status Update(const Batch& batch) override;
+  absl::Status Merge(const Summary& other) override;
+
+  uint64_t count() const override { return count_; }
+  size_t MemoryBytes() const override;
+  std::string Serialize() const override;
+  void set_accelerator(Accelerator* accelerator) override { accelerator_ = accelerator; }
+
+  absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
+  // InvalidArgument unless 0 < support <= 1.
+  absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const override;
+
+  // The minimum over the key's dh query rows.
+  uint64_t EstimateId(uint64_t id) const;
+  // Row j of a key's round-robin walk, j < d.
+  uint64_t RowOf(uint64_t id, uint64_t j) const;
+
+  const FcmOptions& options() const { return options_; }
+  uint64_t depth() const { return depth_; }
+  uint64_t width() const { return width_; }
+  uint64_t dh() const { return dh_; }
+  uint64_t dl() const { return dl_; }
+  const std::vector<uint64_t>& table() const { return table_; }
+  size_t TableBytes() const { return table_.size() * sizeof(uint64_t); }
+  const FcmPhaseCounter& phase() const { return phase_; }
+
+ private:
+  void Add(uint64_t id, uint64_t weight, absl::string_view str);
+
+  FcmOptions options_;
+  ValueKind value_kind_;
+  Accelerator* accelerator_;
+  uint64_t depth_, width_, dh_, dl_;
+  std::vector<PairwiseHash> rows_;
+  PairwiseHash offset_hash_, gap_hash_;
+  std::vector<uint64_t> table_;
+  uint64_t count_ = 0;
+  FcmPhaseCounter phase_;
+  HeavyHitterCandidates candidates_;
+};
+
+}  // namespace streamstats::core
+
+#endif  // STREAMSTATS_CORE_SKETCHES_FCM_H_

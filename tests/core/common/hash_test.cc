@@ -1,0 +1,185 @@
+#include "core/common/hash.h"
+
+#include <bitset>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/common/key_id.h"
+#include "core/summary.h"
+#include "gtest/gtest.h"
+
+namespace streamstats::core {
+namespace {
+
+using u128 = unsigned __int128;
+
+uint64_t Popcount(uint64_t x) { return std::bitset<64>(x).count(); }
+
+TEST(Hash, MulModMersenne61MatchesA128BitReference) {
+  std::mt19937_64 rng(1);
+  std::vector<uint64_t> special = {0, 1, 2, kMersenne61 - 1, kMersenne61 - 2, uint64_t{1} << 32,
+                                   (uint64_t{1} << 32) - 1, (uint64_t{1} << 60) + 12345};
+  for (int i = 0; i < 20000; ++i) special.push_back(rng() % kMersenne61);
+  for (size_t i = 0; i < special.size(); ++i) {
+    const uint64_t a = special[i], b = special[(i * 7919 + 3) % special.size()];
+    const uint64_t want = static_cast<uint64_t>(static_cast<u128>(a) * b % kMersenne61);
+    ASSERT_EQ(MulModMersenne61(a, b), want) << a << " * " << b;
+  }
+}
+
+TEST(Hash, ReduceMersenne61IsModulo) {
+  std::mt19937_64 rng(2);
+  for (uint64_t x : {uint64_t{0}, kMersenne61 - 1, kMersenne61, kMersenne61 + 1, ~uint64_t{0}}) {
+    EXPECT_EQ(ReduceMersenne61(x), x % kMersenne61);
+  }
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t x = rng();
+    ASSERT_EQ(ReduceMersenne61(x), x % kMersenne61);
+  }
+}
+
+TEST(Hash, PairwiseHashIsTheStatedPolynomialOverBothHalves) {
+  std::mt19937_64 rng(3);
+  for (uint64_t index = 0; index < 50; ++index) {
+    const PairwiseHash h = MakePairwiseHash(kDefaultSketchSeed, index);
+    ASSERT_LT(h.a_hi, kMersenne61);
+    ASSERT_LT(h.a_lo, kMersenne61);
+    ASSERT_LT(h.b, kMersenne61);
+    ASSERT_NE(h.a_hi, 0u);
+    for (int i = 0; i < 200; ++i) {
+      const uint64_t x = rng();
+      const u128 want = (static_cast<u128>(h.a_hi) * (x >> 32) +
+                         static_cast<u128>(h.a_lo) * (x & 0xFFFFFFFFu) + h.b) %
+                        kMersenne61;
+      ASSERT_EQ(h(x), static_cast<uint64_t>(want));
+    }
+  }
+  // Keys P apart: a one-coefficient (a*x + b) mod P hash would map them to one bucket everywhere.
+  int same = 0;
+  for (uint64_t index = 0; index < 64; ++index) {
+    const PairwiseHash h = MakePairwiseHash(99, index);
+    same += h(5) % 1000 == h(5 + kMersenne61) % 1000;
+  }
+  EXPECT_LE(same, 3);
+}
+
+TEST(Hash, PairwiseFamilyCollidesAboutOnceInWBuckets) {
+  // Pr[h(x) mod w == h(y) mod w] over the family should be ~1/w for fixed x != y.
+  const uint64_t w = 50;
+  std::mt19937_64 rng(4);
+  int collisions = 0;
+  const int trials = 40000;
+  for (int t = 0; t < trials; ++t) {
+    const PairwiseHash h = MakePairwiseHash(rng(), t);
+    const uint64_t x = t % 7, y = x + 1 + (t % 3) * (uint64_t{1} << 32);  // close and structured
+    collisions += h(x) % w == h(y) % w;
+  }
+  // Binomial(40000, 1/50): mean 800, sd 28.
+  EXPECT_NEAR(collisions, trials / static_cast<double>(w), 5 * 28);
+}
+
+TEST(Hash, BucketsOfSequentialKeysAreUniform) {
+  const uint64_t w = 256;
+  const PairwiseHash h = MakePairwiseHash(kDefaultSketchSeed, 0);
+  std::vector<int> bucket(w);
+  const int n = 256 * 400;
+  for (int x = 0; x < n; ++x) ++bucket[h(x) % w];
+  double chi2 = 0;
+  for (int c : bucket) chi2 += (c - 400.0) * (c - 400.0) / 400.0;
+  // 255 degrees of freedom: mean 255, sd 22.6; 255 + 6 sd.
+  EXPECT_LT(chi2, 255 + 6 * 22.6);
+}
+
+TEST(Hash, StringHashGoldenValuesNeverChange) {
+  // Serialized sketches and GPU kernels depend on these exact values.
+  EXPECT_EQ(HashString("", 0), 0xD247C1F800C951ECULL);
+  EXPECT_EQ(HashString("a", 1), 0xC737BC1B7FEC6385ULL);
+  EXPECT_EQ(HashString("flow:10.0.0.1->10.0.0.2", 23), 0x3317BB466A031D0FULL);
+  EXPECT_EQ(Mix64(0), 0u);
+  EXPECT_EQ(Mix64(1), 0x5692161D100B05E5ULL);
+  EXPECT_EQ(CounterRandom(1, 2, 3), 0x4BFF18F623000FD0ULL);
+}
+
+TEST(Hash, StringHashSeesEveryByteAndTheLength) {
+  std::set<uint64_t> seen;
+  std::vector<std::string> inputs = {"", std::string(1, '\0'), std::string(2, '\0'),
+                                     std::string(8, '\0'), std::string(9, '\0'), "a", "b", "ab",
+                                     "ba", "abcdefgh", "abcdefgi", "bbcdefgh", "abcdefghX"};
+  for (const std::string& s : inputs) {
+    EXPECT_TRUE(seen.insert(HashString(s.data(), s.size())).second) << s.size();
+  }
+  EXPECT_NE(HashBytes("abc", 3, 1), HashBytes("abc", 3, 2));
+}
+
+TEST(Hash, StringHashHasNoCollisionsAmongManyShortKeys) {
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 200000; ++i) {
+    const std::string s = "key-" + std::to_string(i);
+    ASSERT_TRUE(seen.insert(HashString(s.data(), s.size())).second) << s;
+  }
+}
+
+TEST(Hash, FlippingAnyInputBitFlipsAboutHalfTheOutputBits) {
+  std::mt19937_64 rng(5);
+  for (size_t len : {1, 7, 8, 9, 16, 31, 100}) {
+    double total = 0;
+    int count = 0;
+    for (int trial = 0; trial < 20; ++trial) {
+      std::string s(len, '\0');
+      for (char& c : s) c = static_cast<char>(rng());
+      const uint64_t base = HashString(s.data(), s.size());
+      for (size_t bit = 0; bit < 8 * len; ++bit) {
+        std::string t = s;
+        t[bit / 8] = static_cast<char>(t[bit / 8] ^ (1 << (bit % 8)));
+        const uint64_t changed = Popcount(base ^ HashString(t.data(), t.size()));
+        ASSERT_GE(changed, 8u) << len << ":" << bit;
+        total += changed;
+        ++count;
+      }
+    }
+    EXPECT_NEAR(total / count, 32, 1.0) << "length " << len;
+  }
+}
+
+TEST(Hash, CounterRandomIsUniformAndDependsOnEveryArgument) {
+  int below = 0;
+  const int n = 100000;
+  const uint64_t threshold = uint64_t{1} << 62;  // probability 1/4
+  for (int i = 0; i < n; ++i) below += CounterRandom(42, i / 8, i % 8) < threshold;
+  EXPECT_NEAR(below, n / 4.0, 5 * std::sqrt(n * 0.25 * 0.75));
+  EXPECT_NE(CounterRandom(1, 2, 3), CounterRandom(2, 2, 3));
+  EXPECT_NE(CounterRandom(1, 2, 3), CounterRandom(1, 3, 3));
+  EXPECT_NE(CounterRandom(1, 2, 3), CounterRandom(1, 2, 4));
+  EXPECT_NE(CounterRandom(1, 2, 3), CounterRandom(1, 3, 2));
+}
+
+TEST(Hash, KeyIdsFollowTheValueKind) {
+  const std::vector<double> values = {-0.0, 0.0, 1.5};
+  Batch b;
+  b.kind = ValueKind::kNumeric;
+  b.values = values;
+  EXPECT_EQ(KeyIdAt(b, 0), KeyIdAt(b, 1));  // -0.0 and +0.0 are one key
+  EXPECT_EQ(KeyIdAt(b, 2), ToOrderedBits(1.5));
+  const std::vector<std::string> strings = {"x"};
+  Batch s;
+  s.kind = ValueKind::kString;
+  s.strings = strings;
+  EXPECT_EQ(KeyIdAt(s, 0), HashString("x", 1));
+}
+
+TEST(Hash, StringKeysLongerThanTheMaximumAreRejectedBeforeAnySketch) {
+  const std::vector<std::string> strings = {std::string(kMaxStringKeyBytes, 'a'),
+                                            std::string(kMaxStringKeyBytes + 1, 'a')};
+  Batch b;
+  b.kind = ValueKind::kString;
+  b.strings = absl::MakeConstSpan(strings).subspan(0, 1);
+  EXPECT_TRUE(ValidateBatch(b, ValueKind::kString).ok());
+  b.strings = strings;
+  EXPECT_EQ(ValidateBatch(b, ValueKind::kString).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace streamstats::core

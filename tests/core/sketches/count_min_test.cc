@@ -1,0 +1,280 @@
+#include "core/sketches/count_min.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/common/serialization.h"
+#include "gtest/gtest.h"
+#include "tests/core/sketch_test_util.h"
+
+namespace streamstats::core {
+namespace {
+
+using testing::AllDistributions;
+using testing::AllOrders;
+using testing::ExactCounts;
+using testing::Feed;
+using testing::KeyQuestion;
+using testing::MakeKeys;
+using testing::MustCreate;
+using testing::SortedKeys;
+
+SummaryOptions CmOptions(double epsilon, double delta, bool conservative) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kCountMin;
+  o.count_min.epsilon = epsilon;
+  o.count_min.delta = delta;
+  o.count_min.conservative = conservative;
+  return o;
+}
+
+const CountMin& AsCm(const Summary& s) { return dynamic_cast<const CountMin&>(s); }
+
+TEST(CountMin, DimensionsAreCeilLnOneOverDeltaByCeilEOverEpsilon) {
+  CountMinOptions o;
+  o.epsilon = 0.01;
+  o.delta = 0.01;
+  EXPECT_EQ(o.Depth(), 5u);    // ceil(ln 100) = ceil(4.605)
+  EXPECT_EQ(o.Width(), 272u);  // ceil(271.83)
+  o.epsilon = 0.087;
+  o.delta = 0.0002;  // seed 001 §VII's parameters
+  EXPECT_EQ(o.Depth(), 9u);
+  EXPECT_EQ(o.Width(), 32u);
+  EXPECT_EQ(o.EffectiveHeavyHitterCapacity(), 23u);  // ceil(2/0.087)
+  CountMin cm(o, ValueKind::kUint64, nullptr);
+  EXPECT_EQ(cm.TableBytes(), 9u * 32u * 8u);
+}
+
+TEST(CountMin, OptionsAreValidated) {
+  for (double eps : {0.0, -1.0, 1.0, 1e-7, std::nan("")}) {
+    EXPECT_EQ(CreateSummary(CmOptions(eps, 0.01, false), ValueKind::kUint64).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << eps;
+  }
+  EXPECT_EQ(CreateSummary(CmOptions(0.01, 1.0, false), ValueKind::kUint64).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateSummary(CmOptions(1e-6, 1e-12, false), ValueKind::kUint64).status().code(),
+            absl::StatusCode::kInvalidArgument);  // 28 x 2718282 counters: too large
+}
+
+// f <= f~ always, f~ <= f + eps*N for at least a (1 - delta) fraction of keys, over seed 001's
+// distributions in shuffled, sorted and reversed order, for plain and conservative update.
+TEST(CountMin, NeverUnderestimatesAndMeetsTheEpsilonNBound) {
+  const double epsilon = 0.002, delta = 0.01;
+  for (bool conservative : {false, true}) {
+    for (auto dist : AllDistributions()) {
+      for (auto order : AllOrders()) {
+        SCOPED_TRACE(::testing::Message() << testing::Name(dist) << " " << testing::Name(order)
+                                          << " conservative=" << conservative);
+        const std::vector<uint64_t> keys = MakeKeys(dist, order, 60000, 11);
+        auto s = MustCreate(CmOptions(epsilon, delta, conservative));
+        Feed(s.get(), keys);
+        const auto counts = ExactCounts(keys);
+        const std::vector<uint64_t> distinct = SortedKeys(counts);
+        auto answers = s->Frequencies(KeyQuestion(distinct));
+        ASSERT_TRUE(answers.ok());
+        const double bound = epsilon * keys.size();
+        size_t within = 0;
+        for (size_t i = 0; i < distinct.size(); ++i) {
+          const uint64_t f = counts.at(distinct[i]);
+          const FrequencyAnswer& a = (*answers)[i];
+          ASSERT_GE(a.estimate, f);
+          ASSERT_EQ(a.upper, a.estimate);
+          within += a.estimate <= f + bound;
+          if (a.estimate <= f + bound) {
+            ASSERT_LE(a.lower, f);
+          }
+        }
+        EXPECT_GE(within, (1 - delta) * distinct.size());
+        EXPECT_EQ(s->count(), keys.size());
+      }
+    }
+  }
+}
+
+TEST(CountMin, ConservativeUpdateNeverExceedsPlainAndIsTighterOnSkew) {
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                              testing::Order::kShuffled, 50000, 12);
+  auto plain = MustCreate(CmOptions(0.005, 0.01, false));
+  auto cu = MustCreate(CmOptions(0.005, 0.01, true));
+  Feed(plain.get(), keys);
+  Feed(cu.get(), keys);
+  const auto& p = AsCm(*plain).table();
+  const auto& c = AsCm(*cu).table();
+  for (size_t i = 0; i < p.size(); ++i) ASSERT_LE(c[i], p[i]);
+  const auto counts = ExactCounts(keys);
+  double err_plain = 0, err_cu = 0;
+  for (const auto& [k, f] : counts) {
+    err_plain += AsCm(*plain).EstimateId(k) - f;
+    err_cu += AsCm(*cu).EstimateId(k) - f;
+  }
+  EXPECT_LT(err_cu, err_plain);
+}
+
+TEST(CountMin, WeightedItemsCountAsRepeatedItems) {
+  std::vector<uint64_t> keys, weights, expanded;
+  std::mt19937_64 rng(13);
+  for (int i = 0; i < 3000; ++i) {
+    keys.push_back(rng() % 500);
+    weights.push_back(1 + rng() % 20);
+    for (uint64_t w = 0; w < weights.back(); ++w) expanded.push_back(keys.back());
+  }
+  for (bool conservative : {false, true}) {
+    auto weighted = MustCreate(CmOptions(0.01, 0.01, conservative));
+    auto repeated = MustCreate(CmOptions(0.01, 0.01, conservative));
+    Feed(weighted.get(), keys, 1000, weights);
+    Feed(repeated.get(), expanded);
+    EXPECT_EQ(weighted->count(), repeated->count());
+    if (!conservative) {
+      EXPECT_EQ(AsCm(*weighted).table(), AsCm(*repeated).table());
+    } else {
+      // Conservative update of c copies at once raises the rows to min + c; c single updates
+      // can only raise them as much, so the weighted table is pointwise <= the repeated one.
+      const auto counts = ExactCounts(keys, weights);
+      for (const auto& [k, f] : counts) ASSERT_GE(AsCm(*weighted).EstimateId(k), f);
+    }
+  }
+}
+
+TEST(CountMin, MergeOfASplitStreamEqualsTheWholeStreamExactly) {
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf15,
+                                              testing::Order::kShuffled, 40000, 14);
+  auto whole = MustCreate(CmOptions(0.001, 0.001, false));
+  auto a = MustCreate(CmOptions(0.001, 0.001, false));
+  auto b = MustCreate(CmOptions(0.001, 0.001, false));
+  Feed(whole.get(), keys);
+  const std::vector<uint64_t> first(keys.begin(), keys.begin() + 17000);
+  const std::vector<uint64_t> second(keys.begin() + 17000, keys.end());
+  Feed(a.get(), first);
+  Feed(b.get(), second);
+  ASSERT_TRUE(a->Merge(*b).ok());
+  EXPECT_EQ(AsCm(*a).table(), AsCm(*whole).table());
+  EXPECT_EQ(a->count(), whole->count());
+  auto hh_merged = a->HeavyHitters(0.01);
+  auto hh_whole = whole->HeavyHitters(0.01);
+  ASSERT_TRUE(hh_merged.ok() && hh_whole.ok());
+  ASSERT_EQ(hh_merged->size(), hh_whole->size());
+  for (size_t i = 0; i < hh_whole->size(); ++i) {
+    EXPECT_EQ((*hh_merged)[i].key, (*hh_whole)[i].key);
+  }
+}
+
+TEST(CountMin, MergeRejectsOtherParametersAndOtherKinds) {
+  auto a = MustCreate(CmOptions(0.01, 0.01, false));
+  auto b = MustCreate(CmOptions(0.02, 0.01, false));
+  auto c = MustCreate(CmOptions(0.01, 0.01, true));
+  SummaryOptions seeded = CmOptions(0.01, 0.01, false);
+  seeded.count_min.seed = 7;
+  auto d = MustCreate(seeded);
+  SummaryOptions mg;
+  mg.kind = SummaryKind::kMisraGries;
+  auto e = MustCreate(mg);
+  auto f = MustCreate(CmOptions(0.01, 0.01, false), ValueKind::kString);
+  for (Summary* other : {b.get(), c.get(), d.get(), e.get(), f.get()}) {
+    EXPECT_EQ(a->Merge(*other).code(), absl::StatusCode::kInvalidArgument) << other->Describe();
+  }
+  EXPECT_TRUE(a->Merge(*a).ok());
+}
+
+TEST(CountMin, HeavyHittersHaveNoFalseNegativesAndReturnStringKeys) {
+  for (bool conservative : {false, true}) {
+    const std::vector<uint64_t> ids = MakeKeys(testing::Distribution::kZipf11,
+                                               testing::Order::kShuffled, 50000, 15);
+    std::vector<std::string> strings;
+    for (uint64_t id : ids) strings.push_back("flow-" + std::to_string(id % 100003));
+    absl::flat_hash_map<std::string, uint64_t> counts;
+    for (const std::string& s : strings) ++counts[s];
+    auto s = MustCreate(CmOptions(0.002, 0.01, conservative), ValueKind::kString);
+    Batch b;
+    b.kind = ValueKind::kString;
+    b.strings = strings;
+    ASSERT_TRUE(s->Update(b).ok());
+    for (double support : {0.005, 0.01, 0.05}) {
+      auto hh = s->HeavyHitters(support);
+      ASSERT_TRUE(hh.ok());
+      absl::flat_hash_map<std::string, uint64_t> reported;
+      for (const HeavyHitter& h : *hh) reported[h.str] = h.frequency.estimate;
+      for (const auto& [key, f] : counts) {
+        if (f >= support * ids.size()) {
+          ASSERT_TRUE(reported.contains(key)) << key << " f=" << f;
+          EXPECT_GE(reported[key], f);
+        }
+      }
+      for (const auto& [key, est] : reported) {
+        EXPECT_GE(counts[key] + 0.002 * ids.size(), support * ids.size()) << key;
+      }
+      for (size_t i = 1; i < hh->size(); ++i) {
+        EXPECT_GE((*hh)[i - 1].frequency.estimate, (*hh)[i].frequency.estimate);
+      }
+    }
+  }
+  auto s = MustCreate(CmOptions(0.01, 0.01, false));
+  EXPECT_EQ(s->HeavyHitters(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->HeavyHitters(1.5).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CountMin, NumericValuesAreKeysToo) {
+  const std::vector<double> values = {1.5, -0.0, 0.0, 1.5, 1.5, 2.25};
+  auto s = MustCreate(CmOptions(0.01, 0.01, false), ValueKind::kNumeric);
+  Batch b;
+  b.kind = ValueKind::kNumeric;
+  b.values = values;
+  ASSERT_TRUE(s->Update(b).ok());
+  Keys q;
+  q.kind = ValueKind::kNumeric;
+  const std::vector<double> asked = {1.5, 0.0};
+  q.keys = {};
+  q.values = asked;
+  auto a = s->Frequencies(q);
+  ASSERT_TRUE(a.ok());
+  EXPECT_GE((*a)[0].estimate, 3u);
+  EXPECT_GE((*a)[1].estimate, 2u);
+  auto hh = s->HeavyHitters(0.4);
+  ASSERT_TRUE(hh.ok());
+  ASSERT_FALSE(hh->empty());
+  EXPECT_EQ((*hh)[0].value, 1.5);
+  EXPECT_EQ(s->Frequencies(KeyQuestion({1})).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CountMin, SerializationRoundTripsAnswerIdentically) {
+  for (ValueKind kind : {ValueKind::kUint64, ValueKind::kString}) {
+    for (bool conservative : {false, true}) {
+      auto s = MustCreate(CmOptions(0.01, 0.05, conservative), kind);
+      const std::vector<uint64_t> ids = MakeKeys(testing::Distribution::kZipf11,
+                                                 testing::Order::kShuffled, 5000, 16);
+      std::vector<std::string> strings;
+      for (uint64_t id : ids) strings.push_back(std::to_string(id));
+      Batch b;
+      b.kind = kind;
+      b.keys = ids;
+      b.strings = strings;
+      ASSERT_TRUE(s->Update(b).ok());
+      const std::string bytes = s->Serialize();
+      auto back = DeserializeSummary(bytes);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ((*back)->Serialize(), bytes);
+      EXPECT_EQ((*back)->Describe(), s->Describe());
+      EXPECT_EQ((*back)->count(), s->count());
+      Keys q;
+      q.kind = kind;
+      q.keys = ids;
+      q.strings = strings;
+      auto x = s->Frequencies(q);
+      auto y = (*back)->Frequencies(q);
+      ASSERT_TRUE(x.ok() && y.ok());
+      for (size_t i = 0; i < x->size(); ++i) ASSERT_EQ((*x)[i].estimate, (*y)[i].estimate);
+      auto hx = s->HeavyHitters(0.01);
+      auto hy = (*back)->HeavyHitters(0.01);
+      ASSERT_EQ(hx->size(), hy->size());
+      for (size_t i = 0; i < hx->size(); ++i) {
+        EXPECT_EQ((*hx)[i].key, (*hy)[i].key);
+        EXPECT_EQ((*hx)[i].str, (*hy)[i].str);
+      }
+      testing::ExpectCorruptionRejected(bytes, static_cast<uint16_t>(SummaryKind::kCountMin));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamstats::core
