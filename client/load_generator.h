@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "streamstats/v1/streamstats.pb.h"
 
@@ -80,6 +81,13 @@ struct LoadReport {
 // status when a session cannot be created or a stream fails.
 absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions& options,
                                    std::ostream& out);
+
+// The query kind a run asks: `options.query`, or for kAuto quantiles for doubles and frequencies
+// for keys.
+QueryKind ResolveQuery(const LoadOptions& options);
+
+// INVALID_ARGUMENT naming the first option out of range; RunLoad and ParseLoadOptions check it.
+absl::Status ValidateLoadOptions(const LoadOptions& options);
 
 // The `bench` flags (--name=value, as the CLI collects them) as options; unknown bench flags are
 // ignored here (the CLI's own --server, --json, --timeout among them).
