@@ -1,0 +1,188 @@
+// The device side every sketch of gpu/gpu_sketches.h shares: a sketch's stream and reusable
+// buffers (SketchDevice), the row hashes reduced without a 64-bit division, and the batch checks.
+// Included by the gpu_*.cu files only.
+#ifndef STREAMSTATS_GPU_DETAIL_SKETCH_DEVICE_CUH_
+#define STREAMSTATS_GPU_DETAIL_SKETCH_DEVICE_CUH_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "core/common/hash.h"
+#include "gpu/detail/buffers.cuh"
+#include "gpu/detail/cuda_check.cuh"
+#include "gpu/detail/segmented_sort.cuh"
+
+namespace streamstats::gpu::detail {
+
+// Owned by each device-resident sketch: its stream and reusable buffers.
+struct SketchDevice {
+  int device = 0;
+  int sm_count = 0;
+  size_t smem_optin = 0;
+  cudaStream_t stream = nullptr;
+  SegmentedSorter sorter;
+  DeviceBuffer<uint64_t> ids, weights, sorted_weights, unique, totals, targets, small, out;
+  DeviceBuffer<uint64_t> seq_keys, seq_cells, seq_prefix;  // GpuCountMin::AddSequential
+  DeviceBuffer<uint32_t> idx;
+  DeviceBuffer<uint8_t> flags;
+  DeviceBuffer<unsigned char> cub_temp;
+  PinnedBuffer<uint64_t> host_a, host_b;
+  PinnedBuffer<uint8_t> host_flags;
+  KernelTimer timer;
+  uint64_t bytes_copied = 0;
+
+  ~SketchDevice() {
+    if (stream != nullptr) {
+      cudaSetDevice(device);
+      cudaStreamDestroy(stream);
+    }
+  }
+
+  absl::Status Init(int dev) {
+    device = dev;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return absl::UnavailableError("no CUDA driver or device");
+    }
+    if (dev < 0 || dev >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", dev, " does not exist"));
+    }
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, dev));
+    int optin = 0;
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    smem_optin = static_cast<size_t>(optin);
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    return absl::OkStatus();
+  }
+
+  // Uploads host ids (and weights) into `ids` / `weights` through pinned staging.
+  absl::Status Upload(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights) {
+    const size_t n = h_ids.size();
+    STREAMSTATS_RETURN_IF_ERROR(ids.Reserve(n));
+    STREAMSTATS_RETURN_IF_ERROR(host_a.Reserve(n));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // host_a may be in flight
+    std::memcpy(host_a.get(), h_ids.data(), n * sizeof(uint64_t));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), host_a.get(), n * sizeof(uint64_t),
+                                                     cudaMemcpyHostToDevice, stream));
+    if (!h_weights.empty()) {
+      STREAMSTATS_RETURN_IF_ERROR(weights.Reserve(n));
+      STREAMSTATS_RETURN_IF_ERROR(host_b.Reserve(n));
+      std::memcpy(host_b.get(), h_weights.data(), n * sizeof(uint64_t));
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights.get(), host_b.get(),
+                                                       n * sizeof(uint64_t),
+                                                       cudaMemcpyHostToDevice, stream));
+    }
+    return absl::OkStatus();
+  }
+
+  // Sorts ids[0, n) in place with our network and run-length encodes it: unique[0, runs) and
+  // totals[0, runs) (summed weights, or counts), runs in small[0] (device). `w` may be null.
+  absl::Status Aggregate(size_t n, const uint64_t* w) {
+    const size_t offsets[2] = {0, n};
+    STREAMSTATS_RETURN_IF_ERROR(unique.Reserve(n));
+    STREAMSTATS_RETURN_IF_ERROR(totals.Reserve(n));
+    STREAMSTATS_RETURN_IF_ERROR(small.Reserve(4));
+    size_t temp = 0;
+    if (w == nullptr) {
+      STREAMSTATS_RETURN_IF_ERROR(sorter.Sort(ids.get(), nullptr, offsets, 1, stream));
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceRunLengthEncode::Encode(
+          nullptr, temp, ids.get(), unique.get(), totals.get(), small.get(), n, stream));
+      STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceRunLengthEncode::Encode(
+          cub_temp.get(), temp, ids.get(), unique.get(), totals.get(), small.get(), n, stream));
+    } else {
+      // Sort ids with their positions, then gather the weights into sorted order.
+      STREAMSTATS_RETURN_IF_ERROR(idx.Reserve(n));
+      STREAMSTATS_RETURN_IF_ERROR(sorted_weights.Reserve(n));
+      STREAMSTATS_RETURN_IF_ERROR(sorter.Sort(ids.get(), idx.get(), offsets, 1, stream));
+      STREAMSTATS_RETURN_IF_ERROR(Gather(w, n));
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceReduce::ReduceByKey(
+          nullptr, temp, ids.get(), unique.get(), sorted_weights.get(), totals.get(), small.get(),
+          cuda::std::plus<uint64_t>{}, n, stream));
+      STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceReduce::ReduceByKey(
+          cub_temp.get(), temp, ids.get(), unique.get(), sorted_weights.get(), totals.get(),
+          small.get(), cuda::std::plus<uint64_t>{}, n, stream));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Gather(const uint64_t* w, size_t n);
+};
+
+// Copies n = out.size() words from device memory into `out` through pinned staging, writing
+// `out` only once the copy succeeded (core/accel/device_mirror.h replays onto it after a failure).
+absl::Status DownloadAll(SketchDevice& d, const uint64_t* device_words, absl::Span<uint64_t> out);
+
+constexpr int kMaxRows = 32;
+
+// h % w for h < 2^64 without a 64-bit division: q = mulhi(h, floor((2^64-1)/w)) is floor(h/w)
+// or one less, so one correction step gives the exact remainder.
+struct FastMod {
+  uint64_t divisor = 1;
+  uint64_t magic = ~uint64_t{0};
+  static FastMod For(uint64_t d) { return FastMod{d, ~uint64_t{0} / d}; }
+  __device__ __forceinline__ uint64_t operator()(uint64_t h) const {
+    const uint64_t q = __umul64hi(h, magic);
+    uint64_t r = h - q * divisor;
+    return r >= divisor ? r - divisor : r;
+  }
+};
+
+struct RowHashes {
+  core::PairwiseHash h[kMaxRows];
+  uint32_t depth;
+  uint64_t width;
+  FastMod mod_w;
+  __device__ __forceinline__ uint64_t Cell(uint32_t row, uint64_t id) const {
+    return row * width + mod_w(h[row](id));
+  }
+};
+
+inline RowHashes MakeRows(uint64_t seed, uint64_t depth, uint64_t width) {
+  RowHashes r{};
+  for (uint64_t i = 0; i < depth; ++i) r.h[i] = core::MakePairwiseHash(seed, i);
+  r.depth = static_cast<uint32_t>(depth);
+  r.width = width;
+  r.mod_w = FastMod::For(width);
+  return r;
+}
+
+__device__ __forceinline__ size_t ItemCount(size_t n, const uint64_t* d_n) {
+  return d_n == nullptr ? n : static_cast<size_t>(*d_n);
+}
+
+inline unsigned GridFor(size_t n, unsigned threads, unsigned cap = 65535) {
+  const size_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(blocks, cap)));
+}
+
+inline uint64_t SumWeights(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+  if (weights.empty()) return ids.size();
+  uint64_t s = 0;
+  for (uint64_t w : weights) s += w;
+  return s;
+}
+
+inline absl::Status CheckBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+  if (!weights.empty() && weights.size() != ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("weights must be empty or one per id: ",
+                                                   weights.size(), " vs ", ids.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace streamstats::gpu::detail
+
+#endif  // STREAMSTATS_GPU_DETAIL_SKETCH_DEVICE_CUH_

@@ -1,0 +1,397 @@
+// GpuCountMin (gpu/gpu_sketches.h): Count-Min's kernels and its host class.
+#include "gpu/gpu_sketches.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cub/device/device_scan.cuh>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "gpu/detail/cuda_check.cuh"
+#include "gpu/detail/sketch_device.cuh"
+
+namespace streamstats::gpu {
+namespace {
+
+using detail::CheckBatch;
+using detail::FastMod;
+using detail::GridFor;
+using detail::ItemCount;
+using detail::kMaxRows;
+using detail::MakeRows;
+using detail::RowHashes;
+using detail::SketchDevice;
+using detail::SumWeights;
+
+// ---- Count-Min ----
+
+__global__ void CmAddGlobal(RowHashes rows, const uint64_t* ids, const uint64_t* weights, size_t n,
+                            const uint64_t* d_n, unsigned long long* table) {
+  const size_t count = ItemCount(n, d_n);
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t id = ids[i];
+    const unsigned long long w = weights == nullptr ? 1ull : weights[i];
+    for (uint32_t r = 0; r < rows.depth; ++r) atomicAdd(table + rows.Cell(r, id), w);
+  }
+}
+
+// Unit weights, table privatized per block as 32-bit counters in shared memory (a block sees
+// < 2^32 items), flushed with one global atomic per non-zero counter.
+__global__ void CmAddShared(RowHashes rows, const uint64_t* ids, size_t n,
+                            unsigned long long* table) {
+  extern __shared__ unsigned int cells[];
+  const uint64_t total = rows.depth * rows.width;
+  for (uint64_t c = threadIdx.x; c < total; c += blockDim.x) cells[c] = 0;
+  __syncthreads();
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t id = ids[i];
+    for (uint32_t r = 0; r < rows.depth; ++r) atomicAdd(cells + rows.Cell(r, id), 1u);
+  }
+  __syncthreads();
+  for (uint64_t c = threadIdx.x; c < total; c += blockDim.x) {
+    if (cells[c] != 0) atomicAdd(table + c, static_cast<unsigned long long>(cells[c]));
+  }
+}
+
+__global__ void CmConservativeTargets(RowHashes rows, const uint64_t* ids, const uint64_t* totals,
+                                      size_t n, const uint64_t* d_n,
+                                      const unsigned long long* table, uint64_t* targets) {
+  const size_t count = ItemCount(n, d_n);
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t id = ids[i];
+    uint64_t low = ~uint64_t{0};
+    for (uint32_t r = 0; r < rows.depth; ++r) low = min(low, uint64_t{table[rows.Cell(r, id)]});
+    targets[i] = low + totals[i];
+  }
+}
+
+__global__ void CmConservativeApply(RowHashes rows, const uint64_t* ids, const uint64_t* targets,
+                                    size_t n, const uint64_t* d_n, unsigned long long* table) {
+  const size_t count = ItemCount(n, d_n);
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t id = ids[i];
+    for (uint32_t r = 0; r < rows.depth; ++r) {
+      atomicMax(table + rows.Cell(r, id), static_cast<unsigned long long>(targets[i]));
+    }
+  }
+}
+
+__global__ void CmQuery(RowHashes rows, const uint64_t* ids, size_t n,
+                        const unsigned long long* table, uint64_t* out) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t id = ids[i];
+    uint64_t low = ~uint64_t{0};
+    for (uint32_t r = 0; r < rows.depth; ++r) low = min(low, uint64_t{table[rows.Cell(r, id)]});
+    out[i] = low;
+  }
+}
+
+// ---- Count-Min, sequential estimates (GpuCountMin::AddSequential) ----
+
+// keys[i] = (cell of item i in row r) << 32 | i: distinct keys, so an unstable sort leaves each
+// cell's items in arrival order and the low half says which item is where.
+__global__ void CmCellKeys(RowHashes rows, uint32_t r, const uint64_t* ids, size_t n,
+                           uint64_t* keys) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    keys[i] = (rows.Cell(r, ids[i]) << 32) | i;
+  }
+}
+
+__global__ void CmSplitKeys(const uint64_t* keys, const uint64_t* weights, size_t n,
+                            uint64_t* cells, uint64_t* sorted_weights) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
+       j += size_t{gridDim.x} * blockDim.x) {
+    cells[j] = keys[j] >> 32;
+    sorted_weights[j] = weights == nullptr ? 1 : weights[keys[j] & 0xFFFFFFFFu];
+  }
+}
+
+// prefix[j]: the weight of the cell's items up to and including j (in arrival order), so item
+// keys[j]'s counter right after its addition is table[cell] + prefix[j].
+__global__ void CmSequentialEstimates(const uint64_t* keys, const uint64_t* cells,
+                                      const uint64_t* prefix, size_t n, bool first_row,
+                                      const unsigned long long* table, uint64_t* estimates) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
+       j += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t v = table[cells[j]] + prefix[j];
+    uint64_t& e = estimates[keys[j] & 0xFFFFFFFFu];
+    e = first_row ? v : min(e, v);
+  }
+}
+
+// The last item of each cell's run adds the run's total: one plain store per touched counter.
+__global__ void CmAddRunTotals(const uint64_t* cells, const uint64_t* prefix, size_t n,
+                               unsigned long long* table) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
+       j += size_t{gridDim.x} * blockDim.x) {
+    if (j + 1 == n || cells[j + 1] != cells[j]) table[cells[j]] += prefix[j];
+  }
+}
+
+}  // namespace
+
+// ===== GpuCountMin =====
+
+GpuCountMin::~GpuCountMin() {
+  if (table_ != nullptr) {
+    cudaSetDevice(dev_->device);
+    cudaFree(table_);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<GpuCountMin>> GpuCountMin::Create(
+    const core::CountMinOptions& options, int device) {
+  STREAMSTATS_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<GpuCountMin> cm(new GpuCountMin());
+  cm->options_ = options;
+  cm->depth_ = options.Depth();
+  cm->width_ = options.Width();
+  if (cm->depth_ > kMaxRows) return absl::InvalidArgumentError("GPU Count-Min: depth > 32");
+  cm->dev_ = std::make_unique<SketchDevice>();
+  STREAMSTATS_RETURN_IF_ERROR(cm->dev_->Init(device));
+  const size_t bytes = cm->depth_ * cm->width_ * sizeof(uint64_t);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMalloc(&cm->table_, bytes));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(cm->table_, 0, bytes, cm->dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cm->dev_->stream));
+  return cm;
+}
+
+absl::Status GpuCountMin::Update(absl::Span<const uint64_t> ids,
+                                 absl::Span<const uint64_t> weights, bool aggregate) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  if (ids.empty()) return absl::OkStatus();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_RETURN_IF_ERROR(dev_->Upload(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(UpdateInternal(
+      dev_->ids.get(), weights.empty() ? nullptr : dev_->weights.get(), ids.size(), aggregate));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  count_ += SumWeights(ids, weights);
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::UpdateDeviceAsync(const uint64_t* d_ids, const uint64_t* d_weights,
+                                            size_t n, bool aggregate) {
+  if (n == 0) return absl::OkStatus();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  if (aggregate || options_.conservative) {
+    // Aggregation sorts in place: work on the sketch's own copy.
+    STREAMSTATS_RETURN_IF_ERROR(dev_->ids.Reserve(n));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev_->ids.get(), d_ids, n * sizeof(uint64_t),
+                                                     cudaMemcpyDeviceToDevice, dev_->stream));
+    d_ids = dev_->ids.get();
+  }
+  STREAMSTATS_RETURN_IF_ERROR(UpdateInternal(d_ids, d_weights, n, aggregate));
+  if (d_weights == nullptr) count_ += n;  // weighted device batches: count is the caller's
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::UpdateInternal(const uint64_t* d_ids, const uint64_t* d_weights,
+                                         size_t n, bool aggregate) {
+  SketchDevice& d = *dev_;
+  const RowHashes rows = MakeRows(options_.seed, depth_, width_);
+  auto* table = reinterpret_cast<unsigned long long*>(table_);
+  if (aggregate || options_.conservative) {
+    // d_ids is dev_->ids here (mutable).
+    STREAMSTATS_RETURN_IF_ERROR(d.Aggregate(n, d_weights));
+    const uint64_t* runs = d.small.get();
+    if (options_.conservative) {
+      STREAMSTATS_RETURN_IF_ERROR(d.targets.Reserve(n));
+      CmConservativeTargets<<<GridFor(n, 256), 256, 0, d.stream>>>(
+          rows, d.unique.get(), d.totals.get(), n, runs, table, d.targets.get());
+      STREAMSTATS_CUDA_CHECK_LAUNCH();
+      CmConservativeApply<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, d.unique.get(),
+                                                                 d.targets.get(), n, runs, table);
+      STREAMSTATS_CUDA_CHECK_LAUNCH();
+    } else {
+      CmAddGlobal<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, d.unique.get(), d.totals.get(), n,
+                                                          runs, table);
+      STREAMSTATS_CUDA_CHECK_LAUNCH();
+    }
+    return absl::OkStatus();
+  }
+  const size_t smem = depth_ * width_ * sizeof(unsigned int);
+  const unsigned threads = 512;
+  if (d_weights == nullptr && smem <= d.smem_optin && n >= static_cast<size_t>(d.sm_count) * width_) {
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        CmAddShared, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int per_sm = 0;
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, CmAddShared, threads, smem));
+    const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * d.sm_count);
+    if (n / grid < (size_t{1} << 32)) {
+      CmAddShared<<<grid, threads, smem, d.stream>>>(rows, d_ids, n, table);
+      STREAMSTATS_CUDA_CHECK_LAUNCH();
+      return absl::OkStatus();
+    }
+  }
+  CmAddGlobal<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(rows, d_ids, d_weights, n,
+                                                                 nullptr, table);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::Query(absl::Span<const uint64_t> ids, std::vector<uint64_t>* estimates) {
+  estimates->assign(ids.size(), 0);
+  if (ids.empty()) return absl::OkStatus();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_RETURN_IF_ERROR(dev_->Upload(ids, {}));
+  STREAMSTATS_RETURN_IF_ERROR(dev_->out.Reserve(ids.size()));
+  STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(dev_->ids.get(), ids.size(), dev_->out.get()));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev_->host_a.get(), dev_->out.get(),
+                                                   ids.size() * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToHost, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  std::memcpy(estimates->data(), dev_->host_a.get(), ids.size() * sizeof(uint64_t));
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::QueryDeviceAsync(const uint64_t* d_ids, size_t n, uint64_t* d_out) {
+  if (n == 0) return absl::OkStatus();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  CmQuery<<<GridFor(n, 256, 8 * 65535), 256, 0, dev_->stream>>>(
+      MakeRows(options_.seed, depth_, width_), d_ids, n,
+      reinterpret_cast<const unsigned long long*>(table_), d_out);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::Synchronize() {
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::Download(std::vector<uint64_t>* table) {
+  table->assign(depth_ * width_, 0);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table->data(), table_,
+                                                   table->size() * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToHost, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::Load(absl::Span<const uint64_t> table, uint64_t count) {
+  if (table.size() != depth_ * width_) {
+    return absl::InvalidArgumentError("GPU Count-Min: the table to load has the wrong size");
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table_, table.data(),
+                                                   table.size() * sizeof(uint64_t),
+                                                   cudaMemcpyHostToDevice, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  count_ = count;
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::AddSequential(absl::Span<const uint64_t> ids,
+                                        absl::Span<const uint64_t> weights,
+                                        std::vector<uint64_t>* estimates) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  if (options_.conservative) {
+    return absl::FailedPreconditionError("AddSequential is the plain update only");
+  }
+  const size_t n = ids.size();
+  estimates->assign(n, 0);
+  if (n == 0) return absl::OkStatus();
+  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError("AddSequential: batch or table too large");
+  }
+  SketchDevice& d = *dev_;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_cells.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_prefix.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.sorted_weights.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
+  const RowHashes rows = MakeRows(options_.seed, depth_, width_);
+  auto* table = reinterpret_cast<unsigned long long*>(table_);
+  const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
+  const size_t offsets[2] = {0, n};
+  const unsigned grid = GridFor(n, 256, 8 * 65535);
+  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
+  d.timer.Begin(d.stream);
+  size_t temp = 0;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
+      nullptr, temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
+      static_cast<int64_t>(n), cuda::std::equal_to<>{}, d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(d.cub_temp.Reserve(temp));
+  for (uint32_t r = 0; r < depth_; ++r) {
+    CmCellKeys<<<grid, 256, 0, d.stream>>>(rows, r, d.ids.get(), n, d.seq_keys.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_RETURN_IF_ERROR(d.sorter.Sort(d.seq_keys.get(), nullptr, offsets, 1, d.stream));
+    CmSplitKeys<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), w, n, d.seq_cells.get(),
+                                            d.sorted_weights.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
+        d.cub_temp.get(), temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
+        static_cast<int64_t>(n), cuda::std::equal_to<>{}, d.stream));
+    CmSequentialEstimates<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), d.seq_cells.get(),
+                                                      d.seq_prefix.get(), n, r == 0, table,
+                                                      d.out.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    CmAddRunTotals<<<grid, 256, 0, d.stream>>>(d.seq_cells.get(), d.seq_prefix.get(), n, table);
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+  }
+  d.timer.End(d.stream);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
+                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                                   d.stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  d.timer.Collect();
+  std::memcpy(estimates->data(), d.host_a.get(), n * sizeof(uint64_t));
+  count_ += SumWeights(ids, weights);
+  return absl::OkStatus();
+}
+
+GpuWorkStats GpuCountMin::work_stats() const {
+  return GpuWorkStats{dev_->timer.seconds(), dev_->bytes_copied};
+}
+
+absl::Status GpuCountMin::DownloadTo(absl::Span<uint64_t> table) {
+  if (table.size() != depth_ * width_) {
+    return absl::InvalidArgumentError("GPU Count-Min: the table has the wrong size");
+  }
+  return detail::DownloadAll(*dev_, table_, table);
+}
+
+void ConservativeBatchReference(const core::CountMinOptions& options,
+                                absl::Span<const uint64_t> ids,
+                                absl::Span<const uint64_t> weights, std::vector<uint64_t>* table) {
+  const uint64_t d = options.Depth(), w = options.Width();
+  std::vector<core::PairwiseHash> rows;
+  for (uint64_t r = 0; r < d; ++r) rows.push_back(core::MakePairwiseHash(options.seed, r));
+  std::vector<std::pair<uint64_t, uint64_t>> agg;  // (id, total weight), ascending id
+  for (size_t i = 0; i < ids.size(); ++i) agg.push_back({ids[i], weights.empty() ? 1 : weights[i]});
+  std::sort(agg.begin(), agg.end());
+  std::vector<std::pair<uint64_t, uint64_t>> unique;
+  for (const auto& [id, wt] : agg) {
+    if (!unique.empty() && unique.back().first == id) {
+      unique.back().second += wt;
+    } else {
+      unique.push_back({id, wt});
+    }
+  }
+  std::vector<uint64_t> targets;
+  for (const auto& [id, wt] : unique) {
+    uint64_t low = std::numeric_limits<uint64_t>::max();
+    for (uint64_t r = 0; r < d; ++r) low = std::min(low, (*table)[r * w + rows[r](id) % w]);
+    targets.push_back(low + wt);
+  }
+  for (size_t i = 0; i < unique.size(); ++i) {
+    for (uint64_t r = 0; r < d; ++r) {
+      uint64_t& c = (*table)[r * w + rows[r](unique[i].first) % w];
+      c = std::max(c, targets[i]);
+    }
+  }
+}
+
+}  // namespace streamstats::gpu
