@@ -50,7 +50,7 @@
 namespace streamstats::gpu {
 
 namespace detail {
-struct SketchDevice;  // stream, buffers and the sorter, gpu/gpu_sketches.cu
+struct SketchDevice;  // stream, buffers and the sorter, gpu/detail/sketch_device.cuh
 }
 
 class GpuCountMin {
