@@ -16,7 +16,6 @@ namespace streamstats::gpu {
 namespace {
 
 using detail::CheckBatch;
-using detail::FastMod;
 using detail::GridFor;
 using detail::ItemCount;
 using detail::kMaxRows;

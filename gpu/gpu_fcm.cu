@@ -16,7 +16,6 @@ namespace {
 using detail::CheckBatch;
 using detail::FastMod;
 using detail::GridFor;
-using detail::ItemCount;
 using detail::kMaxRows;
 using detail::MakeRows;
 using detail::RowHashes;

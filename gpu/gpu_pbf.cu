@@ -14,14 +14,8 @@ namespace streamstats::gpu {
 namespace {
 
 using detail::CheckBatch;
-using detail::FastMod;
 using detail::GridFor;
-using detail::ItemCount;
-using detail::kMaxRows;
-using detail::MakeRows;
-using detail::RowHashes;
 using detail::SketchDevice;
-using detail::SumWeights;
 
 // ---- PBF (seed 002 §IV design option 1: one warp row per key, lanes over the k hashes) ----
 
