@@ -3,8 +3,9 @@
 // random generator for the Probabilistic Bloom Filter's coins.
 //
 // Everything here is a pure function of its arguments, marked STREAMSTATS_HOST_DEVICE and free of
-// std:: calls and of 128-bit integers, so nvcc compiles the same code for the device and a GPU
-// kernel reproduces the CPU's buckets, rows and bits exactly. Changing any constant or formula
+// std:: calls, so nvcc compiles the same code for the device and a GPU kernel reproduces the
+// CPU's buckets, rows and bits exactly. Where the host has a faster exact form (a 128-bit
+// product) it is chosen when not compiling for the device; tests pin both to the same values. Changing any constant or formula
 // changes every serialized sketch's meaning: tests/core/common/hash_test.cc pins golden values.
 //
 // Why 2^61 - 1 and not seed 001's 2^31 - 1: our keys are 64-bit (uint64 keys, doubles through
@@ -114,9 +115,39 @@ struct PairwiseHash {
 
   // A value in [0, 2^61 - 1).
   STREAMSTATS_HOST_DEVICE uint64_t operator()(uint64_t key) const {
+#if defined(__CUDA_ARCH__) || !defined(__SIZEOF_INT128__)
     const uint64_t x = ReduceMersenne61(MulModMersenne61(a_hi, key >> 32) +
                                         MulModMersenne61(a_lo, key & 0xFFFFFFFFULL));
     return ReduceMersenne61(x + b);
+#else
+    // The same value from one 128-bit sum: a_hi*x_hi + a_lo*x_lo + b < 2^95, and 2^61 = 1 mod P.
+    const unsigned __int128 v = static_cast<unsigned __int128>(a_hi) * (key >> 32) +
+                                static_cast<unsigned __int128>(a_lo) * (key & 0xFFFFFFFFULL) + b;
+    const uint64_t folded = (static_cast<uint64_t>(v) & kMersenne61) +
+                            static_cast<uint64_t>(v >> 61);  // < 2^61 + 2^34
+    return ReduceMersenne61(folded);
+#endif
+  }
+};
+
+// x mod d for every 64-bit x without a division, d >= 1 fixed: with M = floor((2^64 - 1) / d),
+// q = floor(x*M / 2^64) is floor(x/d) or one less (x*M/2^64 > x/d - x/2^64 > x/d - 1), so one
+// correction gives the exact remainder. A bucket h(x) mod w costs a multiply instead of a 64-bit
+// division (tens of cycles on the CPU, a long sequence on the GPU).
+struct FastMod {
+  uint64_t divisor = 1;
+  uint64_t magic = ~uint64_t{0};
+
+  static STREAMSTATS_HOST_DEVICE FastMod For(uint64_t d) { return FastMod{d, ~uint64_t{0} / d}; }
+
+  STREAMSTATS_HOST_DEVICE uint64_t operator()(uint64_t x) const {
+#if defined(__CUDA_ARCH__)
+    const uint64_t q = __umul64hi(x, magic);
+#else
+    const uint64_t q = static_cast<uint64_t>((static_cast<unsigned __int128>(x) * magic) >> 64);
+#endif
+    const uint64_t r = x - q * divisor;
+    return r >= divisor ? r - divisor : r;
   }
 };
 

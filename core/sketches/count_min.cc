@@ -32,6 +32,7 @@ CountMin::CountMin(const CountMinOptions& options, ValueKind value_kind, Acceler
       }) {
   rows_.reserve(depth_);
   for (uint64_t r = 0; r < depth_; ++r) rows_.push_back(MakePairwiseHash(options.seed, r));
+  mod_w_ = FastMod::For(width_);
 }
 
 std::string CountMin::Describe() const {
@@ -44,7 +45,7 @@ void CountMin::Add(uint64_t id, uint64_t weight, absl::string_view str) {
   uint64_t* cells[64];  // depth <= ceil(ln 1e12) = 28
   uint64_t low = std::numeric_limits<uint64_t>::max();
   for (uint64_t r = 0; r < depth_; ++r) {
-    cells[r] = &table_[r * width_ + rows_[r](id) % width_];
+    cells[r] = &table_[r * width_ + mod_w_(rows_[r](id))];
     low = std::min(low, *cells[r]);
   }
   uint64_t estimate;
@@ -67,11 +68,12 @@ void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       absl::Span<uint64_t> table, std::vector<uint64_t>* estimates) {
   if (estimates != nullptr) estimates->resize(ids.size());
+  const FastMod mod_w = FastMod::For(width);
   for (size_t i = 0; i < ids.size(); ++i) {
     const uint64_t weight = weights.empty() ? 1 : weights[i];
     uint64_t estimate = std::numeric_limits<uint64_t>::max();
     for (size_t r = 0; r < rows.size(); ++r) {
-      estimate = std::min(estimate, table[r * width + rows[r](ids[i]) % width] += weight);
+      estimate = std::min(estimate, table[r * width + mod_w(rows[r](ids[i]))] += weight);
     }
     if (estimates != nullptr) (*estimates)[i] = estimate;
   }
@@ -115,7 +117,7 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
   mirror_.Refresh();
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
   for (uint64_t r = 0; r < depth_; ++r) {
-    estimate = std::min(estimate, table_[r * width_ + rows_[r](id) % width_]);
+    estimate = std::min(estimate, table_[r * width_ + mod_w_(rows_[r](id))]);
   }
   return estimate;
 }

@@ -119,6 +119,7 @@ class CountMin final : public Summary {
   uint64_t depth_;
   uint64_t width_;
   std::vector<PairwiseHash> rows_;
+  FastMod mod_w_;  // h mod width_ without a division
   std::vector<uint64_t> table_;
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;

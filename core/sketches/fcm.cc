@@ -150,6 +150,9 @@ Fcm::Fcm(const FcmOptions& options, ValueKind value_kind, Accelerator* accelerat
       candidates_(options.EffectiveHeavyHitterCapacity()) {
   rows_.reserve(depth_);
   for (uint64_t r = 0; r < depth_; ++r) rows_.push_back(MakePairwiseHash(options.seed, r));
+  mod_w_ = FastMod::For(width_);
+  mod_d_ = FastMod::For(depth_);
+  mod_d1_ = FastMod::For(depth_ - 1);
 }
 
 std::string Fcm::Describe() const {
@@ -161,20 +164,21 @@ std::string Fcm::Describe() const {
 }
 
 uint64_t Fcm::RowOf(uint64_t id, uint64_t j) const {
-  const uint64_t offset = offset_hash_(id) % depth_;
-  const uint64_t gap = 1 + gap_hash_(id) % (depth_ - 1);  // depth_ is a prime >= 2
+  const uint64_t offset = mod_d_(offset_hash_(id));
+  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));  // depth_ is a prime >= 2
   return (offset + (j % depth_) * gap) % depth_;
 }
 
 void Fcm::Add(uint64_t id, uint64_t weight, absl::string_view str) {
   const bool high = phase_.Update(id, weight);
   const uint64_t rows = high ? dh_ : dl_;
-  const uint64_t gap = 1 + gap_hash_(id) % (depth_ - 1);
-  uint64_t row = offset_hash_(id) % depth_;
+  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));
+  uint64_t row = mod_d_(offset_hash_(id));
   uint64_t* cells[64];  // d <= 29 (the prime after ceil(ln 1e12) = 28)
   for (uint64_t j = 0; j < rows; ++j) {
-    cells[j] = &table_[row * width_ + rows_[row](id) % width_];
-    row = (row + gap) % depth_;
+    cells[j] = &table_[row * width_ + mod_w_(rows_[row](id))];
+    row += gap;  // row < depth_ and gap < depth_: one subtraction reduces it
+    if (row >= depth_) row -= depth_;
   }
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
   if (options_.conservative) {
@@ -199,12 +203,13 @@ absl::Status Fcm::Update(const Batch& batch) {
 }
 
 uint64_t Fcm::EstimateId(uint64_t id) const {
-  const uint64_t gap = 1 + gap_hash_(id) % (depth_ - 1);
-  uint64_t row = offset_hash_(id) % depth_;
+  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));
+  uint64_t row = mod_d_(offset_hash_(id));
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
   for (uint64_t j = 0; j < dh_; ++j) {
-    estimate = std::min(estimate, table_[row * width_ + rows_[row](id) % width_]);
-    row = (row + gap) % depth_;
+    estimate = std::min(estimate, table_[row * width_ + mod_w_(rows_[row](id))]);
+    row += gap;  // row < depth_ and gap < depth_: one subtraction reduces it
+    if (row >= depth_) row -= depth_;
   }
   return estimate;
 }

@@ -157,6 +157,7 @@ class Fcm final : public Summary {
   Accelerator* accelerator_;
   uint64_t depth_, width_, dh_, dl_;
   std::vector<PairwiseHash> rows_;
+  FastMod mod_w_, mod_d_, mod_d1_;  // mod width_, depth_ and depth_ - 1 without a division
   PairwiseHash offset_hash_, gap_hash_;
   std::vector<uint64_t> table_;
   uint64_t count_ = 0;

@@ -11,7 +11,8 @@
 // and evicting it later needs C other keys with estimates > s*N, i.e. C keys with f > (s-eps)*N,
 // and there are at most 1/(s - eps) of those. Stored estimates may be stale (lower than the key's
 // current estimate); questions re-estimate every candidate from the sketch.
-// Memory: at most C entries of 16 bytes plus the key string (<= kMaxStringKeyBytes) each.
+// Memory: at most C entries of 64 bytes (heap node, slot, string header, index map) plus the
+// key string (<= kMaxStringKeyBytes) each.
 // Not thread-safe.
 #ifndef STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
 #define STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,50 +33,71 @@ namespace streamstats::core {
 
 class HeavyHitterCandidates {
  public:
-  struct Entry {
-    uint64_t estimate = 0;
-    uint64_t id = 0;
-    std::string str;  // the key's bytes for string sessions; empty otherwise
-  };
-
   explicit HeavyHitterCandidates(uint64_t capacity) : capacity_(capacity) {}
 
   // Records that key `id` now has estimate `estimate`; `str` is copied only when it enters.
-  void Offer(uint64_t id, uint64_t estimate, absl::string_view str);
+  // Callers offer each key nondecreasing estimates (Count-Min's and FCM's never decrease, also
+  // across merges), so once the set is full a key whose estimate is below the smallest stored
+  // one is neither stored (its stored estimate would lie between the two) nor can it enter:
+  // that case returns before any lookup, which is most items of a skewed stream.
+  void Offer(uint64_t id, uint64_t estimate, absl::string_view str) {
+    if (heap_.size() == capacity_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
+    OfferSlow(id, estimate, str);
+  }
 
   uint64_t capacity() const { return capacity_; }
   size_t size() const { return heap_.size(); }
-  const std::vector<Entry>& entries() const { return heap_; }  // heap order, not sorted
+  // fn(id, estimate at its last offer, string) for every stored key, in heap order.
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (const Node& n : heap_) fn(n.id, n.estimate, absl::string_view(strings_[n.slot]));
+  }
   void Clear();
 
   // Replaces the set by the top `capacity` of the union with `other`, every key re-estimated
   // through `estimate(id)` (the merged sketch's estimate). `other` may be *this.
   template <typename EstimateFn>
   void MergeFrom(const HeavyHitterCandidates& other, EstimateFn estimate) {
-    std::vector<Entry> all = heap_;
-    for (const Entry& e : other.heap_) {
-      if (!pos_.contains(e.id)) all.push_back(e);
-    }
+    std::vector<std::pair<uint64_t, std::string>> all;
+    ForEach([&](uint64_t id, uint64_t, absl::string_view str) { all.emplace_back(id, str); });
+    other.ForEach([&](uint64_t id, uint64_t, absl::string_view str) {
+      if (!slot_of_.contains(id)) all.emplace_back(id, str);
+    });
     Clear();
-    for (Entry& e : all) Offer(e.id, estimate(e.id), e.str);
+    for (const auto& [id, str] : all) OfferSlow(id, estimate(id), str);
   }
 
-  // Heap array, index map and strings.
+  // Heap array, slots, index map and strings.
   size_t MemoryBytes() const;
 
-  // u64 n, then n times: u64 id, u64 estimate, and the string when `with_strings`.
+  // u64 n, then n times (heap order): u64 id, u64 estimate, and the string when `with_strings`.
   void Serialize(bool with_strings, ByteWriter* w) const;
   // False on any inconsistency (more than capacity entries, duplicate ids, bad strings).
   bool Deserialize(bool with_strings, ByteReader* r);
 
  private:
+  // A heap node is plain data (a move is a 24-byte copy); the key's string stays in its slot,
+  // and heap_index_[slot] follows the node, so a move writes no hash map.
+  struct Node {
+    uint64_t estimate;
+    uint64_t id;
+    uint32_t slot;
+  };
+
+  void OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str);
+  void Push(uint64_t id, uint64_t estimate, absl::string_view str);
   void SiftUp(size_t i);
   void SiftDown(size_t i);
-  void Place(size_t i, Entry e);
+  void Place(size_t i, const Node& n) {
+    heap_[i] = n;
+    heap_index_[n.slot] = static_cast<uint32_t>(i);
+  }
 
   uint64_t capacity_;
-  std::vector<Entry> heap_;                    // min-heap by (estimate, id)
-  absl::flat_hash_map<uint64_t, size_t> pos_;  // id -> index in heap_
+  std::vector<Node> heap_;                       // min-heap by (estimate, id)
+  std::vector<uint32_t> heap_index_;             // slot -> index in heap_
+  std::vector<std::string> strings_;             // slot -> the key's bytes (string sessions)
+  absl::flat_hash_map<uint64_t, uint32_t> slot_of_;  // id -> slot
 };
 
 // Shared by CountMin and Fcm: the candidates whose current estimate (re-read through
@@ -86,21 +109,22 @@ std::vector<HeavyHitter> CandidateHeavyHitters(const HeavyHitterCandidates& cand
                                                EstimateFn estimate, AnswerFn answer) {
   struct Found {
     uint64_t estimate;
-    const HeavyHitterCandidates::Entry* entry;
+    uint64_t id;
+    absl::string_view str;
   };
   std::vector<Found> found;
   const double threshold = support * static_cast<double>(n);
-  for (const HeavyHitterCandidates::Entry& e : candidates.entries()) {
-    const uint64_t est = estimate(e.id);
-    if (static_cast<double>(est) >= threshold && est > 0) found.push_back({est, &e});
-  }
+  candidates.ForEach([&](uint64_t id, uint64_t, absl::string_view str) {
+    const uint64_t est = estimate(id);
+    if (static_cast<double>(est) >= threshold && est > 0) found.push_back({est, id, str});
+  });
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    return a.estimate != b.estimate ? a.estimate > b.estimate : a.entry->id < b.entry->id;
+    return a.estimate != b.estimate ? a.estimate > b.estimate : a.id < b.id;
   });
   std::vector<HeavyHitter> out;
   out.reserve(found.size());
   for (const Found& f : found) {
-    out.push_back(MakeHeavyHitter(kind, f.entry->id, f.entry->str, answer(f.estimate)));
+    out.push_back(MakeHeavyHitter(kind, f.id, f.str, answer(f.estimate)));
   }
   return out;
 }

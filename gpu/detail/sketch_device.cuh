@@ -127,18 +127,8 @@ absl::Status DownloadAll(SketchDevice& d, const uint64_t* device_words, absl::Sp
 
 constexpr int kMaxRows = 32;
 
-// h % w for h < 2^64 without a 64-bit division: q = mulhi(h, floor((2^64-1)/w)) is floor(h/w)
-// or one less, so one correction step gives the exact remainder.
-struct FastMod {
-  uint64_t divisor = 1;
-  uint64_t magic = ~uint64_t{0};
-  static FastMod For(uint64_t d) { return FastMod{d, ~uint64_t{0} / d}; }
-  __device__ __forceinline__ uint64_t operator()(uint64_t h) const {
-    const uint64_t q = __umul64hi(h, magic);
-    uint64_t r = h - q * divisor;
-    return r >= divisor ? r - divisor : r;
-  }
-};
+// h mod w without a 64-bit division, the CPU sketches' own (core/common/hash.h).
+using core::FastMod;
 
 struct RowHashes {
   core::PairwiseHash h[kMaxRows];

@@ -49,8 +49,9 @@ TEST(Hash, PairwiseHashIsTheStatedPolynomialOverBothHalves) {
     ASSERT_LT(h.a_lo, kMersenne61);
     ASSERT_LT(h.b, kMersenne61);
     ASSERT_NE(h.a_hi, 0u);
+    const uint64_t edges[] = {0, ~uint64_t{0}, 0xFFFFFFFFu, ~uint64_t{0} << 32};
     for (int i = 0; i < 200; ++i) {
-      const uint64_t x = rng();
+      const uint64_t x = i < 4 ? edges[i] : rng();
       const u128 want = (static_cast<u128>(h.a_hi) * (x >> 32) +
                          static_cast<u128>(h.a_lo) * (x & 0xFFFFFFFFu) + h.b) %
                         kMersenne61;
@@ -64,6 +65,22 @@ TEST(Hash, PairwiseHashIsTheStatedPolynomialOverBothHalves) {
     same += h(5) % 1000 == h(5 + kMersenne61) % 1000;
   }
   EXPECT_LE(same, 3);
+}
+
+TEST(Hash, FastModEqualsTheRemainderForEveryDivisorAndDividend) {
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> divisors = {1, 2, 3, 5, 7, 29, 2719, 27183, (uint64_t{1} << 32) - 1,
+                                    uint64_t{1} << 32, (uint64_t{1} << 32) + 1, kMersenne61,
+                                    uint64_t{1} << 63, (uint64_t{1} << 63) + 1, ~uint64_t{0},
+                                    ~uint64_t{0} - 1};
+  for (int i = 0; i < 200; ++i) divisors.push_back(rng() >> (rng() % 64) | 1);
+  for (uint64_t d : divisors) {
+    const FastMod mod = FastMod::For(d);
+    std::vector<uint64_t> xs = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, ~uint64_t{0},
+                                ~uint64_t{0} - 1, ~uint64_t{0} - d, kMersenne61 - 1};
+    for (int j = 0; j < 2000; ++j) xs.push_back(j % 2 == 0 ? rng() : rng() % kMersenne61);
+    for (uint64_t x : xs) ASSERT_EQ(mod(x), x % d) << x << " mod " << d;
+  }
 }
 
 TEST(Hash, PairwiseFamilyCollidesAboutOnceInWBuckets) {

@@ -1,0 +1,136 @@
+// HeavyHitterCandidates against a plain reference model of its rule (keep the C
+// keys with the largest (estimate, id) offered, each at its latest estimate),
+// for streams of nondecreasing estimates per key, as Count-Min and FCM offer
+// them.
+#include "core/sketches/heavy_hitter_candidates.h"
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/hash.h"
+#include "gtest/gtest.h"
+
+namespace streamstats::core {
+namespace {
+
+// id -> (estimate, string)
+using Contents = std::map<uint64_t, std::pair<uint64_t, std::string>>;
+
+class Reference {
+ public:
+  explicit Reference(size_t capacity) : capacity_(capacity) {}
+  void Offer(uint64_t id, uint64_t estimate, const std::string& str) {
+    if (capacity_ == 0) return;
+    auto it = set_.find(id);
+    if (it != set_.end()) {
+      it->second.first = estimate;
+      return;
+    }
+    if (set_.size() < capacity_) {
+      set_[id] = {estimate, str};
+      return;
+    }
+    auto min = set_.begin();
+    for (auto j = set_.begin(); j != set_.end(); ++j) {
+      if (std::make_pair(j->second.first, j->first) <
+          std::make_pair(min->second.first, min->first)) {
+        min = j;
+      }
+    }
+    if (std::make_pair(min->second.first, min->first) <
+        std::make_pair(estimate, id)) {
+      set_.erase(min);
+      set_[id] = {estimate, str};
+    }
+  }
+  const Contents& contents() const { return set_; }
+
+ private:
+  size_t capacity_;
+  Contents set_;
+};
+
+Contents ContentsOf(const HeavyHitterCandidates& c) {
+  Contents out;
+  c.ForEach([&](uint64_t id, uint64_t estimate, absl::string_view str) {
+    EXPECT_TRUE(
+        out.emplace(id, std::make_pair(estimate, std::string(str))).second)
+        << id;
+  });
+  return out;
+}
+
+// Offers a skewed stream: each key's estimate grows by its occurrences (plus
+// noise that never decreases), as a sketch's estimates do.
+TEST(HeavyHitterCandidates,
+     KeepsExactlyTheReferenceSetForNondecreasingEstimates) {
+  for (size_t capacity : {0, 1, 2, 7, 64}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      HeavyHitterCandidates c(capacity);
+      Reference ref(capacity);
+      std::mt19937_64 rng(seed);
+      std::map<uint64_t, uint64_t> estimate;
+      for (int i = 0; i < 20000; ++i) {
+        const uint64_t x = rng();
+        const uint64_t id = x % 3 == 0 ? x % 10 : x % 3000;
+        estimate[id] += 1 + (x >> 60) % 3;
+        const std::string str = absl::StrCat("k", id);
+        c.Offer(id, estimate[id], str);
+        ref.Offer(id, estimate[id], str);
+        if (i % 997 == 0) {
+          ASSERT_EQ(ContentsOf(c), ref.contents()) << capacity << " " << i;
+        }
+      }
+      EXPECT_EQ(ContentsOf(c), ref.contents()) << capacity;
+      EXPECT_EQ(c.size(), ref.contents().size());
+    }
+  }
+}
+
+TEST(HeavyHitterCandidates, SerializeRoundTripKeepsTheSetAndTheBytes) {
+  for (bool with_strings : {false, true}) {
+    HeavyHitterCandidates c(50);
+    std::mt19937_64 rng(5);
+    std::map<uint64_t, uint64_t> estimate;
+    for (int i = 0; i < 5000; ++i) {
+      const uint64_t k = rng() % 400;
+      // String sessions keep a string beside its id, which is the string's
+      // hash.
+      const std::string str = with_strings ? absl::StrCat("key-", k) : "";
+      const uint64_t id = with_strings ? HashString(str.data(), str.size()) : k;
+      c.Offer(id, ++estimate[id], str);
+    }
+    ByteWriter w;
+    c.Serialize(with_strings, &w);
+    HeavyHitterCandidates back(50);
+    ByteReader r(w.bytes());
+    ASSERT_TRUE(back.Deserialize(with_strings, &r)) << with_strings;
+    EXPECT_EQ(ContentsOf(back), ContentsOf(c)) << with_strings;
+    ByteWriter again;
+    back.Serialize(with_strings, &again);
+    EXPECT_EQ(again.bytes(), w.bytes()) << with_strings;
+    // More entries than the capacity are refused.
+    HeavyHitterCandidates small(10);
+    ByteReader r2(w.bytes());
+    EXPECT_FALSE(small.Deserialize(with_strings, &r2));
+  }
+}
+
+TEST(HeavyHitterCandidates, MergeFromKeepsTheTopOfTheUnionReEstimated) {
+  HeavyHitterCandidates a(5), b(5);
+  for (uint64_t id = 0; id < 10; ++id) a.Offer(id, id + 1, "");
+  for (uint64_t id = 20; id < 30; ++id) b.Offer(id, 1, "");
+  // The merged sketch's estimates: keys 20.. are now the heaviest.
+  a.MergeFrom(b, [](uint64_t id) { return id >= 20 ? 100 + id : id + 1; });
+  Contents got = ContentsOf(a);
+  Contents want;
+  for (uint64_t id = 25; id < 30; ++id) want[id] = {100 + id, ""};
+  EXPECT_EQ(got, want);
+}
+
+}  // namespace
+}  // namespace streamstats::core
