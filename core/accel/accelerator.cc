@@ -68,12 +68,23 @@ void SortKeysStably(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) {
     }
     return;
   }
+  // Sorted input (a common stream: timestamps, counters) is its own stable sort; on other
+  // input this stops at the first descent.
+  if (std::is_sorted(keys.begin(), keys.end())) return;
   // One pass counts every byte position's digits.
   std::array<std::array<uint32_t, 256>, 8> count{};
   for (const uint64_t k : keys) {
     for (int d = 0; d < 8; ++d) ++count[d][(k >> (8 * d)) & 0xff];
   }
-  std::vector<uint64_t> scratch_keys(n), scratch_weights(weighted ? n : 0);
+  // The scatter's second buffers: windows are sorted over and over, so up to 2^17 keys (1 MiB
+  // per buffer) they are kept for the next call on this thread; larger ones are allocated.
+  constexpr size_t kKeptKeys = size_t{1} << 17;
+  thread_local std::vector<uint64_t> kept_keys, kept_weights;
+  std::vector<uint64_t> own_keys, own_weights;
+  std::vector<uint64_t>& scratch_keys = n <= kKeptKeys ? kept_keys : own_keys;
+  std::vector<uint64_t>& scratch_weights = n <= kKeptKeys ? kept_weights : own_weights;
+  if (scratch_keys.size() < n) scratch_keys.resize(n);
+  if (weighted && scratch_weights.size() < n) scratch_weights.resize(n);
   uint64_t* src = keys.data();
   uint64_t* dst = scratch_keys.data();
   uint64_t* src_w = weights.data();

@@ -284,12 +284,40 @@ absl::Status QuantileSummary::AppendPending(uint64_t key, uint64_t weight) {
 }
 
 absl::Status QuantileSummary::Update(const Batch& batch) {
+  // AppendPending item by item, in runs that end where a window fills: the keys of a run are
+  // converted in one loop, and a window is flushed exactly where AppendPending would flush it.
   const size_t n = batch.size();
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t key =
-        value_kind_ == ValueKind::kNumeric ? ToOrderedBits(batch.values[i]) : batch.keys[i];
-    absl::Status s = AppendPending(key, batch.weights.empty() ? 1 : batch.weights[i]);
-    if (!s.ok()) return s;
+  const bool weighted = !batch.weights.empty();
+  size_t i = 0;
+  while (i < n) {
+    const size_t have = pending_keys_.size();
+    const size_t take = std::min(n - i, have < window_ ? window_ - have : size_t{1});
+    pending_keys_.resize(have + take);
+    uint64_t* out = pending_keys_.data() + have;
+    if (value_kind_ == ValueKind::kNumeric) {
+      const double* in = batch.values.data() + i;
+      for (size_t k = 0; k < take; ++k) out[k] = ToOrderedBits(in[k]);
+    } else {
+      std::copy_n(batch.keys.data() + i, take, out);
+    }
+    if (!weighted) {
+      if (!pending_weights_.empty()) pending_weights_.resize(have + take, 1);
+      pending_weight_ += take;
+    } else {
+      for (size_t k = i; k < i + take; ++k) {
+        const uint64_t weight = batch.weights[k];
+        // Weights are materialized only once one differs from 1 (as in AppendPending).
+        if (weight != 1 && pending_weights_.empty()) {
+          pending_weights_.assign(have + (k - i), 1);
+        }
+        if (weight != 1 || !pending_weights_.empty()) pending_weights_.push_back(weight);
+        pending_weight_ += weight;
+      }
+    }
+    i += take;
+    if (pending_keys_.size() >= window_) {
+      if (absl::Status s = FlushWindow(); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -299,9 +327,12 @@ absl::Status QuantileSummary::FlushWindow() {
   std::vector<RankSampleEntry> sample;
   const uint64_t step = WindowStep(options_.epsilon, pending_weight_);
   auto sample_on = [&](Accelerator* accelerator) {
-    std::vector<uint64_t> keys = pending_keys_;  // the pending window stays intact on failure
-    std::vector<uint64_t> weights = pending_weights_;
-    return accelerator->RankSample(absl::MakeSpan(keys), absl::MakeSpan(weights), step, &sample);
+    // A copy is sorted, so the pending window stays intact on failure; the copy's buffers are
+    // reused from window to window.
+    scratch_keys_.assign(pending_keys_.begin(), pending_keys_.end());
+    scratch_weights_.assign(pending_weights_.begin(), pending_weights_.end());
+    return accelerator->RankSample(absl::MakeSpan(scratch_keys_), absl::MakeSpan(scratch_weights_),
+                                   step, &sample);
   };
   // A device error never loses the window: the CPU redoes it.
   if (!sample_on(accelerator_).ok()) {
@@ -450,7 +481,8 @@ size_t QuantileSummary::tuple_count() const {
 size_t QuantileSummary::MemoryBytes() const {
   size_t bytes = sizeof(*this) + tuple_count() * sizeof(GkTuple) +
                  pending_keys_.capacity() * sizeof(uint64_t) +
-                 pending_weights_.capacity() * sizeof(uint64_t);
+                 pending_weights_.capacity() * sizeof(uint64_t) +
+                 (scratch_keys_.capacity() + scratch_weights_.capacity()) * sizeof(uint64_t);
   return bytes;
 }
 

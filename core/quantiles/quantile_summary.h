@@ -155,6 +155,7 @@ class QuantileSummary final : public Summary {
   uint64_t summarized_ = 0;                        // total weight in buckets
   std::vector<uint64_t> pending_keys_;
   std::vector<uint64_t> pending_weights_;  // empty while every pending weight is 1
+  std::vector<uint64_t> scratch_keys_, scratch_weights_;  // FlushWindow's sorted copy
   uint64_t pending_weight_ = 0;
 };
 

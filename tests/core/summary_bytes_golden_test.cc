@@ -3,6 +3,7 @@
 // pinned by a digest taken before the issue-14 hot-path changes (division-free
 // buckets, the candidate set's layout and early exit): a speed-up must leave
 // every counter, every candidate and every answer as it was.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -29,12 +30,29 @@ std::vector<uint64_t> SkewedKeys(size_t n, uint64_t seed) {
   return keys;
 }
 
+// Doubles: a sum of uniforms (about normal) with a few repeats; sorted when
+// asked.
+std::vector<double> Values(size_t n, uint64_t seed, bool sorted) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(n);
+  for (double& x : v) {
+    const uint64_t r = rng();
+    x = r % 9 == 0
+            ? static_cast<double>(r % 5)
+            : static_cast<double>((r & 0xFFFFF) + ((r >> 20) & 0xFFFFF)) /
+                  1024.0;
+  }
+  if (sorted) std::sort(v.begin(), v.end());
+  return v;
+}
+
 struct Case {
   std::string name;
   SummaryOptions options;
   ValueKind kind;
   bool weighted;
   uint64_t golden;
+  bool sorted = false;
 };
 
 SummaryOptions CountMinOf(bool conservative, uint64_t capacity) {
@@ -44,6 +62,13 @@ SummaryOptions CountMinOf(bool conservative, uint64_t capacity) {
   o.count_min.delta = 0.01;
   o.count_min.conservative = conservative;
   o.count_min.heavy_hitter_capacity = capacity;
+  return o;
+}
+
+SummaryOptions QuantilesOf(double epsilon) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kQuantiles;
+  o.quantiles.epsilon = epsilon;
   return o;
 }
 
@@ -63,6 +88,7 @@ uint64_t DigestAfterStream(const Case& c) {
   auto s = CreateSummary(c.options, c.kind);
   EXPECT_TRUE(s.ok()) << s.status();
   const std::vector<uint64_t> keys = SkewedKeys(300000, 7);
+  const std::vector<double> values = Values(keys.size(), 8, c.sorted);
   std::vector<std::string> strings;
   if (c.kind == ValueKind::kString) {
     for (uint64_t k : keys) strings.push_back(absl::StrCat("key-", k));
@@ -79,6 +105,8 @@ uint64_t DigestAfterStream(const Case& c) {
     b.kind = c.kind;
     if (c.kind == ValueKind::kString) {
       b.strings = absl::MakeConstSpan(strings).subspan(i, len);
+    } else if (c.kind == ValueKind::kNumeric) {
+      b.values = absl::MakeConstSpan(values).subspan(i, len);
     } else {
       b.keys = absl::MakeConstSpan(keys).subspan(i, len);
     }
@@ -89,7 +117,7 @@ uint64_t DigestAfterStream(const Case& c) {
   return HashString(bytes.data(), bytes.size());
 }
 
-TEST(SketchBytes, CountMinAndFcmAfterFixedStreamsEqualTheirPinnedDigests) {
+TEST(SummaryBytes, AfterFixedStreamsEqualTheirPinnedDigests) {
   const std::vector<Case> cases = {
       {"count_min", CountMinOf(false, 0), ValueKind::kUint64, false,
        8893448911292568011u},
@@ -107,6 +135,16 @@ TEST(SketchBytes, CountMinAndFcmAfterFixedStreamsEqualTheirPinnedDigests) {
        16485916969104458093u},
       {"fcm conservative weighted", FcmOf(true, 32), ValueKind::kUint64, true,
        9002595030355231344u},
+      {"quantiles 0.01", QuantilesOf(0.01), ValueKind::kNumeric, false,
+       5583655018152063090u},
+      {"quantiles 0.001 sorted", QuantilesOf(0.001), ValueKind::kNumeric, false,
+       5117043340193641760u, true},
+      {"quantiles 0.001 weighted", QuantilesOf(0.001), ValueKind::kNumeric,
+       true, 15915262010871212769u},
+      {"quantiles 0.002 uint64 weighted", QuantilesOf(0.002),
+       ValueKind::kUint64, true, 412162556421841944u},
+      {"quantiles 0.01 sorted weighted", QuantilesOf(0.01), ValueKind::kNumeric,
+       true, 14083621655147612003u, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
