@@ -4,14 +4,13 @@
 # Network: a real streamstatsd without durability (--data_dir=) and one `streamstats bench`
 # stream on the same machine. Usage: network_ratio.sh BUILD_DIR [SECONDS]
 set -u
+. "$(dirname "$0")/lib.sh"
 B=$(realpath "$1"); T=${2:-5}
-nproc; grep -m1 "model name" /proc/cpuinfo
+machine_info
 W=$(mktemp -d)
-trap 'kill $SP 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
-"$B/server/streamstatsd" --listen=127.0.0.1:0 --port_file=$W/port --data_dir= --metrics_listen= > $W/log 2>&1 &
-SP=$!
-for i in $(seq 100); do [ -s $W/port ] && break; sleep 0.1; done
-A=127.0.0.1:$(cat $W/port)
+trap 'kill ${SP:-} 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+start_server $W/log "$B/server/streamstatsd" --listen=127.0.0.1:0 --data_dir= --metrics_listen= || exit 1
+SP=$STARTED_PID; A=$STARTED_ADDR
 for batch in 10000 100000; do
   echo "### batch $batch: in-process (summary_bench)"
   "$B/bench/summary_bench" --items=4000000 --batch=$batch 2>&1 | tail -6

@@ -8,20 +8,16 @@
 #   SERVER_WRAP="taskset -c 0,1" CLIENT_WRAP="taskset -c 2-15" to give each its own cores.
 #   $QUERY: the bench's --query (default auto; health measures the transport's round trip alone).
 set -u
-B=$1
+. "$(dirname "$0")/lib.sh"
 STREAMS=${2:-2}
-D=$(command -v realpath >/dev/null && realpath "$B" || echo "$B")
-SERVER=$D/server/streamstatsd; CLI=$D/client/streamstats
-[ -x "$SERVER" ] || { SERVER=$D/streamstatsd; CLI=$D/streamstats; export LD_LIBRARY_PATH=$D/lib; }
+bench_binaries "$1"
 W=$(mktemp -d)
-trap 'kill $SP 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
-nproc; grep -m1 "model name" /proc/cpuinfo
+trap 'kill ${SP:-} 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+machine_info
 MP=${METRICS_PORT:-19464}
-${SERVER_WRAP:-} "$SERVER" --listen=127.0.0.1:0 --port_file=$W/port --data_dir=$W/data --wal_fsync=interval \
-    --metrics_listen=127.0.0.1:$MP ${SERVER_FLAGS:-} > $W/log 2>&1 &
-SP=$!
-for i in $(seq 100); do [ -s $W/port ] && break; sleep 0.1; done
-A=127.0.0.1:$(cat $W/port)
+start_server $W/log ${SERVER_WRAP:-} "$SERVER" --listen=127.0.0.1:0 --data_dir=$W/data --wal_fsync=interval \
+    --metrics_listen=127.0.0.1:$MP ${SERVER_FLAGS:-} || exit 1
+SP=$STARTED_PID; A=$STARTED_ADDR
 # The server's own view: the bucket holding the 99th percentile of streamstats_query_duration_seconds
 # over the queries of one run (the difference of two scrapes).
 scrape() { python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$MP/metrics').read().decode())" | grep '^streamstats_query_duration_seconds_bucket'; }
