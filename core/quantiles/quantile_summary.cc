@@ -186,15 +186,49 @@ std::optional<GkUnion::Pos> GkUnion::FirstReaching(uint64_t rank) const {
   };
   if (!reached_by_key(UINT64_MAX)) return std::nullopt;
   // The smallest key whose last tuple reaches the rank: the first reaching tuple has this key.
-  uint64_t lo = 0, hi = UINT64_MAX;
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (reached_by_key(mid)) {
-      hi = mid;
+  // reached_by_key is monotone and changes only at the parts' tuple keys, so that key is one of
+  // them. Bisect first over the keys of the part with the most tuples (about log2 of its size
+  // evaluations), then over the few keys of the other parts between the two it leaves,
+  // instead of over all 2^64 keys (64 evaluations, each 2 binary searches per part).
+  size_t big = 0;
+  for (size_t j = 1; j < parts_.size(); ++j) {
+    if (parts_[j]->tuples.size() > parts_[big]->tuples.size()) big = j;
+  }
+  const std::vector<GkTuple>& grid = parts_[big]->tuples;
+  size_t first = 0, end = grid.size();  // grid[first, end) holds the first reaching grid key
+  while (first < end) {
+    const size_t mid = first + (end - first) / 2;
+    if (reached_by_key(grid[mid].key)) {
+      end = mid;
     } else {
-      lo = mid + 1;
+      first = mid + 1;
     }
   }
+  // The answer lies in (grid[first - 1].key, grid[first].key], the ends open where they are
+  // missing; every part's keys in that range are the candidates, ascending.
+  const bool has_low = first > 0;
+  const uint64_t low = has_low ? grid[first - 1].key : 0;
+  const uint64_t high = first < grid.size() ? grid[first].key : UINT64_MAX;
+  std::vector<uint64_t> candidates;
+  for (const GkSummary* part : parts_) {
+    const std::vector<GkTuple>& ts = part->tuples;
+    const size_t from = has_low ? FirstKeyAbove(ts, low) : 0;
+    const size_t to = FirstKeyAbove(ts, high);
+    for (size_t i = from; i < to; ++i) candidates.push_back(ts[i].key);
+  }
+  if (first == grid.size()) candidates.push_back(UINT64_MAX);  // known to reach
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  size_t c_first = 0, c_end = candidates.size() - 1;  // the last candidate reaches
+  while (c_first < c_end) {
+    const size_t mid = c_first + (c_end - c_first) / 2;
+    if (reached_by_key(candidates[mid])) {
+      c_end = mid;
+    } else {
+      c_first = mid + 1;
+    }
+  }
+  const uint64_t lo = candidates[c_first];
   // Among the tuples with that key, parts in order, then positions within a part.
   for (size_t j = 0; j < parts_.size(); ++j) {
     const std::vector<GkTuple>& ts = parts_[j]->tuples;

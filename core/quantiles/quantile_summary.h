@@ -19,10 +19,14 @@
 // total gap over all buckets plus the exactly-kept partial window is ≤ 2⌊εN⌋-ish and every answer
 // is within εN. Ties are ordered by bucket (older first), which is a valid total order.
 //
-// Memory: W buffered items plus at most one bucket per level; a level-ℓ bucket holds at most
+// Memory: W buffered items (and a W-item buffer a window is sorted in, kept across windows) plus
+// at most one bucket per level; a level-ℓ bucket holds at most
 // min(2^ℓ·(1/ε + 2), ⌈π²ℓ²/(6ε)⌉ + 2) tuples of 24 bytes — O(log³(N/W)/ε) in all. Queries do
 // not build the merged view (GkUnion answers from the buckets in place): a question costs
-// O(W log W) to sort the partial window plus O(64·L·log T) per φ or value, for L levels.
+// O(W log W) to sort the partial window plus, per φ, O((log T + log L)·L·log T) (a bisection
+// over the largest bucket's keys, then over the few other keys between two of them), and
+// O(L·log T) per value, for L levels of at most T tuples. Measured at N = 10^7, ε = 0.001, one
+// core of the 2-vCPU VM: 101 φ in ~600 µs (a bisection over all 2^64 keys took ~1,320 µs).
 //
 // Not thread-safe for updates; const methods (every question) may run concurrently.
 #ifndef STREAMSTATS_CORE_QUANTILES_QUANTILE_SUMMARY_H_

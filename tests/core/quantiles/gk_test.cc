@@ -262,6 +262,36 @@ TEST(GkUnion, AnswersExactlyAsTheBuiltMergeOfItsParts) {
   }
 }
 
+// GkUnion::Closest bisects over the keys of its largest part first: parts whose keys lie wholly
+// below, above or between that part's keys, with the largest one first, last or in the middle.
+TEST(GkUnion, AnswersAsTheBuiltMergeWhenTheLargestPartDoesNotSpanTheOthers) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<GkSummary> parts(2 + trial % 4);
+    const size_t largest = trial % parts.size();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      // Part i's keys in its own band; the bands ordered by i or reversed.
+      const uint64_t band = trial % 2 == 0 ? i : parts.size() - 1 - i;
+      std::vector<uint64_t> keys = RandomKeys(rng, i == largest ? 400 : 1 + rng() % 30, 1000);
+      for (uint64_t& k : keys) k += band * (trial % 3 == 0 ? 500 : 2000);
+      std::sort(keys.begin(), keys.end());
+      parts[i] = Sampled(keys, 1 + rng() % 4);
+    }
+    GkSummary built;
+    std::vector<const GkSummary*> pointers;
+    for (size_t i = parts.size(); i-- > 0;) built = MergeGk(parts[i], built);
+    for (const GkSummary& part : parts) pointers.push_back(&part);
+    const GkUnion u(pointers);
+    for (uint64_t r = 1; r <= built.n; ++r) {
+      const GkTuple want = built.tuples[built.Closest(r)];
+      const GkTuple got = u.Closest(r);
+      ASSERT_EQ(got.key, want.key) << "trial " << trial << " rank " << r;
+      ASSERT_EQ(got.rmin, want.rmin) << "trial " << trial << " rank " << r;
+      ASSERT_EQ(got.rmax, want.rmax) << "trial " << trial << " rank " << r;
+    }
+  }
+}
+
 TEST(GkPrune, KeepsTheAnswersForEveryStepOfRanks) {
   const GkSummary s = Exact({10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20});
   GkSummary p = PruneGk(s, 5);  // step ⌈10/5⌉ = 2: ranks 1, 3, 5, 7, 9, 11
