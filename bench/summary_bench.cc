@@ -6,17 +6,16 @@
 // Prints one table; results are recorded in bench/RESULTS.md with date, machine and command.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <thread>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_common.h"
 #include "client/client.h"
 #include "client/spec_parser.h"
 #include "core/summary.h"
@@ -29,10 +28,6 @@
 namespace {
 
 using namespace streamstats;
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
 
 struct Case {
   std::string name;
@@ -59,43 +54,11 @@ Case MakeCase(const std::string& name, const std::string& cli, core::ValueKind k
   return c;
 }
 
-std::vector<double> NormalValues(size_t n) {
-  std::mt19937_64 rng(1);
-  std::normal_distribution<double> d(1000, 100);
-  std::vector<double> v(n);
-  for (double& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<uint64_t> ZipfKeys(size_t n, uint64_t universe, double s) {
-  // Inverse-CDF sampling over a precomputed table.
-  std::vector<double> cdf(universe);
-  double sum = 0;
-  for (uint64_t i = 0; i < universe; ++i) cdf[i] = (sum += 1 / std::pow(i + 1.0, s));
-  std::mt19937_64 rng(2);
-  std::uniform_real_distribution<double> u(0, sum);
-  std::vector<uint64_t> keys(n);
-  for (auto& k : keys) k = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
-  return keys;
-}
-
 double InProcess(const Case& c, const std::vector<double>& values,
                  const std::vector<uint64_t>& keys, size_t batch) {
   auto summary = *core::CreateSummary(c.options, c.kind);
   const size_t n = c.kind == core::ValueKind::kNumeric ? values.size() : keys.size();
-  auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < n; i += batch) {
-    core::Batch b;
-    b.kind = c.kind;
-    size_t len = std::min(batch, n - i);
-    if (c.kind == core::ValueKind::kNumeric) {
-      b.values = absl::MakeConstSpan(values).subspan(i, len);
-    } else {
-      b.keys = absl::MakeConstSpan(keys).subspan(i, len);
-    }
-    if (!summary->Update(b).ok()) std::abort();
-  }
-  return n / Seconds(start);
+  return n / bench::UpdateInBatches(*summary, values, keys, batch);
 }
 
 double Loopback(const Case& c, const std::string& address, const std::vector<double>& values,
@@ -128,7 +91,7 @@ double Loopback(const Case& c, const std::string& address, const std::vector<dou
     if (!stream->Write(r)) break;
   }
   if (!stream->Finish().ok() || stream->acked_items() != n) std::abort();
-  return n / Seconds(start);
+  return n / bench::SecondsSince(start);
 }
 
 }  // namespace
@@ -139,8 +102,8 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--items=", 8) == 0) absl::SimpleAtoi(argv[i] + 8, &items);
     if (std::strncmp(argv[i], "--batch=", 8) == 0) absl::SimpleAtoi(argv[i] + 8, &batch);
   }
-  const std::vector<double> values = NormalValues(items);
-  const std::vector<uint64_t> keys = ZipfKeys(items, 1000000, 1.1);
+  const std::vector<double> values = bench::NormalValues(items);
+  const std::vector<uint64_t> keys = bench::ZipfKeys(items, 1000000, 1.1);
 
   const std::vector<Case> cases = {
       MakeCase("quantiles eps=0.01 (normal doubles)", "quantiles:epsilon=0.01",

@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/bench_common.h"
 #include "core/summary.h"
 #include "core/windows/time_window.h"
 #include "core/windows/windowed.h"
 
 namespace {
 
+using streamstats::bench::MedianMicros;
 using streamstats::core::Batch;
 using streamstats::core::CreateSummary;
 using streamstats::core::FakeClock;
@@ -38,19 +40,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-// Median microseconds of `reps` calls of fn.
-template <typename Fn>
-double MedianMicros(int reps, Fn fn) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto a = Clock::now();
-    fn();
-    t.push_back(Seconds(a, Clock::now()) * 1e6);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 void Run(const std::string& name, Summary* s, bool quantiles, uint64_t items, uint64_t window,
