@@ -65,10 +65,15 @@ void Run(const std::string& name, Summary* s, bool quantiles, uint64_t items, ui
   Keys q;
   q.kind = ValueKind::kUint64;
   q.keys = keys;
+  // A window that holds no items (the last 3 s of a short run, whose chunks each span more
+  // fake time) has no quantiles: FAILED_PRECONDITION is an answer, anything else a failure.
+  auto check = [](const absl::Status& s) {
+    if (!s.ok() && s.code() != absl::StatusCode::kFailedPrecondition) std::abort();
+  };
   auto ask = [&](const Window& win) {
     if (quantiles) {
       if (w != nullptr) {
-        if (!w->QuantilesOver(phis, win).ok()) std::abort();
+        check(w->QuantilesOver(phis, win).status());
       } else if (!s->Quantiles(phis).ok()) {
         std::abort();
       }
