@@ -80,6 +80,13 @@ ABSL_FLAG(uint32_t, max_streams_per_tenant, 64, "concurrent Ingest streams per t
 ABSL_FLAG(std::string, gpus, "auto",
           "GPUs for the accelerator pool: auto (every visible GPU, or the CPU when there is none), "
           "none, or ordinals like 0,1");
+ABSL_FLAG(int64_t, gpu_cpu_threshold, 2048,
+          "windows of fewer keys than this are sorted on the calling CPU thread, not queued for a "
+          "GPU (the queue, linger and two PCIe copies cost more than sorting a small window); "
+          "in [0, 2^30]");
+ABSL_FLAG(int64_t, gpu_linger_us, 100,
+          "how long a GPU worker waits for more windows to sort in one launch, in microseconds; "
+          "in [0, 10^6]");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
@@ -90,9 +97,21 @@ namespace {
 // Starts the GPU pool per --gpus; leaves *pool null for the CPU. Errors only when GPUs were
 // named explicitly and cannot be used.
 absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::core::Accelerator>* pool) {
+  const int64_t threshold = absl::GetFlag(FLAGS_gpu_cpu_threshold);
+  const int64_t linger_us = absl::GetFlag(FLAGS_gpu_linger_us);
+  if (threshold < 0 || threshold > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_cpu_threshold must be in [0, 2^30] keys, got ", threshold));
+  }
+  if (linger_us < 0 || linger_us > 1000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_linger_us must be in [0, 10^6] microseconds, got ", linger_us));
+  }
   if (spec == "none") return absl::OkStatus();
 #ifdef STREAMSTATS_HAVE_GPU
   streamstats::gpu::GpuPoolOptions options;
+  options.cpu_threshold = static_cast<size_t>(absl::GetFlag(FLAGS_gpu_cpu_threshold));
+  options.linger = absl::Microseconds(absl::GetFlag(FLAGS_gpu_linger_us));
   if (spec != "auto") {
     for (absl::string_view ordinal : absl::StrSplit(spec, ',')) {
       int d;

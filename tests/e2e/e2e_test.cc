@@ -413,4 +413,21 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) 
       << r.out;
 }
 
+// The GPU pool's tuning flags are checked whether or not a GPU is built in or used (issue 14).
+TEST_F(EndToEnd, GpuPoolFlagsOutOfRangeStopTheStartNamingTheFlag) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"--gpu_cpu_threshold=-1", "--gpu_cpu_threshold must be in [0, 2^30] keys, got -1"},
+      {"--gpu_cpu_threshold=2000000000", "--gpu_cpu_threshold must be in [0, 2^30] keys"},
+      {"--gpu_linger_us=1000001", "--gpu_linger_us must be in [0, 10^6] microseconds, got 1000001"},
+  };
+  for (const auto& [flag, message] : bad) {
+    for (const char* gpus : {"--gpus=none", "--gpus=auto"}) {
+      RunResult r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN, " --listen=127.0.0.1:0 ",
+                                       gpus, " ", flag, " --data_dir=", dir_, "/bad"));
+      EXPECT_EQ(r.rc, 2) << flag << " " << gpus << ": " << r.out;
+      EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+    }
+  }
+}
+
 }  // namespace
