@@ -210,6 +210,27 @@ TEST(GkMerge, OfMergedSummariesStillAnswersEveryRankWithinHalfTheGap) {
 
 // Issue 7 (quantile query latency under ingest): queries answer from the buckets in place
 // through GkUnion; every answer must equal the one the built merge gives.
+// The merge of `parts` built in order (earlier parts' equal keys first), and the check that the
+// union answers every rank with the built merge's tuple.
+GkSummary BuiltMerge(const std::vector<GkSummary>& parts) {
+  GkSummary built;
+  for (size_t i = parts.size(); i-- > 0;) built = MergeGk(parts[i], built);
+  return built;
+}
+
+::testing::AssertionResult ClosestAsTheBuiltMerge(const GkUnion& u, const GkSummary& built) {
+  for (uint64_t r = 1; r <= built.n; ++r) {
+    const GkTuple want = built.tuples[built.Closest(r)];
+    const GkTuple got = u.Closest(r);
+    if (got.key != want.key || got.rmin != want.rmin || got.rmax != want.rmax) {
+      return ::testing::AssertionFailure()
+             << "rank " << r << ": (" << got.key << ", " << got.rmin << ", " << got.rmax
+             << ") instead of (" << want.key << ", " << want.rmin << ", " << want.rmax << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(GkUnion, AnswersExactlyAsTheBuiltMergeOfItsParts) {
   std::mt19937_64 rng(13);
   for (int trial = 0; trial < 300; ++trial) {
@@ -225,21 +246,14 @@ TEST(GkUnion, AnswersExactlyAsTheBuiltMergeOfItsParts) {
       part = Sampled(keys, 1 + rng() % 12);
       if (rng() % 2 == 0) part = PruneGk(MergeGk(part, Sampled(keys, 1 + rng() % 5)), 1 + rng() % 20);
     }
-    GkSummary built;
+    const GkSummary built = BuiltMerge(parts);
     std::vector<const GkSummary*> pointers;
-    for (size_t i = parts.size(); i-- > 0;) built = MergeGk(parts[i], built);
     for (const GkSummary& part : parts) pointers.push_back(&part);
     const GkUnion u(pointers);
     ASSERT_EQ(u.n(), built.n) << trial;
     ASSERT_EQ(u.empty(), built.tuples.empty()) << trial;
     if (built.tuples.empty()) continue;
-    for (uint64_t r = 1; r <= built.n; ++r) {
-      const GkTuple want = built.tuples[built.Closest(r)];
-      const GkTuple got = u.Closest(r);
-      ASSERT_EQ(got.key, want.key) << "trial " << trial << " rank " << r;
-      ASSERT_EQ(got.rmin, want.rmin) << "trial " << trial << " rank " << r;
-      ASSERT_EQ(got.rmax, want.rmax) << "trial " << trial << " rank " << r;
-    }
+    ASSERT_TRUE(ClosestAsTheBuiltMerge(u, built)) << "trial " << trial;
     std::vector<uint64_t> probes = {0, 1, UINT64_MAX, UINT64_MAX - 1};
     for (const GkTuple& t : built.tuples) {
       probes.push_back(t.key);
@@ -277,18 +291,9 @@ TEST(GkUnion, AnswersAsTheBuiltMergeWhenTheLargestPartDoesNotSpanTheOthers) {
       std::sort(keys.begin(), keys.end());
       parts[i] = Sampled(keys, 1 + rng() % 4);
     }
-    GkSummary built;
     std::vector<const GkSummary*> pointers;
-    for (size_t i = parts.size(); i-- > 0;) built = MergeGk(parts[i], built);
     for (const GkSummary& part : parts) pointers.push_back(&part);
-    const GkUnion u(pointers);
-    for (uint64_t r = 1; r <= built.n; ++r) {
-      const GkTuple want = built.tuples[built.Closest(r)];
-      const GkTuple got = u.Closest(r);
-      ASSERT_EQ(got.key, want.key) << "trial " << trial << " rank " << r;
-      ASSERT_EQ(got.rmin, want.rmin) << "trial " << trial << " rank " << r;
-      ASSERT_EQ(got.rmax, want.rmax) << "trial " << trial << " rank " << r;
-    }
+    ASSERT_TRUE(ClosestAsTheBuiltMerge(GkUnion(pointers), BuiltMerge(parts))) << "trial " << trial;
   }
 }
 
