@@ -80,10 +80,10 @@ ABSL_FLAG(uint32_t, max_streams_per_tenant, 64, "concurrent Ingest streams per t
 ABSL_FLAG(std::string, gpus, "auto",
           "GPUs for the accelerator pool: auto (every visible GPU, or the CPU when there is none), "
           "none, or ordinals like 0,1");
-ABSL_FLAG(int64_t, gpu_cpu_threshold, 2048,
+ABSL_FLAG(int64_t, gpu_cpu_threshold, 65536,
           "windows of fewer keys than this are sorted on the calling CPU thread, not queued for a "
-          "GPU (the queue, linger and two PCIe copies cost more than sorting a small window); "
-          "in [0, 2^30]");
+          "GPU (a queued window holds its ingest thread for the linger and the round trip, which "
+          "costs more than sorting it: bench/E2E_RESULTS.md); in [0, 2^30]");
 ABSL_FLAG(int64_t, gpu_linger_us, 100,
           "how long a GPU worker waits for more windows to sort in one launch, in microseconds; "
           "in [0, 10^6]");
