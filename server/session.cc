@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,6 +53,31 @@ absl::Status CheckWindow(const core::SummaryOptions& o, const core::Window& w,
     return absl::InvalidArgumentError("last_seconds must be a positive number of seconds");
   }
   return absl::OkStatus();
+}
+
+// Whether a batch may be applied to a part of this summary and merged (see session.h): its merge
+// keeps its bound and its answers do not depend on the order of the items beyond that bound.
+// Windows depend on the order; PBF does not merge; a partitioned summary updates in parallel
+// already (and its parts would multiply its workers).
+bool MergesInParts(const core::SummaryOptions& o) {
+  if (o.partition.partitions > 1) return false;
+  switch (o.kind) {
+    case SummaryKind::kQuantiles:
+    case SummaryKind::kCountMin:
+    case SummaryKind::kFcm:
+    case SummaryKind::kLossyCounting:
+    case SummaryKind::kMisraGries:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Parts run on the CPU: on the GPU pool a part would queue its own windows and sketch tables
+// there, which the pool path does not pay for yet (bench/E2E_RESULTS.md).
+bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
+  if (accelerator != core::CpuAcceleratorInstance()) return false;
+  return std::all_of(config.summaries.begin(), config.summaries.end(), MergesInParts);
 }
 
 absl::Status NoSuchSummary(const SessionConfig& c, absl::string_view what) {
@@ -118,11 +144,34 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
   }
 }
 
+void BatchGate::Enter() {
+  MutexLock lock(&mu_);
+  while (closing_ > 0) cv_.Wait(&mu_);
+  ++inside_;
+}
+
+void BatchGate::Exit() {
+  MutexLock lock(&mu_);
+  if (--inside_ == 0) cv_.SignalAll();
+}
+
+void BatchGate::Close() {
+  MutexLock lock(&mu_);
+  ++closing_;
+  while (inside_ > 0) cv_.Wait(&mu_);
+}
+
+void BatchGate::Open() {
+  MutexLock lock(&mu_);
+  if (--closing_ == 0) cv_.SignalAll();
+}
+
 Session::Session(SessionConfig config, core::Accelerator* accelerator,
                  std::shared_ptr<QueryTurns> turns)
     : config_(std::move(config)),
       accelerator_(accelerator),
-      turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()) {}
+      turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()),
+      parts_allowed_(PartsAllowed(config_, accelerator_)) {}
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
                                                          core::Accelerator* accelerator,
@@ -156,22 +205,55 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (duplicate != nullptr) *duplicate = false;
   if (batch.size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
   if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
-  MutexLock batch_lock(&ingest_mu_);
+  gate_.Enter();
+  absl::Cleanup exit_gate = [this] { gate_.Exit(); };
+  // Batches being applied, this one included: the first goes to the session's summaries, the
+  // others to parts.
+  const int before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  absl::Cleanup leave = [this] { in_flight_.fetch_sub(1, std::memory_order_acq_rel); };
+  bool is_duplicate = false;
+  uint64_t lsn = 0;
+  absl::Status s;
+  if (!parts_allowed_) {
+    MutexLock direct(&direct_mu_);
+    s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
+    if (s.ok() && !is_duplicate) s = ApplyDirect(batch, lsn);
+  } else if (before == 0 && direct_mu_.TryLock()) {
+    s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
+    if (s.ok() && !is_duplicate) s = ApplyDirect(batch, lsn);
+    direct_mu_.Unlock();
+  } else {
+    s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
+    if (s.ok() && !is_duplicate) s = ApplyToParts(batch, lsn);
+  }
+  if (!s.ok()) return s;
+  if (duplicate != nullptr) *duplicate = is_duplicate;
+  if (lsn_out != nullptr) *lsn_out = lsn;
+  return absl::OkStatus();
+}
+
+absl::Status Session::Admit(absl::string_view producer_id, uint64_t sequence, const LogFn& log,
+                            bool* duplicate, uint64_t* lsn) {
+  MutexLock lock(&log_mu_);
   if (!producer_id.empty()) {
-    MutexLock lock(&mu_);
     auto it = producers_.find(producer_id);
     if (it != producers_.end() && sequence <= it->second) {
-      if (duplicate != nullptr) *duplicate = true;
+      *duplicate = true;
       return absl::OkStatus();
     }
   }
-  uint64_t lsn = 0;
   if (log) {
     absl::StatusOr<uint64_t> logged = log();
     if (!logged.ok()) return logged.status();
-    lsn = *logged;
+    *lsn = *logged;
   }
-  if (lsn_out != nullptr) *lsn_out = lsn;
+  // Recorded once logged: the batch is the producer's from here on (a replay applies it), and a
+  // resend on another stream while it is still being applied is a duplicate, not a second copy.
+  if (!producer_id.empty()) producers_[std::string(producer_id)] = sequence;
+  return absl::OkStatus();
+}
+
+absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
   const size_t n = batch.size();
   // Items applied under one hold of the session lock (core::Summary::ChunkItems): a question
   // waits for at most one chunk.
@@ -181,6 +263,12 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
     for (const auto& summary : summaries_) chunk_items = std::min(chunk_items, summary->ChunkItems());
   }
   for (size_t begin = 0, end = 0; begin < n; begin = end) {
+    if (parts_allowed_ && in_flight_.load(std::memory_order_acquire) > 1) {
+      // Other batches arrived: their merges would wait for every chunk left here (a waiting
+      // thread rarely wins the lock from the one that just released it), so the rest of this
+      // batch goes to a part too.
+      return ApplyToParts(Slice(batch, begin, n), lsn);
+    }
     end = std::min(n, begin + chunk_items);
     core::Batch chunk = Slice(batch, begin, end);
     turns_->StepAside(std::chrono::milliseconds(kStepAsideMs));
@@ -194,8 +282,41 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   }
   MutexLock lock(&mu_);
   ++batches_;
-  if (!producer_id.empty()) producers_[producer_id] = sequence;
-  if (lsn != 0) applied_lsn_ = lsn;
+  applied_lsn_ = std::max(applied_lsn_, lsn);
+  return absl::OkStatus();
+}
+
+absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
+  // No session lock while the parts are built and updated: this is the work that runs in parallel.
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  };
+  const Clock::time_point start = Clock::now();
+  std::vector<std::unique_ptr<core::Summary>> parts;
+  parts.reserve(config_.summaries.size());
+  for (const core::SummaryOptions& options : config_.summaries) {
+    auto part = core::CreateSummary(options, config_.value_kind, accelerator_);
+    if (!part.ok()) return part.status();
+    if (absl::Status s = (*part)->Update(batch); !s.ok()) return s;
+    parts.push_back(*std::move(part));
+  }
+  const Clock::time_point updated = Clock::now();
+  part_update_ns_.fetch_add(ns(updated - start), std::memory_order_relaxed);
+  turns_->StepAside(std::chrono::milliseconds(kStepAsideMs));
+  MutexLock lock(&mu_);
+  const Clock::time_point locked = Clock::now();
+  merge_wait_ns_.fetch_add(ns(locked - updated), std::memory_order_relaxed);
+  absl::Cleanup account = [&] { merge_ns_ += ns(Clock::now() - locked); };
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // Same options, so a failure is a bug; the summaries before i hold the batch already, so
+    // report it rather than hide it (as a failed Update above).
+    if (absl::Status s = summaries_[i]->Merge(*parts[i]); !s.ok()) return s;
+  }
+  chunks_applied_.fetch_add(1, std::memory_order_release);
+  ++batches_;
+  ++part_batches_;
+  applied_lsn_ = std::max(applied_lsn_, lsn);
   return absl::OkStatus();
 }
 
@@ -240,6 +361,10 @@ SessionStats Session::Stats() const {
   SessionStats stats;
   stats.count = summaries_.front()->count();
   stats.batches = batches_;
+  stats.part_batches = part_batches_;
+  stats.part_update_seconds = part_update_ns_.load(std::memory_order_relaxed) * 1e-9;
+  stats.merge_wait_seconds = merge_wait_ns_.load(std::memory_order_relaxed) * 1e-9;
+  stats.merge_seconds = merge_ns_ * 1e-9;
   stats.backend = accelerator_->name();
   for (const auto& s : summaries_) {
     stats.summaries.push_back({s->kind(), s->Describe(), s->MemoryBytes()});
@@ -366,8 +491,10 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
 }
 
 std::string Session::Serialize() const {
-  // Whole batches only: a snapshot never holds half of one.
-  MutexLock batch_lock(&ingest_mu_);
+  // Whole batches only: a snapshot never holds half of one, and holds every batch logged so far.
+  gate_.Close();
+  absl::Cleanup open_gate = [this] { gate_.Open(); };
+  ReaderMutexLock log_lock(&log_mu_);
   ReaderMutexLock lock(&mu_);
   core::ByteWriter w;
   w.PutString(config_.spec_bytes);
@@ -407,6 +534,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
   auto session = Create(*std::move(config), accelerator, std::move(turns));
   if (!session.ok()) return core::Corrupt(absl::StrCat("session spec: ", session.status().message()));
   Session& s = **session;
+  MutexLock log_lock(&s.log_mu_);
   MutexLock lock(&s.mu_);
   s.batches_ = batches;
   s.create_lsn_ = create_lsn;

@@ -1,8 +1,24 @@
 // A session: one tenant's named set of summaries over one stream of items. It validates batches,
-// applies them in order to every summary, and routes questions to the summary that answers them.
+// applies them to every summary, and routes questions to the summary that answers them.
 //
-// Thread safety: safe for concurrent use. Batches are applied in chunks so that a query waits
-// for at most one chunk, never behind a whole long ingest.
+// Concurrent batches (issue 14, item 3: a hot session must not be one thread). One batch at a
+// time is applied to the session's own summaries, in chunks, so that a question waits for at most
+// one chunk. When every summary of the session merges with its bound intact and answers
+// independently of the items' order beyond that bound (quantiles, Count-Min, FCM, Lossy
+// Counting, Misra–Gries; not windows, PBF or partitioned summaries) and the session runs on the
+// CPU, a batch arriving while another is being applied goes to a fresh part instead, and so does
+// the rest of the batch being applied: an empty summary of the same options, updated without any
+// session lock, then merged into the session's summary under the lock (seed 001 §III's
+// partitioned ingestion, with parts as short-lived as a batch). What the merge does to each
+// answer is in each summary's header: Count-Min's counters are exactly those of one sketch over
+// all batches; conservative update, FCM, Lossy Counting, Misra–Gries and quantiles keep their
+// stated bound, though not bit for bit the answers of one order. One stream's batches never
+// overlap, so a session fed by one stream (and every replay of the log) applies them one after
+// another, exactly as before. A batch is acknowledged after its merge, so every question after an
+// acknowledgement sees it. Measured: bench/E2E_RESULTS.md, "16 streams into one session".
+// Memory: each batch being applied concurrently holds one part, at most the summary's own bound.
+//
+// Thread safety: safe for concurrent use.
 #ifndef STREAMSTATS_SERVER_SESSION_H_
 #define STREAMSTATS_SERVER_SESSION_H_
 
@@ -57,6 +73,12 @@ struct SessionStats {
   uint64_t count = 0;
   uint64_t memory_bytes = 0;
   uint64_t batches = 0;
+  uint64_t part_batches = 0;  // of those, applied to a part and merged (concurrent batches)
+  // Where the parts' time went, summed over batches: updating parts (no lock held), waiting for
+  // the session lock to merge them, and merging under it (the part that does not run in parallel).
+  double part_update_seconds = 0;
+  double merge_wait_seconds = 0;
+  double merge_seconds = 0;
   std::string backend;
   std::vector<SummaryStats> summaries;
 };
@@ -120,6 +142,26 @@ class QueryTurns {
   mutable CondVar cv_;  // signalled when waiting_ drops to 0
 };
 
+// Lets batches run together and lets a snapshot wait for a moment when none runs, without being
+// starved by a steady flow of overlapping batches: once a snapshot waits, new batches wait for it.
+//
+// Thread safety: safe for concurrent use.
+class BatchGate {
+ public:
+  // A batch enters (waiting while a snapshot waits or runs) and exits.
+  void Enter();
+  void Exit();
+  // A snapshot closes the gate (waiting for the batches inside to exit) and opens it again.
+  void Close();
+  void Open();
+
+ private:
+  Mutex mu_;
+  CondVar cv_;  // signalled when a batch exits or the gate opens
+  int inside_ ABSL_GUARDED_BY(mu_) = 0;
+  int closing_ ABSL_GUARDED_BY(mu_) = 0;  // snapshots waiting or running
+};
+
 class Session {
  public:
   // Validates the config (name, at least one summary, at most one of each kind, each summary's
@@ -136,23 +178,25 @@ class Session {
   using LogFn = std::function<absl::StatusOr<uint64_t>()>;
 
   // Validates and applies a batch to every summary; an invalid batch changes nothing.
-  // With a producer id, a sequence not above that producer's highest applied one is skipped
+  // With a producer id, a sequence not above that producer's highest logged one is skipped
   // (*duplicate = true) and reported OK. `log` (may be empty) runs after validation and before
-  // the batch is applied, under the session's batch lock, so a snapshot holds a batch exactly
-  // when it holds its LSN; a log failure applies nothing.
+  // the batch is applied, inside the batch gate that snapshots close, so a snapshot holds a batch
+  // exactly when it holds its LSN; a log failure applies nothing. Several calls may run at once
+  // (see the top of this file).
   absl::Status Ingest(const core::Batch& batch, absl::string_view producer_id, uint64_t sequence,
                       const LogFn& log = nullptr, bool* duplicate = nullptr,
                       uint64_t* lsn = nullptr);
 
-  // The WAL position of the session's creation and of the last batch applied (0: none).
+  // The WAL position of the session's creation and the highest of the batches applied (0: none;
+  // when no batch is being applied, every batch logged at or below it has been applied).
   uint64_t create_lsn() const { return create_lsn_; }
   void set_create_lsn(uint64_t lsn) { create_lsn_ = lsn; }
   uint64_t applied_lsn() const;
 
   SessionStats Stats() const;
   uint64_t count() const;
-  // Ingest chunks applied so far, read without the lock (a progress counter for tests and
-  // metrics; a chunk is at most 8192 items).
+  // Ingest chunks (at most 8192 items) and merged parts applied so far, read without the lock
+  // (a progress counter for tests and metrics).
   uint64_t chunks_applied() const { return chunks_applied_.load(std::memory_order_acquire); }
 
   // `window` (zero: the whole history, or the whole window of a window session) may be given
@@ -176,6 +220,16 @@ class Session {
  private:
   Session(SessionConfig config, core::Accelerator* accelerator,
           std::shared_ptr<QueryTurns> turns);
+  // Skips a producer's sequence already logged (*duplicate), else logs the batch (*lsn) and
+  // records the sequence.
+  absl::Status Admit(absl::string_view producer_id, uint64_t sequence, const LogFn& log,
+                     bool* duplicate, uint64_t* lsn);
+  // Applies a batch to the session's summaries in chunks; where parts are allowed, what is left
+  // of it when other batches arrive goes to a part.
+  absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // Applies a batch to fresh parts, then merges them into the session's summaries.
+  absl::Status ApplyToParts(const core::Batch& batch, uint64_t lsn);
   // The summary answering quantiles (plain, sliding or a time window of quantiles), and its
   // options; null when there is none.
   const core::Summary* FindQuantiles(const core::SummaryOptions** options) const
@@ -199,15 +253,27 @@ class Session {
   const SessionConfig config_;
   core::Accelerator* accelerator_;
   const std::shared_ptr<QueryTurns> turns_;
+  // Whether a batch may go to a part while another is applied (see the top of this file).
+  const bool parts_allowed_;
+  std::atomic<int> in_flight_{0};  // batches inside Ingest past validation
   std::atomic<uint64_t> chunks_applied_{0};
+  // Every batch is inside from before it is logged until it is applied; Serialize closes it.
+  mutable BatchGate gate_;
+  // Held by the batch applied to the session's summaries directly (chunks release mu_ in
+  // between); taken with TryLock where parts are allowed.
+  mutable Mutex direct_mu_ ABSL_ACQUIRED_BEFORE(log_mu_, mu_);
+  // Orders the log with the producers' sequences.
+  mutable Mutex log_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(log_mu_);
   mutable Mutex mu_;
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(mu_);
+  uint64_t part_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> part_update_ns_{0};
+  std::atomic<int64_t> merge_wait_ns_{0};
+  int64_t merge_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> create_lsn_{0};
   uint64_t applied_lsn_ ABSL_GUARDED_BY(mu_) = 0;
-  // Serializes whole batches against each other (chunks release mu_ in between).
-  mutable Mutex ingest_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 };
 
 // The guarantee a frequency summary gives, in words with its parameters.

@@ -1,0 +1,326 @@
+// Concurrent batches into one session (issue 14, item 3): a batch that arrives while another is
+// being applied goes to a part that is merged afterwards. Every answer must keep its summary's
+// stated bound against an exact reference, whatever the data and the order, nothing may be lost
+// or counted twice, and a snapshot taken under a steady flow of batches must still happen.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "client/spec_parser.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "server/session.h"
+
+namespace streamstats::server {
+namespace {
+
+constexpr int kThreads = 8;
+
+SessionConfig Config(const std::string& name, const std::vector<std::string>& summaries,
+                     v1::ValueKind kind, const std::string& window = "") {
+  v1::SessionSpec spec;
+  spec.set_name(name);
+  spec.set_value_kind(kind);
+  for (const std::string& s : summaries) *spec.add_summaries() = *client::ParseSummarySpec(s);
+  if (!window.empty()) *spec.mutable_window() = *client::ParseWindowSpec(window);
+  auto config = ConfigFromSpec(spec);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+// Runs make_batch(t, 0..batches_per_thread-1) from thread t, all threads at once, each batch
+// through Session::Ingest. Thread 0's first batch starts alone and, once logged, holds its place
+// for 50 ms while the other threads start, so batches do overlap however the threads are
+// scheduled (the callers still check that some went to parts).
+template <typename MakeBatch>
+void IngestConcurrently(Session& session, int batches_per_thread, MakeBatch make_batch) {
+  std::atomic<bool> go{false};
+  const Session::LogFn lead_log = [&]() -> absl::StatusOr<uint64_t> {
+    go = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return 0;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      if (t != 0) {
+        while (!go.load()) std::this_thread::yield();
+      }
+      for (int b = 0; b < batches_per_thread; ++b) {
+        auto batch = make_batch(t, b);
+        ASSERT_TRUE(session.Ingest(batch.view(), "", 0, t == 0 && b == 0 ? lead_log : nullptr).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+struct KeyBatch {
+  std::vector<uint64_t> keys;
+  core::Batch view() const {
+    core::Batch b;
+    b.kind = core::ValueKind::kUint64;
+    b.keys = keys;
+    return b;
+  }
+};
+
+struct ValueBatch {
+  std::vector<double> values;
+  core::Batch view() const {
+    core::Batch b;
+    b.kind = core::ValueKind::kNumeric;
+    b.values = values;
+    return b;
+  }
+};
+
+// Zipf(1.1)-like keys over 10^5 ids by inverse transform of a fixed table.
+class Zipf {
+ public:
+  explicit Zipf(uint64_t n) : cdf_(n) {
+    double sum = 0;
+    for (uint64_t i = 0; i < n; ++i) cdf_[i] = sum += 1 / std::pow(static_cast<double>(i + 1), 1.1);
+    for (double& c : cdf_) c /= sum;
+  }
+  uint64_t operator()(std::mt19937_64& rng) const {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return static_cast<uint64_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+TEST(SessionParts, ConcurrentKeyBatchesKeepEveryFrequencyBoundAndCountMinsExactCounters) {
+  const std::vector<std::string> specs = {"count_min:epsilon=0.001,delta=0.01", "fcm",
+                                          "lossy_counting:epsilon=0.001", "misra_gries:k=200"};
+  auto session = *Session::Create(Config("hot", specs, v1::VALUE_KIND_UINT64), nullptr);
+  const Zipf zipf(100000);
+  constexpr int kBatches = 12;
+  constexpr size_t kItems = 4000;
+  // Thread t's batch b, the same whenever asked (the reference sees the same items).
+  auto make = [&](int t, int b) {
+    std::mt19937_64 rng(1000 * t + b);
+    KeyBatch kb;
+    kb.keys.resize(kItems);
+    // Some threads send sorted runs of one key: adversarial for Misra–Gries' decrements.
+    for (uint64_t& k : kb.keys) k = zipf(rng);
+    if (t % 2 == 1) std::sort(kb.keys.begin(), kb.keys.end());
+    return kb;
+  };
+  IngestConcurrently(*session, kBatches, make);
+
+  const uint64_t n = uint64_t{kThreads} * kBatches * kItems;
+  SessionStats stats = session->Stats();
+  EXPECT_EQ(stats.count, n);
+  EXPECT_EQ(stats.batches, uint64_t{kThreads} * kBatches);
+  EXPECT_GT(stats.part_batches, 0u) << "no batch went to a part: the test tested nothing";
+
+  absl::flat_hash_map<uint64_t, uint64_t> exact;
+  core::SummaryOptions cm_options = session->config().summaries[0];
+  auto reference_cm = *core::CreateSummary(cm_options, core::ValueKind::kUint64);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < kBatches; ++b) {
+      KeyBatch kb = make(t, b);
+      for (uint64_t k : kb.keys) ++exact[k];
+      ASSERT_TRUE(reference_cm->Update(kb.view()).ok());
+    }
+  }
+  std::vector<uint64_t> asked;
+  for (uint64_t k = 0; k < 2000; ++k) asked.push_back(k);  // the heavy ones and many light ones
+  for (uint64_t k = 100000; k < 100100; ++k) asked.push_back(k);  // never seen
+  core::Keys keys;
+  keys.kind = core::ValueKind::kUint64;
+  keys.keys = asked;
+  auto got = session->Frequencies(keys, "");
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto want_cm = *reference_cm->Frequencies(keys);
+  ASSERT_EQ(got->results.size(), 4u);
+  for (const SummaryFrequencies& sf : got->results) {
+    for (size_t i = 0; i < asked.size(); ++i) {
+      const uint64_t f = exact.contains(asked[i]) ? exact[asked[i]] : 0;
+      const core::FrequencyAnswer& a = sf.answers[i];
+      SCOPED_TRACE(sf.name + " key " + std::to_string(asked[i]));
+      if (sf.name == "count_min") {
+        // Counters add exactly: the merged sketch is the one sketch of all batches.
+        EXPECT_EQ(a.estimate, want_cm[i].estimate);
+        EXPECT_GE(a.estimate, f);
+      } else if (sf.name == "fcm") {
+        EXPECT_GE(a.estimate, f);
+      } else if (sf.name == "lossy_counting") {
+        EXPECT_LE(a.lower, f);
+        EXPECT_GE(a.upper, f);
+        EXPECT_LE(a.upper - a.lower, static_cast<uint64_t>(0.001 * n));
+      } else if (sf.name == "misra_gries") {
+        EXPECT_LE(a.estimate, f);
+        EXPECT_GE(a.estimate + n / 201, f);
+      }
+    }
+  }
+  // No false negatives at support 1 %.
+  for (const char* summary : {"lossy_counting", "misra_gries", "count_min"}) {
+    auto hh = session->HeavyHitters(0.01, summary);
+    ASSERT_TRUE(hh.ok()) << hh.status();
+    for (const auto& [k, f] : exact) {
+      if (f < 0.01 * n) continue;
+      EXPECT_TRUE(std::any_of(hh->items.begin(), hh->items.end(),
+                              [&](const core::HeavyHitter& h) { return h.key == k; }))
+          << summary << " missed key " << k << " of count " << f;
+    }
+  }
+}
+
+// Whether the answer's value can have a rank within epsilon*N of the target in `sorted`.
+::testing::AssertionResult WithinBound(const std::vector<double>& sorted, double epsilon,
+                                       const core::QuantileAnswer& a) {
+  const double n = static_cast<double>(sorted.size());
+  const auto lo = std::lower_bound(sorted.begin(), sorted.end(), a.value) - sorted.begin();
+  const auto hi = std::upper_bound(sorted.begin(), sorted.end(), a.value) - sorted.begin();
+  if (hi == lo) return ::testing::AssertionFailure() << a.value << " is not in the data";
+  const double target = std::max(1.0, std::ceil(a.phi * n));
+  // Ranks lo+1..hi hold a.value; the nearest to the target must be within epsilon*N.
+  const double nearest = std::clamp(target, static_cast<double>(lo + 1), static_cast<double>(hi));
+  if (std::abs(nearest - target) <= epsilon * n) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "phi " << a.phi << ": " << a.value << " has ranks "
+                                       << lo + 1 << ".." << hi << ", target " << target;
+}
+
+TEST(SessionParts, ConcurrentValueBatchesKeepTheQuantileBoundOnEveryOrder) {
+  constexpr double kEpsilon = 0.005;
+  constexpr int kBatches = 10;
+  constexpr size_t kItems = 3000;
+  // Orders: each thread's stream random, ascending, descending, sawtooth, few distinct values.
+  const std::vector<std::string> shapes = {"random", "ascending", "descending", "sawtooth",
+                                           "duplicates"};
+  for (const std::string& shape : shapes) {
+    SCOPED_TRACE(shape);
+    auto session = *Session::Create(
+        Config("q", {"quantiles:epsilon=0.005,window=512"}, v1::VALUE_KIND_NUMERIC), nullptr);
+    auto make = [&](int t, int b) {
+      std::mt19937_64 rng(77 * t + b);
+      ValueBatch vb;
+      vb.values.resize(kItems);
+      for (size_t i = 0; i < kItems; ++i) {
+        const double pos = static_cast<double>(b * kItems + i + t);
+        if (shape == "random") vb.values[i] = std::normal_distribution<double>(0, 1)(rng);
+        if (shape == "ascending") vb.values[i] = pos;
+        if (shape == "descending") vb.values[i] = -pos;
+        if (shape == "sawtooth") vb.values[i] = static_cast<double>((b * kItems + i) % 997);
+        if (shape == "duplicates") vb.values[i] = static_cast<double>(rng() % 5);
+      }
+      return vb;
+    };
+    IngestConcurrently(*session, kBatches, make);
+    std::vector<double> all;
+    for (int t = 0; t < kThreads; ++t) {
+      for (int b = 0; b < kBatches; ++b) {
+        ValueBatch vb = make(t, b);
+        all.insert(all.end(), vb.values.begin(), vb.values.end());
+      }
+    }
+    std::sort(all.begin(), all.end());
+    const SessionStats stats = session->Stats();
+    EXPECT_EQ(stats.count, all.size());
+    EXPECT_GT(stats.part_batches, 0u) << "no batch went to a part: the test tested nothing";
+    std::vector<double> phis;
+    for (int i = 0; i <= 100; ++i) phis.push_back(i / 100.0);
+    auto q = session->Quantiles(phis);
+    ASSERT_TRUE(q.ok()) << q.status();
+    for (const core::QuantileAnswer& a : q->answers) EXPECT_TRUE(WithinBound(all, kEpsilon, a));
+    std::vector<double> values = {all.front(), all[all.size() / 3], all[all.size() / 2],
+                                  all.back(), all.back() + 1};
+    auto r = session->Ranks(values);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const core::RankAnswer& a : r->answers) {
+      const uint64_t f = std::upper_bound(all.begin(), all.end(), a.value) - all.begin();
+      EXPECT_LE(a.count_lower, f) << a.value;
+      EXPECT_GE(a.count_upper, f) << a.value;
+      EXPECT_LE(a.count_upper - a.count_lower, 2 * kEpsilon * all.size()) << a.value;
+    }
+  }
+}
+
+TEST(SessionParts, OneStreamAndWindowsApplyInOrderWithoutParts) {
+  // One caller: every batch is applied directly, as before this change.
+  auto one = *Session::Create(Config("one", {"quantiles"}, v1::VALUE_KIND_NUMERIC), nullptr);
+  for (int b = 0; b < 20; ++b) {
+    ValueBatch vb;
+    for (int i = 0; i < 1000; ++i) vb.values.push_back(b * 1000 + i);
+    ASSERT_TRUE(one->Ingest(vb.view(), "", 0).ok());
+  }
+  EXPECT_EQ(one->Stats().part_batches, 0u);
+  // A window's answers depend on the order: never parts, however many callers.
+  auto windowed = *Session::Create(
+      Config("w", {"quantiles"}, v1::VALUE_KIND_NUMERIC, "items:10000"), nullptr);
+  IngestConcurrently(*windowed, 5, [](int t, int b) {
+    ValueBatch vb;
+    for (int i = 0; i < 2000; ++i) vb.values.push_back(t * 100000 + b * 2000 + i);
+    return vb;
+  });
+  EXPECT_EQ(windowed->Stats().batches, uint64_t{kThreads} * 5);
+  EXPECT_EQ(windowed->Stats().part_batches, 0u);
+}
+
+TEST(SessionParts, AProducersBatchesResentOnSeveralStreamsAtOnceAreAppliedOnce) {
+  auto session = *Session::Create(Config("dup", {"misra_gries"}, v1::VALUE_KIND_UINT64), nullptr);
+  constexpr int kSequences = 30;
+  std::vector<std::thread> threads;
+  std::atomic<int> duplicates{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int seq = 1; seq <= kSequences; ++seq) {
+        KeyBatch kb;
+        kb.keys.assign(1000, static_cast<uint64_t>(seq));
+        bool dup = false;
+        ASSERT_TRUE(session->Ingest(kb.view(), "producer", seq, nullptr, &dup).ok());
+        duplicates += dup;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(session->count(), uint64_t{kSequences} * 1000);
+  EXPECT_EQ(duplicates.load(), (kThreads - 1) * kSequences);
+}
+
+TEST(SessionParts, ASnapshotUnderASteadyFlowOfBatchesHoldsWholeBatchesAndIsNotStarved) {
+  auto session = *Session::Create(
+      Config("snap", {"quantiles", "count_min"}, v1::VALUE_KIND_NUMERIC), nullptr);
+  constexpr size_t kItems = 2000;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ValueBatch vb;
+      for (size_t i = 0; i < kItems; ++i) vb.values.push_back(t + 0.5 * i);
+      // Bounded: the snapshots below take well under a second each.
+      for (int b = 0; b < 100000 && !stop.load(); ++b) {
+        ASSERT_TRUE(session->Ingest(vb.view(), "", 0).ok());
+      }
+    });
+  }
+  // Bounded wait for a flow of batches into parts (the ingesting threads overlap).
+  for (int i = 0; i < 10000 && session->Stats().part_batches < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string bytes = session->Serialize();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    auto restored = Session::Deserialize(bytes, ConfigFromSpecBytes, nullptr);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ((*restored)->count() % kItems, 0u) << "a snapshot held part of a batch";
+    EXPECT_GT((*restored)->count(), 0u);
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_GT(session->Stats().part_batches, 0u);
+}
+
+}  // namespace
+}  // namespace streamstats::server
