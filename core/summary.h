@@ -70,6 +70,12 @@ class Summary {
   // match (or the summary's mathematics cannot merge; its header says so).
   virtual absl::Status Merge(const Summary& other) = 0;
 
+  // Folds what the summary buffers (a partial window) into its summary proper, within its stated
+  // bound, so that merging it into another summary does the least work there: a session seals
+  // the part a concurrent batch went to before merging the part under its lock
+  // (server/session.h). Answers keep their bound; the default buffers nothing.
+  virtual absl::Status Seal() { return absl::OkStatus(); }
+
   // N: the total weight of everything added.
   virtual uint64_t count() const = 0;
   // Bytes held, including buffered items of the current window.

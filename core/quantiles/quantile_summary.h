@@ -117,6 +117,11 @@ class QuantileSummary final : public Summary {
   std::string Describe() const override;
   absl::Status Update(const Batch& batch) override;
   absl::Status Merge(const Summary& other) override;
+  // Flushes the partial window as a level-0 bucket of n < W items, sampled every
+  // 2⌊εn/2⌋+1 positions: within ε_0·n like a full window's, so every budget above holds. Later
+  // items start a new window; a level then holds fewer than 2^ℓ·W items where seals happened,
+  // which the per-bucket budgets (proportional to n) and tuple bounds do not depend on.
+  absl::Status Seal() override { return FlushWindow(); }
   uint64_t count() const override { return summarized_ + pending_weight_; }
   size_t MemoryBytes() const override;
   std::string Serialize() const override;

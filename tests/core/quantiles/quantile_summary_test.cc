@@ -747,6 +747,46 @@ TEST(QuantileSummary, ManyShardsMergedInAnyShapeMeetTheBound) {
   t.Print("16-shard merges");
 }
 
+TEST(QuantileSummary, SealedPartsOfEveryShapeMergedOneByOneMeetTheBound) {
+  // What a hot session does (server/session.h): each batch goes to a fresh part, which is sealed
+  // (its partial window becomes a small bucket) and merged into the running summary. Batches of
+  // uneven sizes, so most parts end in a partial window; every data shape; checked as it grows.
+  Tightness t;
+  for (double eps : {0.05, 0.01}) {
+    for (Dist d : kAllDists) {
+      const size_t n = 60000;
+      const auto v = Generate(d, n, ValueKind::kNumeric, 1300 + static_cast<int>(d), 64);
+      auto running = MakeSummary(eps, 256, ValueKind::kNumeric);
+      Reference ref;
+      std::mt19937_64 rng(1301);
+      size_t i = 0, parts = 0;
+      for (size_t b = 0; i < n; ++b, ++parts) {
+        const size_t end = std::min(n, i + 37 + (b * 7919) % 900);
+        auto part = MakeSummary(eps, 256, ValueKind::kNumeric);
+        ASSERT_TRUE(AddBatch(part.get(), ValueKind::kNumeric, v, nullptr, i, end).ok());
+        ASSERT_TRUE(part->Seal().ok());
+        EXPECT_EQ(part->count(), end - i);
+        ASSERT_TRUE(running->Merge(*part).ok());
+        for (; i < end; ++i) ref.Add(v[i], 1);
+        if (b % 16 == 15 || i == n) {
+          ref.Seal();
+          ASSERT_TRUE(MeetsTheGuarantee(*running, ref, eps, rng, &t))
+              << Label(d, eps, 256, ValueKind::kNumeric) << " after " << i << " items";
+        }
+      }
+      // The header's memory bound, over the levels that windows plus seals can reach.
+      const size_t buckets = n / 256 + parts;
+      size_t bound = 0;
+      for (int level = 0; (size_t{1} << level) <= 2 * buckets; ++level) {
+        bound += std::min<double>(std::ldexp(1 / eps + 2, level),
+                                  std::ceil(M_PI * M_PI * level * level / (6 * eps)) + 2);
+      }
+      EXPECT_LE(static_cast<const QuantileSummary&>(*running).tuple_count(), bound);
+    }
+  }
+  t.Print("sealed parts merged one by one");
+}
+
 // A summary of another kind, for the merge-mismatch test.
 class OtherKindSummary final : public Summary {
  public:
