@@ -218,10 +218,13 @@ absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
                                     uint64_t sequence) {
   uint64_t lsn = 0;
   Session::LogFn log;
+  std::string record;
   if (options_.wal != nullptr) {
+    // Encoded before the session's locks, so that concurrent batches into one session encode in
+    // parallel (the log itself takes them one at a time); a duplicate's encoding is wasted.
+    record = EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch);
     log = [&]() -> absl::StatusOr<uint64_t> {
-      return options_.wal->Append(WalRecordType::kBatch,
-                                  EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch));
+      return options_.wal->Append(WalRecordType::kBatch, record);
     };
   }
   if (absl::Status s = session.Ingest(batch, producer_id, sequence, log, nullptr, &lsn); !s.ok()) {
