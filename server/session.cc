@@ -217,14 +217,14 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (!parts_allowed_) {
     MutexLock direct(&direct_mu_);
     s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
-    if (s.ok() && !is_duplicate) s = ApplyDirect(batch, lsn);
+    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, ApplyDirect(batch, lsn));
   } else if (before == 0 && direct_mu_.TryLock()) {
     s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
-    if (s.ok() && !is_duplicate) s = ApplyDirect(batch, lsn);
+    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, ApplyDirect(batch, lsn));
     direct_mu_.Unlock();
   } else {
     s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
-    if (s.ok() && !is_duplicate) s = ApplyToParts(batch, lsn);
+    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, ApplyToParts(batch, lsn));
   }
   if (!s.ok()) return s;
   if (duplicate != nullptr) *duplicate = is_duplicate;
@@ -236,10 +236,21 @@ absl::Status Session::Admit(absl::string_view producer_id, uint64_t sequence, co
                             bool* duplicate, uint64_t* lsn) {
   MutexLock lock(&log_mu_);
   if (!producer_id.empty()) {
-    auto it = producers_.find(producer_id);
-    if (it != producers_.end() && sequence <= it->second) {
-      *duplicate = true;
-      return absl::OkStatus();
+    // A resend of a batch still being applied (on another stream) waits for its outcome: applied,
+    // it is a duplicate; failed, this one is applied instead (as a resend after an error is).
+    for (;;) {
+      auto it = producers_.find(producer_id);
+      if (it != producers_.end() && sequence <= it->second) {
+        *duplicate = true;
+        return absl::OkStatus();
+      }
+      auto pending = pending_.find(producer_id);
+      if (pending == pending_.end() ||
+          std::none_of(pending->second.begin(), pending->second.end(),
+                       [&](uint64_t s) { return s >= sequence; })) {
+        break;
+      }
+      settled_cv_.Wait(&log_mu_);
     }
   }
   if (log) {
@@ -247,10 +258,26 @@ absl::Status Session::Admit(absl::string_view producer_id, uint64_t sequence, co
     if (!logged.ok()) return logged.status();
     *lsn = *logged;
   }
-  // Recorded once logged: the batch is the producer's from here on (a replay applies it), and a
-  // resend on another stream while it is still being applied is a duplicate, not a second copy.
-  if (!producer_id.empty()) producers_[std::string(producer_id)] = sequence;
+  if (!producer_id.empty()) pending_[std::string(producer_id)].push_back(sequence);
   return absl::OkStatus();
+}
+
+absl::Status Session::Settle(absl::string_view producer_id, uint64_t sequence,
+                             absl::Status applied) {
+  if (producer_id.empty()) return applied;
+  MutexLock lock(&log_mu_);
+  auto pending = pending_.find(producer_id);
+  std::vector<uint64_t>& sequences = pending->second;
+  sequences.erase(std::find(sequences.begin(), sequences.end(), sequence));
+  if (sequences.empty()) pending_.erase(pending);
+  // The sequence counts once applied: after an error a resend applies it (the log then holds it
+  // twice, and a replay skips the second copy by this same rule).
+  if (applied.ok()) {
+    uint64_t& highest = producers_[std::string(producer_id)];
+    highest = std::max(highest, sequence);
+  }
+  settled_cv_.SignalAll();
+  return applied;
 }
 
 absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {

@@ -178,8 +178,9 @@ class Session {
   using LogFn = std::function<absl::StatusOr<uint64_t>()>;
 
   // Validates and applies a batch to every summary; an invalid batch changes nothing.
-  // With a producer id, a sequence not above that producer's highest logged one is skipped
-  // (*duplicate = true) and reported OK. `log` (may be empty) runs after validation and before
+  // With a producer id, a sequence not above that producer's highest applied one is skipped
+  // (*duplicate = true) and reported OK; a resend arriving while the same sequence is being
+  // applied waits for that outcome. `log` (may be empty) runs after validation and before
   // the batch is applied, inside the batch gate that snapshots close, so a snapshot holds a batch
   // exactly when it holds its LSN; a log failure applies nothing. Several calls may run at once
   // (see the top of this file).
@@ -220,10 +221,12 @@ class Session {
  private:
   Session(SessionConfig config, core::Accelerator* accelerator,
           std::shared_ptr<QueryTurns> turns);
-  // Skips a producer's sequence already logged (*duplicate), else logs the batch (*lsn) and
-  // records the sequence.
+  // Skips a producer's sequence already applied (*duplicate), else logs the batch (*lsn) and
+  // marks the sequence pending until Settle.
   absl::Status Admit(absl::string_view producer_id, uint64_t sequence, const LogFn& log,
                      bool* duplicate, uint64_t* lsn);
+  // Ends what Admit began: the sequence counts as applied if `applied` is OK. Returns `applied`.
+  absl::Status Settle(absl::string_view producer_id, uint64_t sequence, absl::Status applied);
   // Applies a batch to the session's summaries in chunks; where parts are allowed, what is left
   // of it when other batches arrive goes to a part.
   absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
@@ -264,7 +267,10 @@ class Session {
   mutable Mutex direct_mu_ ABSL_ACQUIRED_BEFORE(log_mu_, mu_);
   // Orders the log with the producers' sequences.
   mutable Mutex log_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(log_mu_);
+  absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(log_mu_);  // applied
+  // Sequences logged and being applied, by producer (almost always one).
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> pending_ ABSL_GUARDED_BY(log_mu_);
+  CondVar settled_cv_;  // signalled under log_mu_ when a pending sequence settles
   mutable Mutex mu_;
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
