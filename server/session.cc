@@ -73,11 +73,17 @@ bool MergesInParts(const core::SummaryOptions& o) {
   }
 }
 
-// Parts run on the CPU: on the GPU pool a part would queue its own windows and sketch tables
-// there, which the pool path does not pay for yet (bench/E2E_RESULTS.md).
+// Parts use the session's accelerator. On the GPU pool, a quantile or Lossy Counting part sends
+// its windows there as the session's own summary does (the pool keeps no state for them); a
+// Count-Min or FCM table would live on the device (core/accel/device_mirror.h), one more per
+// batch, so sessions holding one apply their batches one at a time there.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
-  if (accelerator != core::CpuAcceleratorInstance()) return false;
-  return std::all_of(config.summaries.begin(), config.summaries.end(), MergesInParts);
+  const bool cpu = accelerator == core::CpuAcceleratorInstance();
+  return std::all_of(config.summaries.begin(), config.summaries.end(),
+                     [cpu](const core::SummaryOptions& o) {
+                       return MergesInParts(o) && (cpu || (o.kind != SummaryKind::kCountMin &&
+                                                           o.kind != SummaryKind::kFcm));
+                     });
 }
 
 absl::Status NoSuchSummary(const SessionConfig& c, absl::string_view what) {

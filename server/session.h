@@ -5,11 +5,11 @@
 // time is applied to the session's own summaries, in chunks, so that a question waits for at most
 // one chunk. When every summary of the session merges with its bound intact and answers
 // independently of the items' order beyond that bound (quantiles, Count-Min, FCM, Lossy
-// Counting, Misra–Gries; not windows, PBF or partitioned summaries) and the session runs on the
-// CPU, a batch arriving while another is being applied goes to a fresh part instead, and so does
-// the rest of the batch being applied: an empty summary of the same options, updated without any
-// session lock, then merged into the session's summary under the lock (seed 001 §III's
-// partitioned ingestion, with parts as short-lived as a batch). What the merge does to each
+// Counting, Misra–Gries; not windows, PBF or partitioned summaries; on the GPU pool not Count-Min
+// or FCM, whose tables live on the device), a batch arriving while another is being applied goes
+// to a fresh part instead, and so does the rest of the batch being applied: an empty summary of
+// the same options, updated without any session lock, then merged into the session's summary
+// under the lock (seed 001 §III's partitioned ingestion, with parts as short-lived as a batch). What the merge does to each
 // answer is in each summary's header: Count-Min's counters are exactly those of one sketch over
 // all batches; conservative update, FCM, Lossy Counting, Misra–Gries and quantiles keep their
 // stated bound, though not bit for bit the answers of one order. One stream's batches never

@@ -1,0 +1,104 @@
+// A session on the GPU pool fed by several threads at once (issue 14, item 3): quantile and Lossy
+// Counting parts send their windows to the pool as the session's own summary does, and the
+// answers keep their bound; a Count-Min session (its table on the device) applies batches one at
+// a time.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "client/spec_parser.h"
+#include "gpu/devices.h"
+#include "gpu/gpu_pool.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "server/session.h"
+
+namespace streamstats {
+namespace {
+
+server::SessionConfig Config(const std::string& summary, v1::ValueKind kind) {
+  v1::SessionSpec spec;
+  spec.set_name("hot");
+  spec.set_value_kind(kind);
+  *spec.add_summaries() = *client::ParseSummarySpec(summary);
+  return *server::ConfigFromSpec(spec);
+}
+
+TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
+  if (gpu::VisibleDevices().empty()) {
+    GTEST_SKIP() << "no CUDA device: GPU test skipped (run gpu_tests on an H100/H200)";
+  }
+  gpu::GpuPoolOptions po;
+  po.cpu_threshold = 0;  // every window to the device
+  auto pool = gpu::GpuPool::Create(po);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  constexpr double kEpsilon = 0.005;
+  auto session = *server::Session::Create(
+      Config("quantiles:epsilon=0.005,window=2048", v1::VALUE_KIND_NUMERIC), pool->get());
+  constexpr int kThreads = 8, kBatches = 20;
+  constexpr size_t kItems = 20000;
+  auto make = [](int t, int b) {
+    std::mt19937_64 rng(31 * t + b);
+    std::vector<double> v(kItems);
+    for (size_t i = 0; i < kItems; ++i) {
+      v[i] = t % 2 ? static_cast<double>(b * kItems + i) : std::normal_distribution<double>()(rng);
+    }
+    return v;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<double> v = make(t, b);
+        core::Batch batch;
+        batch.values = v;
+        ASSERT_TRUE(session->Ingest(batch, "", 0).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<double> all;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<double> v = make(t, b);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+  }
+  std::sort(all.begin(), all.end());
+  const server::SessionStats stats = session->Stats();
+  EXPECT_EQ(stats.count, all.size());
+  EXPECT_GT(stats.part_batches, 0u) << "no batch went to a part";
+  EXPECT_NE(stats.backend.find("gpu"), std::string::npos) << stats.backend;
+  std::vector<double> phis;
+  for (int i = 0; i <= 100; ++i) phis.push_back(i / 100.0);
+  auto q = session->Quantiles(phis);
+  ASSERT_TRUE(q.ok()) << q.status();
+  const double n = static_cast<double>(all.size());
+  for (const core::QuantileAnswer& a : q->answers) {
+    const double lo = std::lower_bound(all.begin(), all.end(), a.value) - all.begin() + 1;
+    const double hi = std::upper_bound(all.begin(), all.end(), a.value) - all.begin();
+    const double target = std::max(1.0, std::ceil(a.phi * n));
+    EXPECT_LE(std::abs(std::clamp(target, lo, hi) - target), kEpsilon * n) << "phi " << a.phi;
+  }
+  EXPECT_GT((*pool)->stats().gpu_windows, 0u);
+
+  auto cm = *server::Session::Create(Config("count_min", v1::VALUE_KIND_UINT64), pool->get());
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint64_t> keys(kItems, static_cast<uint64_t>(t));
+      core::Batch batch;
+      batch.kind = core::ValueKind::kUint64;
+      batch.keys = keys;
+      for (int b = 0; b < 5; ++b) ASSERT_TRUE(cm->Ingest(batch, "", 0).ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(cm->Stats().count, uint64_t{kThreads} * 5 * kItems);
+  EXPECT_EQ(cm->Stats().part_batches, 0u);
+}
+
+}  // namespace
+}  // namespace streamstats
