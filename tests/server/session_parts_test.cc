@@ -60,21 +60,14 @@ void IngestConcurrently(Session& session, int batches_per_thread, MakeBatch make
   for (auto& th : threads) th.join();
 }
 
-struct KeyBatch {
+// A batch that owns its items: uint64 keys, or numeric values.
+struct OwnedBatch {
   std::vector<uint64_t> keys;
-  core::Batch view() const {
-    core::Batch b;
-    b.kind = core::ValueKind::kUint64;
-    b.keys = keys;
-    return b;
-  }
-};
-
-struct ValueBatch {
   std::vector<double> values;
   core::Batch view() const {
     core::Batch b;
-    b.kind = core::ValueKind::kNumeric;
+    b.kind = keys.empty() ? core::ValueKind::kNumeric : core::ValueKind::kUint64;
+    b.keys = keys;
     b.values = values;
     return b;
   }
@@ -97,7 +90,7 @@ class Zipf {
   std::vector<double> cdf_;
 };
 
-TEST(SessionParts, ConcurrentKeyBatchesKeepEveryFrequencyBoundAndCountMinsExactCounters) {
+TEST(SessionParts, ConcurrentOwnedBatchesKeepEveryFrequencyBoundAndCountMinsExactCounters) {
   const std::vector<std::string> specs = {"count_min:epsilon=0.001,delta=0.01", "fcm",
                                           "lossy_counting:epsilon=0.001", "misra_gries:k=200"};
   auto session = *Session::Create(Config("hot", specs, v1::VALUE_KIND_UINT64), nullptr);
@@ -107,7 +100,7 @@ TEST(SessionParts, ConcurrentKeyBatchesKeepEveryFrequencyBoundAndCountMinsExactC
   // Thread t's batch b, the same whenever asked (the reference sees the same items).
   auto make = [&](int t, int b) {
     std::mt19937_64 rng(1000 * t + b);
-    KeyBatch kb;
+    OwnedBatch kb;
     kb.keys.resize(kItems);
     // Some threads send sorted runs of one key: adversarial for Misra–Gries' decrements.
     for (uint64_t& k : kb.keys) k = zipf(rng);
@@ -127,7 +120,7 @@ TEST(SessionParts, ConcurrentKeyBatchesKeepEveryFrequencyBoundAndCountMinsExactC
   auto reference_cm = *core::CreateSummary(cm_options, core::ValueKind::kUint64);
   for (int t = 0; t < kThreads; ++t) {
     for (int b = 0; b < kBatches; ++b) {
-      KeyBatch kb = make(t, b);
+      OwnedBatch kb = make(t, b);
       for (uint64_t k : kb.keys) ++exact[k];
       ASSERT_TRUE(reference_cm->Update(kb.view()).ok());
     }
@@ -191,7 +184,7 @@ TEST(SessionParts, ConcurrentKeyBatchesKeepEveryFrequencyBoundAndCountMinsExactC
                                        << lo + 1 << ".." << hi << ", target " << target;
 }
 
-TEST(SessionParts, ConcurrentValueBatchesKeepTheQuantileBoundOnEveryOrder) {
+TEST(SessionParts, ConcurrentOwnedBatchesKeepTheQuantileBoundOnEveryOrder) {
   constexpr double kEpsilon = 0.005;
   constexpr int kBatches = 10;
   constexpr size_t kItems = 3000;
@@ -204,7 +197,7 @@ TEST(SessionParts, ConcurrentValueBatchesKeepTheQuantileBoundOnEveryOrder) {
         Config("q", {"quantiles:epsilon=0.005,window=512"}, v1::VALUE_KIND_NUMERIC), nullptr);
     auto make = [&](int t, int b) {
       std::mt19937_64 rng(77 * t + b);
-      ValueBatch vb;
+      OwnedBatch vb;
       vb.values.resize(kItems);
       for (size_t i = 0; i < kItems; ++i) {
         const double pos = static_cast<double>(b * kItems + i + t);
@@ -220,7 +213,7 @@ TEST(SessionParts, ConcurrentValueBatchesKeepTheQuantileBoundOnEveryOrder) {
     std::vector<double> all;
     for (int t = 0; t < kThreads; ++t) {
       for (int b = 0; b < kBatches; ++b) {
-        ValueBatch vb = make(t, b);
+        OwnedBatch vb = make(t, b);
         all.insert(all.end(), vb.values.begin(), vb.values.end());
       }
     }
@@ -250,7 +243,7 @@ TEST(SessionParts, OneStreamAndWindowsApplyInOrderWithoutParts) {
   // One caller: every batch is applied directly, as before this change.
   auto one = *Session::Create(Config("one", {"quantiles"}, v1::VALUE_KIND_NUMERIC), nullptr);
   for (int b = 0; b < 20; ++b) {
-    ValueBatch vb;
+    OwnedBatch vb;
     for (int i = 0; i < 1000; ++i) vb.values.push_back(b * 1000 + i);
     ASSERT_TRUE(one->Ingest(vb.view(), "", 0).ok());
   }
@@ -259,7 +252,7 @@ TEST(SessionParts, OneStreamAndWindowsApplyInOrderWithoutParts) {
   auto windowed = *Session::Create(
       Config("w", {"quantiles"}, v1::VALUE_KIND_NUMERIC, "items:10000"), nullptr);
   IngestConcurrently(*windowed, 5, [](int t, int b) {
-    ValueBatch vb;
+    OwnedBatch vb;
     for (int i = 0; i < 2000; ++i) vb.values.push_back(t * 100000 + b * 2000 + i);
     return vb;
   });
@@ -275,7 +268,7 @@ TEST(SessionParts, AProducersBatchesResentOnSeveralStreamsAtOnceAreAppliedOnce) 
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int seq = 1; seq <= kSequences; ++seq) {
-        KeyBatch kb;
+        OwnedBatch kb;
         kb.keys.assign(1000, static_cast<uint64_t>(seq));
         bool dup = false;
         ASSERT_TRUE(session->Ingest(kb.view(), "producer", seq, nullptr, &dup).ok());
@@ -296,7 +289,7 @@ TEST(SessionParts, ASnapshotUnderASteadyFlowOfBatchesHoldsWholeBatchesAndIsNotSt
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      ValueBatch vb;
+      OwnedBatch vb;
       for (size_t i = 0; i < kItems; ++i) vb.values.push_back(t + 0.5 * i);
       // Bounded: the snapshots below take well under a second each.
       for (int b = 0; b < 100000 && !stop.load(); ++b) {
