@@ -92,7 +92,10 @@ std::string Fmt(double v) { return absl::StrFormat("%.17g", v); }
 
 void PrintSession(const v1::SessionInfo& s) {
   std::vector<std::string> summaries;
-  for (const auto& x : s.summaries()) summaries.push_back(absl::StrCat(x.kind(), "(", x.parameters(), ")"));
+  for (const auto& x : s.summaries()) {
+    summaries.push_back(absl::StrCat(x.kind(), "(", x.parameters(), ")",
+                                     x.placement().empty() ? "" : absl::StrCat(" [", x.placement(), "]")));
+  }
   std::printf("%s  type=%s  N=%llu  batches=%llu  memory=%llu B  backend=%s  summaries=%s\n",
               s.spec().name().c_str(),
               v1::ValueKind_Name(s.spec().value_kind()).c_str() + strlen("VALUE_KIND_"),

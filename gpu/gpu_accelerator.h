@@ -44,6 +44,7 @@ class GpuAccelerator final : public core::Accelerator {
   ~GpuAccelerator() override;
 
   std::string name() const override;  // "gpu:<ordinal>"
+  size_t DeviceWindowKeys() const override { return 0; }
   int device() const { return device_; }
   GpuWorkStats work_stats() const;
 

@@ -75,6 +75,7 @@ class GpuPool final : public core::Accelerator {
   ~GpuPool() override;
 
   std::string name() const override;  // "gpu-pool:0,1"
+  size_t DeviceWindowKeys() const override { return options_.cpu_threshold; }
   size_t device_count() const { return ordinals_.size(); }
 
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;

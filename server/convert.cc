@@ -184,6 +184,7 @@ void FillSessionInfo(const Session& session, v1::SessionInfo* info) {
     si->set_kind(core::SummaryKindName(s.kind));
     si->set_parameters(s.parameters);
     si->set_memory_bytes(s.memory_bytes);
+    si->set_placement(s.placement);
   }
 }
 

@@ -9,7 +9,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/common/serialization.h"
+#include "core/parallel/partitioned.h"
+#include "core/sketches/count_min.h"
+#include "core/sketches/pbf.h"
 
 namespace streamstats::server {
 namespace {
@@ -84,6 +88,48 @@ bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelera
                        return MergesInParts(o) && (cpu || (o.kind != SummaryKind::kCountMin &&
                                                            o.kind != SummaryKind::kFcm));
                      });
+}
+
+// Where a summary's work runs, as GetSession reports it. Sketch tables: on the device when the
+// summary holds a device copy (it moves back to the host on a device failure). Windows: by the
+// accelerator's threshold for the summary's window size (a sliding or time window sorts blocks
+// of its own sizes; the threshold is reported).
+std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
+                      const core::Accelerator& accelerator) {
+  const size_t threshold = accelerator.DeviceWindowKeys();
+  if (threshold == std::numeric_limits<size_t>::max()) return "cpu";
+  if (const auto* p = dynamic_cast<const core::PartitionedSummary*>(&s); p != nullptr) {
+    // Workers share one placement unless a device failure moved some back: name each kind.
+    std::vector<std::string> each;
+    for (uint32_t i = 0; i < p->partitions(); ++i) {
+      std::string one = Placement(p->worker(i), o, accelerator);
+      if (std::find(each.begin(), each.end(), one) == each.end()) each.push_back(std::move(one));
+    }
+    return absl::StrCat(p->partitions(), " workers: ", absl::StrJoin(each, "; "));
+  }
+  if (const auto* cm = dynamic_cast<const core::CountMin*>(&s); cm != nullptr) {
+    return cm->on_device() ? absl::StrCat(accelerator.name(), ": table on the device")
+                           : "cpu: table in host memory";
+  }
+  if (const auto* pbf = dynamic_cast<const core::Pbf*>(&s); pbf != nullptr) {
+    return pbf->on_device() ? absl::StrCat(accelerator.name(), ": filter on the device")
+                            : "cpu: filter in host memory";
+  }
+  uint64_t window = 0;
+  if (o.kind == SummaryKind::kQuantiles) window = o.quantiles.EffectiveWindow();
+  if (o.kind == SummaryKind::kLossyCounting) window = o.lossy_counting.EffectiveWindow();
+  if (window == 0) {
+    if (IsWindowed(o)) {
+      return absl::StrCat("windows of at least ", threshold, " keys on ", accelerator.name(),
+                          ", smaller ones on the cpu");
+    }
+    return "cpu";  // Misra–Gries, FCM: no accelerator work in sessions
+  }
+  if (window >= threshold) {
+    return absl::StrCat(accelerator.name(), ": windows of ", window, " keys sorted there");
+  }
+  return absl::StrCat("cpu: windows of ", window, " keys are below ", accelerator.name(),
+                      "'s threshold of ", threshold, " keys");
 }
 
 absl::Status NoSuchSummary(const SessionConfig& c, absl::string_view what) {
@@ -402,8 +448,10 @@ SessionStats Session::Stats() const {
   stats.merge_wait_seconds = merge_wait_ns_.load(std::memory_order_relaxed) * 1e-9;
   stats.merge_seconds = merge_ns_ * 1e-9;
   stats.backend = accelerator_->name();
-  for (const auto& s : summaries_) {
-    stats.summaries.push_back({s->kind(), s->Describe(), s->MemoryBytes()});
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    const core::Summary* s = summaries_[i].get();
+    stats.summaries.push_back({s->kind(), s->Describe(), s->MemoryBytes(),
+                               Placement(*s, config_.summaries[i], *accelerator_)});
     stats.memory_bytes += s->MemoryBytes();
   }
   return stats;

@@ -67,6 +67,7 @@ struct SummaryStats {
   core::SummaryKind kind;
   std::string parameters;
   uint64_t memory_bytes;
+  std::string placement;  // where its work runs (v1::SummaryInfo.placement)
 };
 
 struct SessionStats {

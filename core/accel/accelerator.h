@@ -7,6 +7,7 @@
 #define STREAMSTATS_CORE_ACCEL_ACCELERATOR_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,10 @@ class Accelerator {
   // A device-resident copy of a sketch, or null: the sketch then stays in host memory (always
   // so for the CPU accelerator; the GPU pool returns null when device memory runs out).
   virtual std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec);
+
+  // The fewest keys a window must have to be sorted on a device; SIZE_MAX: never (the CPU).
+  // What GetSession reports as where a summary's windows run.
+  virtual size_t DeviceWindowKeys() const { return std::numeric_limits<size_t>::max(); }
 };
 
 // Sorts `keys` ascending in place and permutes `weights` (empty, or one per key) alongside,

@@ -71,6 +71,8 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   EXPECT_EQ(stats.count, all.size());
   EXPECT_GT(stats.part_batches, 0u) << "no batch went to a part";
   EXPECT_NE(stats.backend.find("gpu"), std::string::npos) << stats.backend;
+  EXPECT_EQ(stats.summaries[0].placement,
+            (*pool)->name() + ": windows of 2048 keys sorted there");
   std::vector<double> phis;
   for (int i = 0; i <= 100; ++i) phis.push_back(i / 100.0);
   auto q = session->Quantiles(phis);
@@ -98,6 +100,7 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(cm->Stats().count, uint64_t{kThreads} * 5 * kItems);
   EXPECT_EQ(cm->Stats().part_batches, 0u);
+  EXPECT_EQ(cm->Stats().summaries[0].placement, (*pool)->name() + ": table on the device");
 }
 
 }  // namespace

@@ -293,6 +293,49 @@ TEST(SessionManager, EverySessionsIngestStepsAsideWhileAQuestionWaitsForAnother)
   EXPECT_LE(during, 100u / 5 + 2) << "chunks applied while a question waited elsewhere";
 }
 
+// An accelerator that sorts on the CPU but says it sends windows of at least `threshold` keys to
+// a device, as the GPU pool does.
+class ThresholdAccelerator final : public core::Accelerator {
+ public:
+  explicit ThresholdAccelerator(size_t threshold) : threshold_(threshold) {}
+  std::string name() const override { return "dev"; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
+    return core::CpuAcceleratorInstance()->SortWindow(keys, weights);
+  }
+  size_t DeviceWindowKeys() const override { return threshold_; }
+
+ private:
+  size_t threshold_;
+};
+
+TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
+  auto placements = [](core::Accelerator* accelerator, v1::ValueKind kind,
+                       const std::vector<std::string>& summaries) {
+    auto s = *Session::Create(Config("where", summaries, kind), accelerator);
+    std::vector<std::string> out;
+    for (const SummaryStats& st : s->Stats().summaries) out.push_back(st.placement);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(placements(nullptr, v1::VALUE_KIND_NUMERIC, {"quantiles"}), V{"cpu"});
+  ThresholdAccelerator low(512), high(65536);
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_NUMERIC, {"quantiles:window=1024"}),
+            V{"dev: windows of 1024 keys sorted there"});
+  EXPECT_EQ(placements(&high, v1::VALUE_KIND_NUMERIC, {"quantiles:window=1024"}),
+            V{"cpu: windows of 1024 keys are below dev's threshold of 65536 keys"});
+  // This accelerator keeps no sketch on a device (AttachSketch returns null): the table stays
+  // in host memory, and GetSession says so rather than naming the device.
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_UINT64,
+                       {"count_min", "lossy_counting:window=4096", "misra_gries"}),
+            (V{"cpu: table in host memory", "dev: windows of 4096 keys sorted there", "cpu"}));
+  SessionConfig partitioned = Config("where", {"count_min"}, v1::VALUE_KIND_UINT64);
+  v1::SessionSpec spec;
+  spec.ParseFromString(partitioned.spec_bytes);
+  spec.mutable_partitioning()->set_partitions(2);
+  auto p = *Session::Create(*ConfigFromSpec(spec), &low);
+  EXPECT_EQ(p->Stats().summaries[0].placement, "2 workers: cpu: table in host memory");
+}
+
 TEST(Session, AProducerSequenceIsAppliedOnce) {
   auto s = *Session::Create(Config("p", {"quantiles"}), nullptr);
   bool dup = false;
