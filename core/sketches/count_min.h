@@ -59,6 +59,7 @@ namespace streamstats::core {
 // Adds ids[i] (weights[i], or 1 each) in order to a row-major plain Count-Min table with the
 // given row hashes; estimates[i] (optional) = the item's minimum counter right after its own
 // addition. The sequential semantics every DeviceSketch for Count-Min must reproduce.
+// width >= 2 (every CountMinOptions width is ceil(e/epsilon) >= 3).
 void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
@@ -107,7 +108,6 @@ class CountMin final : public Summary {
   const HeavyHitterCandidates& candidates() const { return candidates_; }
 
  private:
-  void Add(uint64_t id, uint64_t weight, absl::string_view str);
   // Plain update of the host table only (replaying a device journal).
   void AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // The batch on the device; false when it must be applied on the host.
@@ -119,12 +119,17 @@ class CountMin final : public Summary {
   uint64_t depth_;
   uint64_t width_;
   std::vector<PairwiseHash> rows_;
-  FastMod mod_w_;  // h mod width_ without a division
+  FastModBelow63 mod_w_;  // h mod width_ without a division (h < 2^61)
   std::vector<uint64_t> table_;
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;
   DeviceMirror mirror_;
   std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // device batches
+  // Host batches go through the table kUpdateChunk items at a time: their ids (non-uint64 kinds)
+  // and estimates, kept with the sketch so Update allocates nothing.
+  static constexpr size_t kUpdateChunk = 64;
+  uint64_t chunk_ids_[kUpdateChunk];
+  uint64_t chunk_estimates_[kUpdateChunk];
 };
 
 }  // namespace streamstats::core
