@@ -158,6 +158,9 @@ absl::Status CountMin::Update(const Batch& batch) {
       AddStaged<false>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
                        chunk_estimates_);
     }
+    // Most offers of a skewed stream pass the inline check and look their id up: load the
+    // index cells of the whole chunk first so those lookups overlap.
+    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
     if (batch.kind == ValueKind::kString) {
       for (size_t j = 0; j < len; ++j) {
         candidates_.Offer(ids[j], chunk_estimates_[j], batch.strings[begin + j]);
