@@ -429,7 +429,9 @@ class LossyCountingCore {
   }
 
   void FoldIntoTable(const Segment<Key>& items) {
+    constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
     for (size_t i = 0; i < items.size(); ++i) {
+      if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
       const uint64_t w = items.weight(i);
       auto [it, inserted] = table_.try_emplace(items.keys[i], Entry{w, threshold_});
       if (!inserted) it->second.f += w;

@@ -8,6 +8,11 @@
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define STREAMSTATS_COUNT_MIN_AVX2 1
+#endif
+
 namespace streamstats::core {
 namespace {
 
@@ -52,6 +57,95 @@ namespace {
 // counter loads in flight, few enough that the bucket indices (kStage * depth) stay in L1.
 constexpr size_t kStage = 32;
 
+#ifdef STREAMSTATS_COUNT_MIN_AVX2
+// RowCellsOf for four keys at a time with AVX2, the same arithmetic in 32-bit limbs (AVX2 has no
+// 64x64-bit multiply); exact, so every bucket equals the scalar one (count_min_test compares them
+// on full 64-bit keys). Returns how many leading items it did (a multiple of 4).
+//  - h(x): with a = a1*2^32 + a0 (a1 < 2^29), a_hi*x_hi + a_lo*x_lo = y*2^32 + p1 + p2 where
+//    y = a_hi1*x_hi + a_lo1*x_lo < 2^62 and p1 = a_hi0*x_hi, p2 = a_lo0*x_lo < 2^64. Mod P,
+//    y*2^32 == (y >> 29) + ((y mod 2^29) << 32) and p == (p & P) + (p >> 61); the sum with b is
+//    below 2^64, one more fold and a conditional subtraction give h in [0, P).
+//  - h mod w: FastModBelow63's q = mulhi(h, M) >> shift, the high half assembled from the four
+//    32x32-bit partial products; then h - q*w (w < 2^26, so q*w needs two partial products).
+__attribute__((target("avx2"))) size_t RowCellsAvx2(const PairwiseHash& h,
+                                                     const FastModBelow63& mod, uint64_t base,
+                                                     const uint64_t* ids, size_t len,
+                                                     uint64_t* out) {
+  const __m256i mask32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
+  const __m256i mask29 = _mm256_set1_epi64x((1LL << 29) - 1);
+  const __m256i p = _mm256_set1_epi64x(static_cast<long long>(kMersenne61));
+  const __m256i p_minus_1 = _mm256_set1_epi64x(static_cast<long long>(kMersenne61 - 1));
+  const __m256i a_hi0 = _mm256_set1_epi64x(static_cast<long long>(h.a_hi & 0xFFFFFFFFULL));
+  const __m256i a_hi1 = _mm256_set1_epi64x(static_cast<long long>(h.a_hi >> 32));
+  const __m256i a_lo0 = _mm256_set1_epi64x(static_cast<long long>(h.a_lo & 0xFFFFFFFFULL));
+  const __m256i a_lo1 = _mm256_set1_epi64x(static_cast<long long>(h.a_lo >> 32));
+  const __m256i b = _mm256_set1_epi64x(static_cast<long long>(h.b));
+  const __m256i m0 = _mm256_set1_epi64x(static_cast<long long>(mod.magic & 0xFFFFFFFFULL));
+  const __m256i m1 = _mm256_set1_epi64x(static_cast<long long>(mod.magic >> 32));
+  const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(mod.shift));
+  const __m256i w = _mm256_set1_epi64x(static_cast<long long>(mod.divisor));
+  const __m256i vbase = _mm256_set1_epi64x(static_cast<long long>(base));
+  size_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + j));
+    const __m256i x_hi = _mm256_srli_epi64(x, 32);  // _mm256_mul_epu32 reads x's low half itself
+    const __m256i p1 = _mm256_mul_epu32(x_hi, a_hi0);
+    const __m256i p2 = _mm256_mul_epu32(x, a_lo0);
+    const __m256i y = _mm256_add_epi64(_mm256_mul_epu32(x_hi, a_hi1), _mm256_mul_epu32(x, a_lo1));
+    __m256i t = _mm256_add_epi64(_mm256_srli_epi64(y, 29),
+                                 _mm256_slli_epi64(_mm256_and_si256(y, mask29), 32));
+    t = _mm256_add_epi64(t, _mm256_add_epi64(_mm256_and_si256(p1, p), _mm256_srli_epi64(p1, 61)));
+    t = _mm256_add_epi64(t, _mm256_add_epi64(_mm256_and_si256(p2, p), _mm256_srli_epi64(p2, 61)));
+    t = _mm256_add_epi64(t, b);  // < 2^63 + 2^34
+    __m256i hv = _mm256_add_epi64(_mm256_and_si256(t, p), _mm256_srli_epi64(t, 61));  // < P + 5
+    hv = _mm256_sub_epi64(hv, _mm256_and_si256(_mm256_cmpgt_epi64(hv, p_minus_1), p));
+    // mulhi(hv, M): hv = h1*2^32 + h0 (h1 < 2^29), M = m1*2^32 + m0.
+    const __m256i h1 = _mm256_srli_epi64(hv, 32);
+    const __m256i lo = _mm256_mul_epu32(hv, m0);
+    const __m256i u = _mm256_mul_epu32(h1, m0);
+    const __m256i v = _mm256_mul_epu32(hv, m1);
+    const __m256i carry = _mm256_srli_epi64(
+        _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(lo, 32), _mm256_and_si256(u, mask32)),
+                         _mm256_and_si256(v, mask32)),
+        32);
+    const __m256i high = _mm256_add_epi64(
+        _mm256_add_epi64(_mm256_mul_epu32(h1, m1), _mm256_srli_epi64(u, 32)),
+        _mm256_add_epi64(_mm256_srli_epi64(v, 32), carry));
+    const __m256i q = _mm256_srl_epi64(high, shift);
+    const __m256i qw = _mm256_add_epi64(
+        _mm256_mul_epu32(q, w), _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(q, 32), w), 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
+                        _mm256_add_epi64(_mm256_sub_epi64(hv, qw), vbase));
+  }
+  return j;
+}
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+#endif
+
+// out[j] = base + h(ids[j]) mod w for j in [0, len).
+void RowCellsOf(const PairwiseHash& h, const FastModBelow63& mod, uint64_t base,
+                const uint64_t* ids, size_t len, uint64_t* out, bool simd) {
+  size_t j = 0;
+#ifdef STREAMSTATS_COUNT_MIN_AVX2
+  if (simd) j = RowCellsAvx2(h, mod, base, ids, len, out);
+#else
+  (void)simd;
+#endif
+  for (; j < len; ++j) out[j] = base + mod(h(ids[j]));
+}
+
+bool SimdAvailable() {
+#ifdef STREAMSTATS_COUNT_MIN_AVX2
+  return HaveAvx2();
+#else
+  return false;
+#endif
+}
+
 // Adds ids[0, n) (weights[i], or 1 each when `weights` is null) in order to the row-major table
 // and writes each item's estimate right after its own addition: plain, the minimum of the
 // counters just incremented; conservative, (the minimum before) + weight, which every counter is
@@ -65,18 +159,14 @@ template <bool kConservative>
 void AddStaged(const PairwiseHash* rows, size_t depth, FastModBelow63 mod_w, const uint64_t* ids,
                const uint64_t* weights, size_t n, uint64_t* table, uint64_t* estimates) {
   const uint64_t width = mod_w.divisor;
-  size_t cell[kStage * 32];  // [row][item]; depth <= ceil(ln 1e12) = 28
+  const bool simd = SimdAvailable();
+  uint64_t cell[kStage * 32];  // [row][item]; depth <= ceil(ln 1e12) = 28
   for (size_t begin = 0; begin < n; begin += kStage) {
     const size_t len = std::min(kStage, n - begin);
-    const uint64_t* stage_ids = ids + begin;
     for (size_t r = 0; r < depth; ++r) {
-      const PairwiseHash h = rows[r];
-      size_t* row_cells = cell + r * kStage;
-      const size_t base = r * width;
-      for (size_t j = 0; j < len; ++j) {
-        row_cells[j] = base + mod_w(h(stage_ids[j]));
-        __builtin_prefetch(table + row_cells[j], 1);
-      }
+      uint64_t* row_cells = cell + r * kStage;
+      RowCellsOf(rows[r], mod_w, r * width, ids + begin, len, row_cells, simd);
+      for (size_t j = 0; j < len; ++j) __builtin_prefetch(table + row_cells[j], 1);
     }
     for (size_t j = 0; j < len; ++j) {
       const uint64_t weight = weights == nullptr ? 1 : weights[begin + j];
@@ -101,6 +191,16 @@ void AddStaged(const PairwiseHash* rows, size_t depth, FastModBelow63 mod_w, con
 }
 
 }  // namespace
+
+namespace count_min_internal {
+
+void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
+              uint64_t* out, bool simd) {
+  RowCellsOf(h, FastModBelow63::For(width), base, ids.data(), ids.size(), out,
+             simd && SimdAvailable());
+}
+
+}  // namespace count_min_internal
 
 void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
@@ -161,12 +261,13 @@ absl::Status CountMin::Update(const Batch& batch) {
     // Most offers of a skewed stream pass the inline check and look their id up: load the
     // index cells of the whole chunk first so those lookups overlap.
     for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
-    if (batch.kind == ValueKind::kString) {
-      for (size_t j = 0; j < len; ++j) {
-        candidates_.Offer(ids[j], chunk_estimates_[j], batch.strings[begin + j]);
-      }
-    } else {
-      for (size_t j = 0; j < len; ++j) candidates_.Offer(ids[j], chunk_estimates_[j], {});
+    // And each offer loads the heap node of the one kAhead later (its cell is in cache by then).
+    constexpr size_t kAhead = 4;
+    for (size_t j = 0; j < len; ++j) {
+      if (j + kAhead < len) candidates_.PrefetchNode(ids[j + kAhead], chunk_estimates_[j + kAhead]);
+      candidates_.Offer(ids[j], chunk_estimates_[j],
+                        batch.kind == ValueKind::kString ? absl::string_view(batch.strings[begin + j])
+                                                         : absl::string_view());
     }
     if (chunk_weights == nullptr) {
       count_ += len;

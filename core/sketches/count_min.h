@@ -64,6 +64,13 @@ void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
 
+namespace count_min_internal {
+// out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with AVX2 when `simd` and the CPU has
+// it, else scalar; exposed so tests can check that both give the same buckets.
+void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
+              uint64_t* out, bool simd);
+}  // namespace count_min_internal
+
 class CountMin final : public Summary {
  public:
   // `options` must have passed Validate(). `accelerator` is not owned; null means the CPU one.

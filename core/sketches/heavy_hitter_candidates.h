@@ -77,6 +77,13 @@ class HeavyHitterCandidates {
   void Prefetch(uint64_t id) const {
     if (!index_.empty()) __builtin_prefetch(&index_[Home(id)]);
   }
+  // The second step, once Prefetch(id) had time: if the offer of `estimate` will look id up and
+  // finds it stored, loads its heap node too.
+  void PrefetchNode(uint64_t id, uint64_t estimate) const {
+    if (heap_.empty() || estimate < heap_[0].estimate) return;
+    const uint32_t slot = Find(id);
+    if (slot != kNoSlot) __builtin_prefetch(&heap_[heap_index_[slot]]);
+  }
 
   // u64 n, then n times (heap order): u64 id, u64 estimate, and the string when `with_strings`.
   void Serialize(bool with_strings, ByteWriter* w) const;
