@@ -86,9 +86,9 @@ void HeavyHitterCandidates::Push(uint64_t id, uint64_t estimate, absl::string_vi
   SiftUp(heap_.size() - 1, heap_.back());
 }
 
-void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str) {
+void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str,
+                                      uint32_t slot) {
   if (capacity_ == 0) return;
-  const uint32_t slot = Find(id);
   if (slot != kNoSlot) {
     const size_t i = heap_index_[slot];
     Node n = heap_[i];

@@ -44,7 +44,17 @@ class HeavyHitterCandidates {
   // that case returns before any lookup, which is most items of a skewed stream.
   void Offer(uint64_t id, uint64_t estimate, absl::string_view str) {
     if (heap_.size() == capacity_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
-    OfferSlow(id, estimate, str);
+    // Inline too: a stored key at a leaf whose estimate grew (most offers of a skewed stream)
+    // only has its estimate rewritten; a leaf has no children to sift past.
+    const uint32_t slot = Find(id);
+    if (slot != kNoSlot) {
+      const size_t i = heap_index_[slot];
+      if (estimate > heap_[i].estimate && 2 * i + 1 >= heap_.size()) {
+        heap_[i].estimate = estimate;
+        return;
+      }
+    }
+    OfferSlow(id, estimate, str, slot);
   }
 
   uint64_t capacity() const { return capacity_; }
@@ -66,7 +76,7 @@ class HeavyHitterCandidates {
       if (Find(id) == kNoSlot) all.emplace_back(id, str);
     });
     Clear();
-    for (const auto& [id, str] : all) OfferSlow(id, estimate(id), str);
+    for (const auto& [id, str] : all) OfferSlow(id, estimate(id), str, Find(id));
   }
 
   // Heap array, slots, id index and strings.
@@ -126,7 +136,8 @@ class HeavyHitterCandidates {
   void IndexErase(uint64_t id);                  // id is present
   void IndexGrow();
 
-  void OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str);
+  // `slot` = Find(id), already looked up.
+  void OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str, uint32_t slot);
   void Push(uint64_t id, uint64_t estimate, absl::string_view str);
   void SiftUp(size_t i, Node n);
   void SiftDown(size_t i, Node n);
