@@ -43,61 +43,59 @@ void HeavyHitterCandidates::SiftDown(size_t i, Node n) {
 
 void HeavyHitterCandidates::IndexGrow() {
   const size_t cells = index_.empty() ? 16 : 2 * index_.size();
-  std::vector<Cell> old(cells, Cell{0, kNoSlot});
+  std::vector<Cell> old(cells, Cell{0, kAbsent});
   old.swap(index_);
   index_shift_ = 64;
   for (size_t c = cells; c > 1; c >>= 1) --index_shift_;
   for (const Cell& c : old) {
-    if (c.slot != kNoSlot) IndexInsert(c.id, c.slot);
+    if (c.pos != kAbsent) heap_[c.pos].cell = IndexInsert(c.id, c.pos);
   }
 }
 
-void HeavyHitterCandidates::IndexInsert(uint64_t id, uint32_t slot) {
+uint32_t HeavyHitterCandidates::IndexInsert(uint64_t id, uint32_t pos) {
   const size_t mask = index_.size() - 1;
   size_t i = Home(id);
-  while (index_[i].slot != kNoSlot) i = (i + 1) & mask;
-  index_[i] = Cell{id, slot};
+  while (index_[i].pos != kAbsent) i = (i + 1) & mask;
+  index_[i] = Cell{id, pos};
+  return static_cast<uint32_t>(i);
 }
 
 // Backward-shift deletion: later cells of the probe run move up into the hole when their home
 // does not lie cyclically in (hole, cell], so every id stays reachable from its home without
-// tombstones.
-void HeavyHitterCandidates::IndexErase(uint64_t id) {
+// tombstones; a moved cell's node learns its new cell.
+void HeavyHitterCandidates::IndexErase(uint32_t cell) {
   const size_t mask = index_.size() - 1;
-  size_t hole = Home(id);
-  while (index_[hole].id != id || index_[hole].slot == kNoSlot) hole = (hole + 1) & mask;
-  for (size_t j = (hole + 1) & mask; index_[j].slot != kNoSlot; j = (j + 1) & mask) {
+  size_t hole = cell;
+  for (size_t j = (hole + 1) & mask; index_[j].pos != kAbsent; j = (j + 1) & mask) {
     const size_t home = Home(index_[j].id);
     if (((j - home) & mask) >= ((j - hole) & mask)) {
       index_[hole] = index_[j];
+      heap_[index_[hole].pos].cell = static_cast<uint32_t>(hole);
       hole = j;
     }
   }
-  index_[hole].slot = kNoSlot;
+  index_[hole].pos = kAbsent;
 }
 
 void HeavyHitterCandidates::Push(uint64_t id, uint64_t estimate, absl::string_view str) {
-  const uint32_t slot = static_cast<uint32_t>(heap_.size());
+  const uint32_t pos = static_cast<uint32_t>(heap_.size());
   if (2 * (heap_.size() + 1) > index_.size()) IndexGrow();
-  heap_.push_back(Node{estimate, id, slot});
-  heap_index_.push_back(slot);
   strings_.emplace_back(str);
-  IndexInsert(id, slot);
-  SiftUp(heap_.size() - 1, heap_.back());
+  heap_.push_back(Node{estimate, id, pos, IndexInsert(id, pos)});
+  SiftUp(pos, heap_.back());
 }
 
 void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str,
-                                      uint32_t slot) {
+                                      uint32_t i) {
   if (capacity_ == 0) return;
-  if (slot != kNoSlot) {
-    const size_t i = heap_index_[slot];
+  if (i != kAbsent) {
     Node n = heap_[i];
     const uint64_t old = n.estimate;
     if (old == estimate) return;
     n.estimate = estimate;
     if (estimate > old) {
       // A leaf has nowhere to go; most heavy keys sit at the bottom of the min-heap.
-      if (2 * i + 1 >= heap_.size()) {
+      if (2 * size_t{i} + 1 >= heap_.size()) {
         heap_[i].estimate = estimate;
         return;
       }
@@ -111,11 +109,11 @@ void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::stri
     Push(id, estimate, str);
     return;
   }
-  const Node candidate{estimate, id, heap_[0].slot};
+  Node candidate{estimate, id, heap_[0].slot, 0};
   if (!Less(heap_[0], candidate)) return;
-  // The new key takes the evicted one's slot.
-  IndexErase(heap_[0].id);
-  IndexInsert(id, candidate.slot);
+  // The new key takes the evicted one's slot and the root.
+  IndexErase(heap_[0].cell);
+  candidate.cell = IndexInsert(id, 0);
   std::string& stored = strings_[candidate.slot];
   if (!stored.empty() || !str.empty()) stored.assign(str.data(), str.size());
   SiftDown(0, candidate);
@@ -123,14 +121,13 @@ void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::stri
 
 void HeavyHitterCandidates::Clear() {
   heap_.clear();
-  heap_index_.clear();
   strings_.clear();
   index_.clear();
   index_shift_ = 64;
 }
 
 size_t HeavyHitterCandidates::MemoryBytes() const {
-  size_t bytes = heap_.capacity() * sizeof(Node) + heap_index_.capacity() * sizeof(uint32_t) +
+  size_t bytes = heap_.capacity() * sizeof(Node) +
                  strings_.capacity() * sizeof(std::string) +
                  index_.capacity() * sizeof(Cell);
   for (const std::string& str : strings_) bytes += str.capacity() > 15 ? str.capacity() : 0;
@@ -160,7 +157,7 @@ bool HeavyHitterCandidates::Deserialize(bool with_strings, ByteReader* r) {
       if (!r->GetString(&str, kMaxStringKeyBytes)) return false;
       if (HashString(str.data(), str.size()) != id) return false;
     }
-    if (Find(id) != kNoSlot) return false;
+    if (Find(id) != kAbsent) return false;
     Push(id, estimate, str);
   }
   return true;
