@@ -82,6 +82,8 @@ void HeavyHitterCandidates::Push(uint64_t id, uint64_t estimate, absl::string_vi
   if (2 * (heap_.size() + 1) > index_.size()) IndexGrow();
   strings_.emplace_back(str);
   heap_.push_back(Node{estimate, id, pos, IndexInsert(id, pos)});
+  full_ = heap_.size() == capacity_;
+  first_leaf_ = static_cast<uint32_t>(heap_.size() / 2);
   SiftUp(pos, heap_.back());
 }
 
@@ -95,7 +97,7 @@ void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::stri
     n.estimate = estimate;
     if (estimate > old) {
       // A leaf has nowhere to go; most heavy keys sit at the bottom of the min-heap.
-      if (2 * size_t{i} + 1 >= heap_.size()) {
+      if (i >= first_leaf_) {
         heap_[i].estimate = estimate;
         return;
       }
@@ -121,6 +123,8 @@ void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::stri
 
 void HeavyHitterCandidates::Clear() {
   heap_.clear();
+  full_ = capacity_ == 0;
+  first_leaf_ = 0;
   strings_.clear();
   index_.clear();
   index_shift_ = 64;
