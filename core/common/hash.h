@@ -124,8 +124,10 @@ struct PairwiseHash {
     const unsigned __int128 v = static_cast<unsigned __int128>(a_hi) * (key >> 32) +
                                 static_cast<unsigned __int128>(a_lo) * (key & 0xFFFFFFFFULL) + b;
     const uint64_t folded = (static_cast<uint64_t>(v) & kMersenne61) +
-                            static_cast<uint64_t>(v >> 61);  // < 2^61 + 2^34
-    return ReduceMersenne61(folded);
+                            static_cast<uint64_t>(v >> 61);  // < 2^61 + 2^34 < 2P
+    // One conditional subtraction is enough below 2P (ReduceMersenne61 would fold again first;
+    // same value, four more instructions on the Count-Min hot path).
+    return folded >= kMersenne61 ? folded - kMersenne61 : folded;
 #endif
   }
 };
@@ -148,6 +150,35 @@ struct FastMod {
 #endif
     const uint64_t r = x - q * divisor;
     return r >= divisor ? r - divisor : r;
+  }
+};
+
+// x mod d for x < 2^63 and a fixed d >= 2, with one multiply-high, a shift, a multiply and a
+// subtract: no correction step, unlike FastMod, because the quotient is exact on that range
+// (Granlund & Montgomery 1994, Thm 4.2). With l = floor(log2 d), k = 64 + l and M = ceil(2^k/d)
+// (M < 2^64 unless d is a power of two, where k = 63 + l and M = 2^63 are exact), write
+// M*d = 2^k + e with 0 <= e < d <= 2^(l+1); then x*M/2^k = x/d + x*e/(d*2^k) and x*e < 2^63 *
+// 2^(l+1) = 2^k, so the added fraction stays below 1/d and floor(x*M/2^k) = floor(x/d).
+// Pairwise hash values are < 2^61, so Count-Min's buckets use it; host only (the device keeps
+// FastMod: the remainders are equal, tests/core/common/hash_test.cc checks both).
+struct FastModBelow63 {
+  uint64_t divisor = 2;
+  uint64_t magic = uint64_t{1} << 63;
+  unsigned shift = 0;
+
+  static FastModBelow63 For(uint64_t d) {
+    unsigned l = 0;
+    for (uint64_t v = d; v > 1; v >>= 1) ++l;  // floor(log2 d)
+    if ((d & (d - 1)) == 0) return FastModBelow63{d, uint64_t{1} << 63, l - 1};
+    // ceil(2^(64+l) / d) = floor((2^(64+l) - 1) / d) + 1, d not a power of two.
+    const unsigned __int128 numerator = (static_cast<unsigned __int128>(1) << (64 + l)) - 1;
+    return FastModBelow63{d, static_cast<uint64_t>(numerator / d) + 1, l};
+  }
+
+  uint64_t operator()(uint64_t x) const {
+    const uint64_t q =
+        static_cast<uint64_t>((static_cast<unsigned __int128>(x) * magic) >> 64) >> shift;
+    return x - q * divisor;
   }
 };
 

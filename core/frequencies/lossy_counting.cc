@@ -158,6 +158,12 @@ class LossyCountingCore {
   // Appends items; every window they complete is flushed. All accelerator work happens before
   // the first change, so an error leaves the core unchanged.
   absl::Status Add(const Segment<Key>& in, Accelerator* accelerator) {
+    if constexpr (std::is_same_v<Key, uint64_t>) {
+      if (accelerator == CpuAcceleratorInstance()) {
+        AddOnHost(in);
+        return absl::OkStatus();
+      }
+    }
     Plan plan;
     if (absl::Status s = PlanWindows(in, accelerator, &plan); !s.ok()) return s;
     Apply(plan, in);
@@ -396,6 +402,42 @@ class LossyCountingCore {
     AppendPending(in.Sub(plan.rest, in.size() - plan.rest));
   }
 
+  // Add without an accelerator (uint64 and numeric keys on the CPU one, which cannot fail): a
+  // window is folded into the table item by item instead of being sorted into a histogram
+  // first. Folding item by item inserts {weight, T} at a key's first occurrence and adds the
+  // later ones, which is what FlushWindow does with the key's total, and T only changes after
+  // the whole window, so the table, T and every answer are the same. perf before: the window's
+  // radix sort (SortKeysStably) was 44 % of Lossy Counting's time, its run-length encoding and
+  // copies another 17 %.
+  void AddOnHost(const Segment<Key>& in) {
+    size_t pos = 0;
+    while (pending_keys_.size() + (in.size() - pos) >= window_) {
+      const size_t take = window_ - pending_keys_.size();
+      const Segment<Key> pending{pending_keys_, pending_weights_};
+      const Segment<Key> rest = in.Sub(pos, take);
+      FoldIntoTable(pending);
+      FoldIntoTable(rest);
+      const uint64_t weight = pending_weight_ + rest.TotalWeight();
+      pending_keys_.clear();
+      pending_weights_.clear();
+      pending_weight_ = 0;
+      pending_heap_bytes_ = 0;
+      FinishWindow(weight);
+      pos += take;
+    }
+    AppendPending(in.Sub(pos, in.size() - pos));
+  }
+
+  void FoldIntoTable(const Segment<Key>& items) {
+    constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
+      const uint64_t w = items.weight(i);
+      auto [it, inserted] = table_.try_emplace(items.keys[i], Entry{w, threshold_});
+      if (!inserted) it->second.f += w;
+    }
+  }
+
   void AppendPending(const Segment<Key>& in) {
     const size_t old_size = pending_keys_.size();
     pending_keys_.insert(pending_keys_.end(), in.keys.begin(), in.keys.end());
@@ -428,6 +470,11 @@ class LossyCountingCore {
         it->second.f += c.count;
       }
     }
+    FinishWindow(weight);
+  }
+
+  // After a window of total `weight` was folded into the table: N, T and the compression.
+  void FinishWindow(uint64_t weight) {
     n_summarized_ += weight;
     const uint64_t t = std::max(threshold_, FloorEpsilonTimes(epsilon_, n_summarized_));
     // While T stands still nothing can become deletable: every entry had f + delta > T, f only

@@ -14,6 +14,9 @@
 // f + delta <= T = floor(epsilon * (weight of all flushed windows)) is dropped, so an item absent
 // from the table has true count <= T. Items of the current window are counted exactly.
 // Weighted items are fine: a weight only changes by how much T grows; the bound holds unchanged.
+// On the CPU accelerator, uint64 and numeric windows are folded into the table item by item
+// (no sort): measured 17-20 ns per item for epsilon = 1e-4 on 10^7 Zipf(1.1) uint64 keys
+// (bench/peers_bench, shared 2-vCPU AMD EPYC VM, one core).
 #ifndef STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTING_H_
 #define STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTING_H_
 

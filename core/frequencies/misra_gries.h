@@ -14,8 +14,10 @@
 // Merge (same k and value kind): add the counters; if more than k remain, subtract the (k+1)-th
 // largest from all and drop those <= 0; D grows by that value plus the other's D. The bound holds
 // for the concatenated stream.
-// Space: k entries (id, count, and the string for string keys). Updates cost O(1) amortized
-// (a decrement costs O(k) and happens at most N/(k+1) times). Not thread-safe.
+// Space: k entries (id, count, and the string for string keys) plus an id index of at most 2k
+// 16-byte cells. Updates cost O(1) amortized (a decrement costs O(k) and happens at most
+// N/(k+1) times); measured: about 13-14 ns per item for k = 1024 on 10^7 Zipf(1.1) uint64 keys
+// (bench/peers_bench, 2-vCPU AMD EPYC VM, one core). Not thread-safe.
 #ifndef STREAMSTATS_CORE_FREQUENCIES_MISRA_GRIES_H_
 #define STREAMSTATS_CORE_FREQUENCIES_MISRA_GRIES_H_
 
@@ -24,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -65,22 +66,61 @@ class MisraGries final : public Summary {
   uint64_t k() const { return k_; }
   // D: the most any one key's counter lags behind its true weight.
   uint64_t decrements() const { return decrements_; }
-  size_t size() const { return counters_.size(); }
+  size_t size() const { return live_; }
 
  private:
-  struct Counter {
-    uint64_t count = 0;
-    std::string str;  // string sessions only
+  // id -> position in ids_/counts_: open addressing, linear probing, a power-of-two number of
+  // cells at most half full (the layout is invisible: Serialize sorts by id).
+  struct Cell {
+    uint64_t id;
+    uint32_t pos;  // kFree: empty
   };
+  static constexpr uint32_t kFree = ~uint32_t{0};
 
-  void Add(uint64_t id, uint64_t weight, absl::string_view str);
+  size_t Home(uint64_t id) const {
+    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> index_shift_);
+  }
+  // The position of `id`, or kFree.
+  uint32_t Find(uint64_t id) const {
+    if (index_.empty()) return kFree;
+    const size_t mask = index_.size() - 1;
+    for (size_t i = Home(id);; i = (i + 1) & mask) {
+      if (index_[i].pos == kFree || index_[i].id == id) return index_[i].pos;
+    }
+  }
+  void Prefetch(uint64_t id) const {
+    if (!index_.empty()) __builtin_prefetch(&index_[Home(id)]);
+  }
+  void IndexInsert(uint64_t id, uint32_t pos);  // id is absent
+  void IndexErase(uint64_t id);                 // id is present
+  // Takes a free position (or a new one) for an absent id.
+  void Insert(uint64_t id, uint64_t count, absl::string_view str);
+
+  void Add(uint64_t id, uint64_t weight, absl::string_view str) {
+    if (const uint32_t pos = Find(id); pos != kFree) {
+      counts_[pos] += weight;
+      return;
+    }
+    AddNew(id, weight, str);
+  }
+  // Add for an id that is not counted.
+  void AddNew(uint64_t id, uint64_t weight, absl::string_view str);
   // Subtracts `amount` from every counter and drops those that reach 0 or less.
   void Decrement(uint64_t amount);
 
   uint64_t k_;
   ValueKind value_kind_;
   Accelerator* accelerator_;
-  absl::flat_hash_map<uint64_t, Counter> counters_;
+  // The counters as parallel arrays, so a decrement is a sweep over contiguous counts instead of
+  // a hash-map walk (the old flat_hash_map<id, {count, string}> spent most of its time there and
+  // in probing 48-byte slots). counts_[p] == 0 marks a free position (listed in free_).
+  std::vector<uint64_t> ids_;
+  std::vector<uint64_t> counts_;
+  std::vector<std::string> strs_;  // string sessions only
+  std::vector<uint32_t> free_;
+  size_t live_ = 0;
+  std::vector<Cell> index_;
+  unsigned index_shift_ = 64;  // 64 - log2(index_.size())
   uint64_t count_ = 0;
   uint64_t decrements_ = 0;
 };

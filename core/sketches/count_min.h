@@ -29,6 +29,11 @@
 // underestimate and still <= the plain sketch's counters, but not the table conservative update
 // would have built on the concatenated stream. Candidates: the union, re-estimated, top C kept.
 // Space: 8*d*w bytes + the candidate set.
+// Update cost on the host: the buckets of 32 items are computed row by row (AVX2 when the CPU
+// has it), then the counters are updated in item order and the candidates offered; measured
+// 22-31 ns per item for d x w = 5 x 2719, candidate capacity 2000, 10^7 Zipf(1.1) uint64 keys
+// (bench/peers_bench on a shared 2-vCPU AMD EPYC VM, one core; about 1.0x DataSketches'
+// count_min_sketch, which keeps no candidates).
 // On an accelerator that keeps sketches on its device (the GPU pool), a plain sketch's table lives
 // there (core/accel/device_mirror.h): batches are added on the device, which also returns each item's
 // sequential estimate for the candidates, so the table, the candidates and every answer equal the
@@ -59,9 +64,17 @@ namespace streamstats::core {
 // Adds ids[i] (weights[i], or 1 each) in order to a row-major plain Count-Min table with the
 // given row hashes; estimates[i] (optional) = the item's minimum counter right after its own
 // addition. The sequential semantics every DeviceSketch for Count-Min must reproduce.
+// width >= 2 (every CountMinOptions width is ceil(e/epsilon) >= 3).
 void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
+
+namespace count_min_internal {
+// out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with AVX2 when `simd` and the CPU has
+// it, else scalar; exposed so tests can check that both give the same buckets.
+void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
+              uint64_t* out, bool simd);
+}  // namespace count_min_internal
 
 class CountMin final : public Summary {
  public:
@@ -107,7 +120,6 @@ class CountMin final : public Summary {
   const HeavyHitterCandidates& candidates() const { return candidates_; }
 
  private:
-  void Add(uint64_t id, uint64_t weight, absl::string_view str);
   // Plain update of the host table only (replaying a device journal).
   void AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // The batch on the device; false when it must be applied on the host.
@@ -119,12 +131,17 @@ class CountMin final : public Summary {
   uint64_t depth_;
   uint64_t width_;
   std::vector<PairwiseHash> rows_;
-  FastMod mod_w_;  // h mod width_ without a division
+  FastModBelow63 mod_w_;  // h mod width_ without a division (h < 2^61)
   std::vector<uint64_t> table_;
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;
   DeviceMirror mirror_;
   std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // device batches
+  // Host batches go through the table kUpdateChunk items at a time: their ids (non-uint64 kinds)
+  // and estimates, kept with the sketch so Update allocates nothing.
+  static constexpr size_t kUpdateChunk = 64;
+  uint64_t chunk_ids_[kUpdateChunk];
+  uint64_t chunk_estimates_[kUpdateChunk];
 };
 
 }  // namespace streamstats::core

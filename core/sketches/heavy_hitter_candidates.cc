@@ -15,8 +15,10 @@ bool Less(const Node& a, const Node& b) {
 
 }  // namespace
 
-void HeavyHitterCandidates::SiftUp(size_t i) {
-  const Node n = heap_[i];
+// The node to sift is passed in registers: OfferSlow used to write the new estimate into
+// heap_[i] and SiftDown to reload the whole node at once, a store-forwarding stall that perf
+// put at half of SiftDown's samples.
+void HeavyHitterCandidates::SiftUp(size_t i, Node n) {
   while (i > 0) {
     size_t parent = (i - 1) / 2;
     if (!Less(n, heap_[parent])) break;
@@ -26,8 +28,7 @@ void HeavyHitterCandidates::SiftUp(size_t i) {
   Place(i, n);
 }
 
-void HeavyHitterCandidates::SiftDown(size_t i) {
-  const Node n = heap_[i];
+void HeavyHitterCandidates::SiftDown(size_t i, Node n) {
   const size_t size = heap_.size();
   while (true) {
     size_t child = 2 * i + 1;
@@ -40,27 +41,69 @@ void HeavyHitterCandidates::SiftDown(size_t i) {
   Place(i, n);
 }
 
-void HeavyHitterCandidates::Push(uint64_t id, uint64_t estimate, absl::string_view str) {
-  const uint32_t slot = static_cast<uint32_t>(heap_.size());
-  heap_.push_back(Node{estimate, id, slot});
-  heap_index_.push_back(slot);
-  strings_.emplace_back(str);
-  slot_of_[id] = slot;
-  SiftUp(heap_.size() - 1);
+void HeavyHitterCandidates::IndexGrow() {
+  const size_t cells = index_.empty() ? 16 : 2 * index_.size();
+  std::vector<Cell> old(cells, Cell{0, kAbsent});
+  old.swap(index_);
+  index_shift_ = 64;
+  for (size_t c = cells; c > 1; c >>= 1) --index_shift_;
+  for (const Cell& c : old) {
+    if (c.pos != kAbsent) heap_[c.pos].cell = IndexInsert(c.id, c.pos);
+  }
 }
 
-void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str) {
+uint32_t HeavyHitterCandidates::IndexInsert(uint64_t id, uint32_t pos) {
+  const size_t mask = index_.size() - 1;
+  size_t i = Home(id);
+  while (index_[i].pos != kAbsent) i = (i + 1) & mask;
+  index_[i] = Cell{id, pos};
+  return static_cast<uint32_t>(i);
+}
+
+// Backward-shift deletion: later cells of the probe run move up into the hole when their home
+// does not lie cyclically in (hole, cell], so every id stays reachable from its home without
+// tombstones; a moved cell's node learns its new cell.
+void HeavyHitterCandidates::IndexErase(uint32_t cell) {
+  const size_t mask = index_.size() - 1;
+  size_t hole = cell;
+  for (size_t j = (hole + 1) & mask; index_[j].pos != kAbsent; j = (j + 1) & mask) {
+    const size_t home = Home(index_[j].id);
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      index_[hole] = index_[j];
+      heap_[index_[hole].pos].cell = static_cast<uint32_t>(hole);
+      hole = j;
+    }
+  }
+  index_[hole].pos = kAbsent;
+}
+
+void HeavyHitterCandidates::Push(uint64_t id, uint64_t estimate, absl::string_view str) {
+  const uint32_t pos = static_cast<uint32_t>(heap_.size());
+  if (2 * (heap_.size() + 1) > index_.size()) IndexGrow();
+  strings_.emplace_back(str);
+  heap_.push_back(Node{estimate, id, pos, IndexInsert(id, pos)});
+  full_ = heap_.size() == capacity_;
+  first_leaf_ = static_cast<uint32_t>(heap_.size() / 2);
+  SiftUp(pos, heap_.back());
+}
+
+void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str,
+                                      uint32_t i) {
   if (capacity_ == 0) return;
-  auto it = slot_of_.find(id);
-  if (it != slot_of_.end()) {
-    const size_t i = heap_index_[it->second];
-    const uint64_t old = heap_[i].estimate;
+  if (i != kAbsent) {
+    Node n = heap_[i];
+    const uint64_t old = n.estimate;
     if (old == estimate) return;
-    heap_[i].estimate = estimate;
+    n.estimate = estimate;
     if (estimate > old) {
-      SiftDown(i);
+      // A leaf has nowhere to go; most heavy keys sit at the bottom of the min-heap.
+      if (i >= first_leaf_) {
+        heap_[i].estimate = estimate;
+        return;
+      }
+      SiftDown(i, n);
     } else {
-      SiftUp(i);
+      SiftUp(i, n);
     }
     return;
   }
@@ -68,27 +111,29 @@ void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::stri
     Push(id, estimate, str);
     return;
   }
-  const Node candidate{estimate, id, heap_[0].slot};
+  Node candidate{estimate, id, heap_[0].slot, 0};
   if (!Less(heap_[0], candidate)) return;
-  // The new key takes the evicted one's slot.
-  slot_of_.erase(heap_[0].id);
-  slot_of_[id] = candidate.slot;
-  strings_[candidate.slot].assign(str.data(), str.size());
-  heap_[0] = candidate;
-  SiftDown(0);
+  // The new key takes the evicted one's slot and the root.
+  IndexErase(heap_[0].cell);
+  candidate.cell = IndexInsert(id, 0);
+  std::string& stored = strings_[candidate.slot];
+  if (!stored.empty() || !str.empty()) stored.assign(str.data(), str.size());
+  SiftDown(0, candidate);
 }
 
 void HeavyHitterCandidates::Clear() {
   heap_.clear();
-  heap_index_.clear();
+  full_ = capacity_ == 0;
+  first_leaf_ = 0;
   strings_.clear();
-  slot_of_.clear();
+  index_.clear();
+  index_shift_ = 64;
 }
 
 size_t HeavyHitterCandidates::MemoryBytes() const {
-  size_t bytes = heap_.capacity() * sizeof(Node) + heap_index_.capacity() * sizeof(uint32_t) +
+  size_t bytes = heap_.capacity() * sizeof(Node) +
                  strings_.capacity() * sizeof(std::string) +
-                 slot_of_.capacity() * (sizeof(std::pair<uint64_t, uint32_t>) + 1);
+                 index_.capacity() * sizeof(Cell);
   for (const std::string& str : strings_) bytes += str.capacity() > 15 ? str.capacity() : 0;
   return bytes;
 }
@@ -116,7 +161,7 @@ bool HeavyHitterCandidates::Deserialize(bool with_strings, ByteReader* r) {
       if (!r->GetString(&str, kMaxStringKeyBytes)) return false;
       if (HashString(str.data(), str.size()) != id) return false;
     }
-    if (slot_of_.contains(id)) return false;
+    if (Find(id) != kAbsent) return false;
     Push(id, estimate, str);
   }
   return true;

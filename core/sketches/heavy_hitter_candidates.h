@@ -11,8 +11,11 @@
 // and evicting it later needs C other keys with estimates > s*N, i.e. C keys with f > (s-eps)*N,
 // and there are at most 1/(s - eps) of those. Stored estimates may be stale (lower than the key's
 // current estimate); questions re-estimate every candidate from the sketch.
-// Memory: at most C entries of 64 bytes (heap node, slot, string header, index map) plus the
-// key string (<= kMaxStringKeyBytes) each.
+// Memory: at most C entries of at most 120 bytes (24-byte heap node, string header, and 2 to 4
+// 16-byte cells of the id index, a power of two kept at most half full) plus the key string
+// (<= kMaxStringKeyBytes) each.
+// Cost: an offer below the smallest stored estimate is one compare (inline); any other offer is
+// one id lookup (linear probing, about 1.5 cells read) plus the heap's sift, O(log C).
 // Not thread-safe.
 #ifndef STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
 #define STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
@@ -23,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
@@ -33,7 +35,7 @@ namespace streamstats::core {
 
 class HeavyHitterCandidates {
  public:
-  explicit HeavyHitterCandidates(uint64_t capacity) : capacity_(capacity) {}
+  explicit HeavyHitterCandidates(uint64_t capacity) : capacity_(capacity), full_(capacity == 0) {}
 
   // Records that key `id` now has estimate `estimate`; `str` is copied only when it enters.
   // Callers offer each key nondecreasing estimates (Count-Min's and FCM's never decrease, also
@@ -41,8 +43,15 @@ class HeavyHitterCandidates {
   // one is neither stored (its stored estimate would lie between the two) nor can it enter:
   // that case returns before any lookup, which is most items of a skewed stream.
   void Offer(uint64_t id, uint64_t estimate, absl::string_view str) {
-    if (heap_.size() == capacity_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
-    OfferSlow(id, estimate, str);
+    if (full_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
+    // Inline too: a stored key at a leaf whose estimate grew (most offers of a skewed stream)
+    // only has its estimate rewritten; a leaf has no children to sift past.
+    const uint32_t i = Find(id);
+    if (i != kAbsent && estimate > heap_[i].estimate && i >= first_leaf_) {
+      heap_[i].estimate = estimate;
+      return;
+    }
+    OfferSlow(id, estimate, str, i);
   }
 
   uint64_t capacity() const { return capacity_; }
@@ -61,14 +70,27 @@ class HeavyHitterCandidates {
     std::vector<std::pair<uint64_t, std::string>> all;
     ForEach([&](uint64_t id, uint64_t, absl::string_view str) { all.emplace_back(id, str); });
     other.ForEach([&](uint64_t id, uint64_t, absl::string_view str) {
-      if (!slot_of_.contains(id)) all.emplace_back(id, str);
+      if (Find(id) == kAbsent) all.emplace_back(id, str);
     });
     Clear();
-    for (const auto& [id, str] : all) OfferSlow(id, estimate(id), str);
+    for (const auto& [id, str] : all) OfferSlow(id, estimate(id), str, Find(id));
   }
 
-  // Heap array, slots, index map and strings.
+  // Heap array, slots, id index and strings.
   size_t MemoryBytes() const;
+
+  // Hints that `id` is about to be offered: loads its index cell, which an offer that passes the
+  // inline check reads first. Count-Min calls it for a chunk of items ahead of their offers.
+  void Prefetch(uint64_t id) const {
+    if (!index_.empty()) __builtin_prefetch(&index_[Home(id)]);
+  }
+  // The second step, once Prefetch(id) had time: if the offer of `estimate` will look id up and
+  // finds it stored, loads its heap node too.
+  void PrefetchNode(uint64_t id, uint64_t estimate) const {
+    if (heap_.empty() || estimate < heap_[0].estimate) return;
+    const uint32_t i = Find(id);
+    if (i != kAbsent) __builtin_prefetch(&heap_[i]);
+  }
 
   // u64 n, then n times (heap order): u64 id, u64 estimate, and the string when `with_strings`.
   void Serialize(bool with_strings, ByteWriter* w) const;
@@ -77,27 +99,64 @@ class HeavyHitterCandidates {
 
  private:
   // A heap node is plain data (a move is a 24-byte copy); the key's string stays in its slot,
-  // and heap_index_[slot] follows the node, so a move writes no hash map.
+  // and the node knows its index cell, which it updates when it moves.
   struct Node {
     uint64_t estimate;
     uint64_t id;
-    uint32_t slot;
+    uint32_t slot;  // strings_[slot]
+    uint32_t cell;  // index_[cell] points back here
   };
 
-  void OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str);
+  // id -> position in heap_: open addressing with linear probing, a power-of-two number of
+  // cells at most half full. Replaces an absl::flat_hash_map and a slot -> position array whose
+  // lookup was most of OfferSlow's time (a probe group, the slot, the position, then the node:
+  // four dependent loads; now the cell, then the node); a cell can be prefetched from the id
+  // alone (Prefetch). The layout is invisible: Serialize writes heap order.
+  struct Cell {
+    uint64_t id;
+    uint32_t pos;  // kAbsent: empty
+  };
+  static constexpr uint32_t kAbsent = ~uint32_t{0};
+
+  size_t Home(uint64_t id) const {
+    // Fibonacci hashing of a folded id: consecutive ids spread, and high bits (ordered doubles,
+    // string hashes) still reach the top bits the shift keeps.
+    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> index_shift_);
+  }
+  // id's position in heap_, or kAbsent.
+  uint32_t Find(uint64_t id) const {
+    if (index_.empty()) return kAbsent;
+    const size_t mask = index_.size() - 1;
+    for (size_t i = Home(id);; i = (i + 1) & mask) {
+      const Cell& c = index_[i];
+      if (c.pos == kAbsent || c.id == id) return c.pos;
+    }
+  }
+  // Stores id -> pos (id absent) and returns the cell.
+  uint32_t IndexInsert(uint64_t id, uint32_t pos);
+  // Frees id's cell `cell`; cells shifted back tell their nodes.
+  void IndexErase(uint32_t cell);
+  void IndexGrow();
+
+  // `i` = Find(id), already looked up.
+  void OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str, uint32_t i);
   void Push(uint64_t id, uint64_t estimate, absl::string_view str);
-  void SiftUp(size_t i);
-  void SiftDown(size_t i);
+  void SiftUp(size_t i, Node n);
+  void SiftDown(size_t i, Node n);
   void Place(size_t i, const Node& n) {
     heap_[i] = n;
-    heap_index_[n.slot] = static_cast<uint32_t>(i);
+    index_[n.cell].pos = static_cast<uint32_t>(i);
   }
 
   uint64_t capacity_;
   std::vector<Node> heap_;                       // min-heap by (estimate, id)
-  std::vector<uint32_t> heap_index_;             // slot -> index in heap_
+  // heap_.size() == capacity_, and heap_.size() / 2 (i is a leaf iff 2i + 1 >= size iff
+  // i >= size / 2): kept because the size of 24-byte nodes costs a division by 24 per offer.
+  bool full_;
+  uint32_t first_leaf_ = 0;
   std::vector<std::string> strings_;             // slot -> the key's bytes (string sessions)
-  absl::flat_hash_map<uint64_t, uint32_t> slot_of_;  // id -> slot
+  std::vector<Cell> index_;                      // id -> position in heap_, see Cell
+  unsigned index_shift_ = 64;                    // 64 - log2(index_.size())
 };
 
 // Shared by CountMin and Fcm: the candidates whose current estimate (re-read through

@@ -2,7 +2,10 @@
 // order) of Count-Min, conservative Count-Min and FCM after fixed streams,
 // pinned by a digest taken before the issue-14 hot-path changes (division-free
 // buckets, the candidate set's layout and early exit): a speed-up must leave
-// every counter, every candidate and every answer as it was.
+// every counter, every candidate and every answer as it was. Lossy Counting and
+// Misra-Gries (pinned before the one-core work on their update paths) also
+// digest their answers (Frequencies of the first keys, HeavyHitters) and a
+// merge of two halves, since their tables are free to change layout.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -53,6 +56,10 @@ struct Case {
   bool weighted;
   uint64_t golden;
   bool sorted = false;
+  // Lossy Counting / Misra-Gries: the digest also covers answers, and the
+  // stream is fed as two summaries of its halves merged.
+  bool answers = false;
+  bool merged = false;
 };
 
 SummaryOptions CountMinOf(bool conservative, uint64_t capacity) {
@@ -82,11 +89,65 @@ SummaryOptions FcmOf(bool conservative, uint64_t capacity) {
   return o;
 }
 
+SummaryOptions LossyCountingOf(double epsilon, uint64_t window) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kLossyCounting;
+  o.lossy_counting.epsilon = epsilon;
+  o.lossy_counting.window_items = window;
+  return o;
+}
+
+SummaryOptions MisraGriesOf(uint64_t k) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kMisraGries;
+  o.misra_gries.k = k;
+  return o;
+}
+
+// Frequencies of keys 0..999 (as the session's kind) and HeavyHitters at two
+// supports, as text.
+std::string AnswersText(const Summary& s, ValueKind kind) {
+  std::vector<double> values;
+  std::vector<uint64_t> ids;
+  std::vector<std::string> strings;
+  for (uint64_t k = 0; k < 1000; ++k) {
+    values.push_back(static_cast<double>(k) / 4);
+    ids.push_back(k);
+    strings.push_back(absl::StrCat("key-", k));
+  }
+  Keys keys;
+  keys.kind = kind;
+  keys.values = values;
+  keys.keys = ids;
+  keys.strings = strings;
+  std::string text;
+  auto freq = s.Frequencies(keys);
+  EXPECT_TRUE(freq.ok()) << freq.status();
+  if (freq.ok()) {
+    for (const FrequencyAnswer& a : *freq) {
+      absl::StrAppend(&text, a.estimate, ",", a.lower, ",", a.upper, ";");
+    }
+  }
+  for (double support : {0.01, 0.003}) {
+    auto hh = s.HeavyHitters(support);
+    EXPECT_TRUE(hh.ok()) << hh.status();
+    if (!hh.ok()) continue;
+    for (const HeavyHitter& h : *hh) {
+      absl::StrAppend(&text, "|", h.value, ",", h.key, ",", h.str, ",",
+                      h.frequency.estimate, ",", h.frequency.lower, ",",
+                      h.frequency.upper);
+    }
+  }
+  return text;
+}
+
 // Feeds 300,000 keys in batches of growing size and returns a digest of the
 // bytes.
 uint64_t DigestAfterStream(const Case& c) {
   auto s = CreateSummary(c.options, c.kind);
   EXPECT_TRUE(s.ok()) << s.status();
+  auto second = CreateSummary(c.options, c.kind);
+  EXPECT_TRUE(second.ok()) << second.status();
   const std::vector<uint64_t> keys = SkewedKeys(300000, 7);
   const std::vector<double> values = Values(keys.size(), 8, c.sorted);
   std::vector<std::string> strings;
@@ -111,9 +172,14 @@ uint64_t DigestAfterStream(const Case& c) {
       b.keys = absl::MakeConstSpan(keys).subspan(i, len);
     }
     if (c.weighted) b.weights = absl::MakeConstSpan(weights).subspan(i, len);
-    EXPECT_TRUE((*s)->Update(b).ok());
+    Summary& target = c.merged && i >= keys.size() / 2 ? **second : **s;
+    EXPECT_TRUE(target.Update(b).ok());
   }
-  const std::string bytes = (*s)->Serialize();
+  if (c.merged) {
+    EXPECT_TRUE((*s)->Merge(**second).ok());
+  }
+  std::string bytes = (*s)->Serialize();
+  if (c.answers) bytes += AnswersText(**s, c.kind);
   return HashString(bytes.data(), bytes.size());
 }
 
@@ -145,6 +211,42 @@ TEST(SummaryBytes, AfterFixedStreamsEqualTheirPinnedDigests) {
        ValueKind::kUint64, true, 412162556421841944u},
       {"quantiles 0.01 sorted weighted", QuantilesOf(0.01), ValueKind::kNumeric,
        true, 14083621655147612003u, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+TEST(SummaryBytes, LossyCountingAndMisraGriesEqualTheirPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"lossy_counting 0.001", LossyCountingOf(0.001, 0), ValueKind::kUint64,
+       false, 209796852982982861u, false, true},
+      {"lossy_counting 0.002 window 1000", LossyCountingOf(0.002, 1000),
+       ValueKind::kUint64, false, 2920663635117492522u, false, true},
+      {"lossy_counting 0.0005 window 777 weighted",
+       LossyCountingOf(0.0005, 777), ValueKind::kUint64, true, 820413144978740143u, false,
+       true},
+      {"lossy_counting numeric", LossyCountingOf(0.001, 0),
+       ValueKind::kNumeric, false, 8401656153754051153u, false, true},
+      {"lossy_counting strings weighted", LossyCountingOf(0.001, 0),
+       ValueKind::kString, true, 17613272428849757201u, false, true},
+      {"lossy_counting merged", LossyCountingOf(0.001, 3000),
+       ValueKind::kUint64, false, 4003645113582882467u, false, true, true},
+      {"lossy_counting weighted merged", LossyCountingOf(0.0005, 0),
+       ValueKind::kUint64, true, 4516695645777669278u, false, true, true},
+      {"misra_gries 1024", MisraGriesOf(1024), ValueKind::kUint64, false, 15989815323314163031u,
+       false, true},
+      {"misra_gries 100 weighted", MisraGriesOf(100), ValueKind::kUint64, true,
+       3237903910899458376u, false, true},
+      {"misra_gries 300 strings", MisraGriesOf(300), ValueKind::kString, false,
+       17887371440667376684u, false, true},
+      {"misra_gries 64 numeric weighted", MisraGriesOf(64),
+       ValueKind::kNumeric, true, 8768346180412494686u, false, true},
+      {"misra_gries 500 merged", MisraGriesOf(500), ValueKind::kUint64, false,
+       6008071496956427169u, false, true, true},
+      {"misra_gries 200 weighted merged", MisraGriesOf(200),
+       ValueKind::kUint64, true, 8186164539280092628u, false, true, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

@@ -1,5 +1,6 @@
 #include "core/common/hash.h"
 
+#include <algorithm>
 #include <bitset>
 #include <cstring>
 #include <random>
@@ -80,6 +81,26 @@ TEST(Hash, FastModEqualsTheRemainderForEveryDivisorAndDividend) {
                                 ~uint64_t{0} - 1, ~uint64_t{0} - d, kMersenne61 - 1};
     for (int j = 0; j < 2000; ++j) xs.push_back(j % 2 == 0 ? rng() : rng() % kMersenne61);
     for (uint64_t x : xs) ASSERT_EQ(mod(x), x % d) << x << " mod " << d;
+  }
+}
+
+TEST(Hash, FastModBelow63EqualsTheRemainderBelow2To63) {
+  std::mt19937_64 rng(12);
+  std::vector<uint64_t> divisors = {2, 3, 4, 5, 7, 29, 1024, 2719, 27183, (uint64_t{1} << 32) - 1,
+                                    uint64_t{1} << 32, (uint64_t{1} << 32) + 1, kMersenne61,
+                                    (uint64_t{1} << 62) + 1, uint64_t{1} << 63,
+                                    (uint64_t{1} << 63) + 1, ~uint64_t{0}};
+  for (int i = 0; i < 200; ++i) divisors.push_back(std::max<uint64_t>(2, rng() >> (rng() % 64)));
+  const uint64_t top = (uint64_t{1} << 63) - 1;
+  for (uint64_t d : divisors) {
+    const FastModBelow63 mod = FastModBelow63::For(d);
+    std::vector<uint64_t> xs = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, top, top - 1,
+                                top - top % d, top - top % d - 1, kMersenne61 - 1};
+    for (int j = 0; j < 2000; ++j) xs.push_back(j % 2 == 0 ? rng() >> 1 : rng() % kMersenne61);
+    for (uint64_t x : xs) {
+      if (x > top) continue;
+      ASSERT_EQ(mod(x), x % d) << x << " mod " << d;
+    }
   }
 }
 
