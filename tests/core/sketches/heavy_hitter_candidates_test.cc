@@ -4,6 +4,7 @@
 // them.
 #include "core/sketches/heavy_hitter_candidates.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -130,6 +131,41 @@ TEST(HeavyHitterCandidates, MergeFromKeepsTheTopOfTheUnionReEstimated) {
   Contents want;
   for (uint64_t id = 25; id < 30; ++id) want[id] = {100 + id, ""};
   EXPECT_EQ(got, want);
+}
+
+TEST(HeavyHitterCandidates, MergeFromEqualsOfferingTheUnionOnceInAnyOrder) {
+  // The selection MergeFrom makes must be the set that offering every key of the union once,
+  // with its merged estimate, leaves; estimates tie often (ties go by id), keys carry strings.
+  std::mt19937_64 rng(123);
+  for (int round = 0; round < 200; ++round) {
+    const uint64_t capacity = 1 + rng() % 40;
+    HeavyHitterCandidates a(capacity), b(capacity);
+    for (int i = 0; i < 60; ++i) {
+      const uint64_t id = rng() % 100;
+      a.Offer(id, 1 + rng() % 8, absl::StrCat("k", id));
+      const uint64_t other = 50 + rng() % 100;
+      b.Offer(other, 1 + rng() % 8, absl::StrCat("k", other));
+    }
+    const auto estimate = [](uint64_t id) { return 1 + (id * 7919) % 13; };
+    std::vector<uint64_t> ids;
+    a.ForEach([&](uint64_t id, uint64_t, absl::string_view) { ids.push_back(id); });
+    b.ForEach([&](uint64_t id, uint64_t, absl::string_view) {
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    });
+    std::shuffle(ids.begin(), ids.end(), rng);
+    HeavyHitterCandidates want(capacity);
+    for (uint64_t id : ids) want.Offer(id, estimate(id), absl::StrCat("k", id));
+    a.MergeFrom(b, estimate);
+    ASSERT_EQ(ContentsOf(a), ContentsOf(want)) << "round " << round;
+    // Still a working heap: offers after the merge behave as on the reference.
+    for (int i = 0; i < 30; ++i) {
+      const uint64_t id = rng() % 150;
+      const uint64_t e = 20 + rng() % 5;
+      a.Offer(id, e, absl::StrCat("k", id));
+      want.Offer(id, e, absl::StrCat("k", id));
+    }
+    ASSERT_EQ(ContentsOf(a), ContentsOf(want)) << "round " << round << " after offers";
+  }
 }
 
 }  // namespace
