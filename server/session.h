@@ -16,6 +16,13 @@
 // overlap, so a session fed by one stream (and every replay of the log) applies them one after
 // another, exactly as before. A batch is acknowledged after its merge, so every question after an
 // acknowledgement sees it. Measured: bench/E2E_RESULTS.md, "16 streams into one session".
+// Count-Min / FCM heavy hitters through parts (each part a sketch with its own candidates, merged
+// as the union re-estimated, top C kept): let x end with f >= sN. Take the last batch j in which
+// x had f_j >= s*N_j (one exists by pigeonhole; a part's own candidates hold every such key, the
+// sketch's argument applied to the part's stream). Every later batch adds less than s times its
+// size, so from j on x's count, and its estimate, exceed s times the items so far; evicting it at
+// that merge or later needs C keys with larger estimates, i.e. with f > (s - eps)N each, and
+// there are fewer than C. So the no-false-negative statement of core/sketches/count_min.h holds.
 // Memory: each batch being applied concurrently holds one part, at most the summary's own bound.
 //
 // Thread safety: safe for concurrent use.
