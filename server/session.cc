@@ -269,14 +269,14 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (!parts_allowed_) {
     MutexLock direct(&direct_mu_);
     s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
-    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, ApplyDirect(batch, lsn));
+    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, lsn, ApplyDirect(batch, lsn));
   } else if (before == 0 && direct_mu_.TryLock()) {
     s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
-    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, ApplyDirect(batch, lsn));
+    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, lsn, ApplyDirect(batch, lsn));
     direct_mu_.Unlock();
   } else {
     s = Admit(producer_id, sequence, log, &is_duplicate, &lsn);
-    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, ApplyToParts(batch, lsn));
+    if (s.ok() && !is_duplicate) s = Settle(producer_id, sequence, lsn, ApplyToParts(batch, lsn));
   }
   if (!s.ok()) return s;
   if (duplicate != nullptr) *duplicate = is_duplicate;
@@ -294,6 +294,10 @@ absl::Status Session::Admit(absl::string_view producer_id, uint64_t sequence, co
       auto it = producers_.find(producer_id);
       if (it != producers_.end() && sequence <= it->second) {
         *duplicate = true;
+        // The caller waits for this LSN to be durable before it acknowledges: the original may
+        // still be waiting for its own fsync (0 when the record came from a snapshot or replay).
+        auto logged = producer_lsns_.find(producer_id);
+        *lsn = logged != producer_lsns_.end() ? logged->second : 0;
         return absl::OkStatus();
       }
       auto pending = pending_.find(producer_id);
@@ -314,7 +318,7 @@ absl::Status Session::Admit(absl::string_view producer_id, uint64_t sequence, co
   return absl::OkStatus();
 }
 
-absl::Status Session::Settle(absl::string_view producer_id, uint64_t sequence,
+absl::Status Session::Settle(absl::string_view producer_id, uint64_t sequence, uint64_t lsn,
                              absl::Status applied) {
   if (producer_id.empty()) return applied;
   MutexLock lock(&log_mu_);
@@ -327,6 +331,8 @@ absl::Status Session::Settle(absl::string_view producer_id, uint64_t sequence,
   if (applied.ok()) {
     uint64_t& highest = producers_[std::string(producer_id)];
     highest = std::max(highest, sequence);
+    uint64_t& highest_lsn = producer_lsns_[std::string(producer_id)];
+    highest_lsn = std::max(highest_lsn, lsn);
   }
   settled_cv_.SignalAll();
   return applied;

@@ -23,7 +23,8 @@
 // size, so from j on x's count, and its estimate, exceed s times the items so far; evicting it at
 // that merge or later needs C keys with larger estimates, i.e. with f > (s - eps)N each, and
 // there are fewer than C. So the no-false-negative statement of core/sketches/count_min.h holds.
-// Memory: each batch being applied concurrently holds one part, at most the summary's own bound.
+// Memory: each batch being applied concurrently holds one part, at most the summary's own bound
+// (transient, and not in memory_bytes or the tenant's quota).
 //
 // Thread safety: safe for concurrent use.
 #ifndef STREAMSTATS_SERVER_SESSION_H_
@@ -187,8 +188,9 @@ class Session {
 
   // Validates and applies a batch to every summary; an invalid batch changes nothing.
   // With a producer id, a sequence not above that producer's highest applied one is skipped
-  // (*duplicate = true) and reported OK; a resend arriving while the same sequence is being
-  // applied waits for that outcome. `log` (may be empty) runs after validation and before
+  // (*duplicate = true) and reported OK with *lsn the producer's latest logged record (the caller
+  // waits for it to be durable before acknowledging); a resend arriving while the same sequence
+  // is being applied waits for that outcome. `log` (may be empty) runs after validation and before
   // the batch is applied, inside the batch gate that snapshots close, so a snapshot holds a batch
   // exactly when it holds its LSN; a log failure applies nothing. Several calls may run at once
   // (see the top of this file).
@@ -233,8 +235,10 @@ class Session {
   // marks the sequence pending until Settle.
   absl::Status Admit(absl::string_view producer_id, uint64_t sequence, const LogFn& log,
                      bool* duplicate, uint64_t* lsn);
-  // Ends what Admit began: the sequence counts as applied if `applied` is OK. Returns `applied`.
-  absl::Status Settle(absl::string_view producer_id, uint64_t sequence, absl::Status applied);
+  // Ends what Admit began: the sequence (logged at `lsn`) counts as applied if `applied` is OK.
+  // Returns `applied`.
+  absl::Status Settle(absl::string_view producer_id, uint64_t sequence, uint64_t lsn,
+                      absl::Status applied);
   // Applies a batch to the session's summaries in chunks; where parts are allowed, what is left
   // of it when other batches arrive goes to a part.
   absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
@@ -276,6 +280,9 @@ class Session {
   // Orders the log with the producers' sequences.
   mutable Mutex log_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::flat_hash_map<std::string, uint64_t> producers_ ABSL_GUARDED_BY(log_mu_);  // applied
+  // The highest LSN of each producer's applied batches since start: a duplicate's caller waits
+  // for it to be durable (not in snapshots: what a snapshot holds is durable).
+  absl::flat_hash_map<std::string, uint64_t> producer_lsns_ ABSL_GUARDED_BY(log_mu_);
   // Sequences logged and being applied, by producer (almost always one).
   absl::flat_hash_map<std::string, std::vector<uint64_t>> pending_ ABSL_GUARDED_BY(log_mu_);
   CondVar settled_cv_;  // signalled under log_mu_ when a pending sequence settles

@@ -381,6 +381,11 @@ absl::Status QuantileSummary::FlushWindow() {
   return absl::OkStatus();
 }
 
+absl::Status QuantileSummary::Seal() {
+  if (WindowStep(options_.epsilon, pending_weight_) == 1) return absl::OkStatus();
+  return FlushWindow();
+}
+
 void QuantileSummary::AddBucket(int level, GkSummary summary) {
   while (level < kMaxLevels - 1 && static_cast<size_t>(level) < levels_.size() &&
          levels_[level].has_value()) {

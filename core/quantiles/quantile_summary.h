@@ -117,11 +117,13 @@ class QuantileSummary final : public Summary {
   std::string Describe() const override;
   absl::Status Update(const Batch& batch) override;
   absl::Status Merge(const Summary& other) override;
-  // Flushes the partial window as a level-0 bucket of n < W items, sampled every
-  // 2⌊εn/2⌋+1 positions: within ε_0·n like a full window's, so every budget above holds. Later
-  // items start a new window; a level then holds fewer than 2^ℓ·W items where seals happened,
-  // which the per-bucket budgets (proportional to n) and tuple bounds do not depend on.
-  absl::Status Seal() override { return FlushWindow(); }
+  // Flushes a partial window of 2/ε <= n < W items as a level-0 bucket sampled every
+  // 2⌊εn/2⌋+1 >= 3 positions: within ε_0·n like a full window's, so every gap budget above holds,
+  // and at most 1/ε + 2 tuples like a full window's. A smaller partial window stays pending
+  // (kept exact, it would hold more tuples than a window's bound; a merge appends it cheaply).
+  // Later items start a new window; where seals happened a level holds fewer than 2^ℓ·W items
+  // and the levels count windows plus seals (log2 of the batches a hot session merged).
+  absl::Status Seal() override;
   uint64_t count() const override { return summarized_ + pending_weight_; }
   size_t MemoryBytes() const override;
   std::string Serialize() const override;

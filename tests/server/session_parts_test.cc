@@ -281,10 +281,35 @@ TEST(SessionParts, AProducersBatchesResentOnSeveralStreamsAtOnceAreAppliedOnce) 
   EXPECT_EQ(duplicates.load(), (kThreads - 1) * kSequences);
 }
 
-TEST(SessionParts, ASnapshotUnderASteadyFlowOfBatchesHoldsWholeBatchesAndIsNotStarved) {
+TEST(SessionParts, ADuplicateReportsTheOriginalsLsnSoItsAckWaitsForTheSameFsync) {
+  auto session = *Session::Create(Config("lsn", {"misra_gries"}, v1::VALUE_KIND_UINT64), nullptr);
+  uint64_t next = 40;
+  const Session::LogFn log = [&]() -> absl::StatusOr<uint64_t> { return ++next; };
+  OwnedBatch kb;
+  kb.keys.assign(10, 7);
+  bool dup = false;
+  uint64_t lsn = 0;
+  ASSERT_TRUE(session->Ingest(kb.view(), "p", 1, log, &dup, &lsn).ok());
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(lsn, 41u);
+  ASSERT_TRUE(session->Ingest(kb.view(), "p", 2, log, &dup, &lsn).ok());
+  EXPECT_EQ(lsn, 42u);
+  // Resends: nothing logged, and the LSN to wait for covers the originals.
+  ASSERT_TRUE(session->Ingest(kb.view(), "p", 1, log, &dup, &lsn).ok());
+  EXPECT_TRUE(dup);
+  EXPECT_EQ(lsn, 42u);
+  EXPECT_EQ(next, 42u);
+  EXPECT_EQ(session->count(), 20u);
+}
+
+TEST(SessionParts, ASnapshotUnderASteadyFlowHoldsExactlyTheLoggedBatchesAndIsNotStarved) {
   auto session = *Session::Create(
       Config("snap", {"quantiles", "count_min"}, v1::VALUE_KIND_NUMERIC), nullptr);
-  constexpr size_t kItems = 2000;
+  // Batches of more than one chunk (8192 items), so the batch applied directly is split across
+  // several holds of the session lock; every batch is logged with the next LSN, as the WAL does.
+  constexpr size_t kItems = 3 * 8192 + 5;
+  std::atomic<uint64_t> next_lsn{0};
+  const Session::LogFn log = [&]() -> absl::StatusOr<uint64_t> { return ++next_lsn; };
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -293,7 +318,7 @@ TEST(SessionParts, ASnapshotUnderASteadyFlowOfBatchesHoldsWholeBatchesAndIsNotSt
       for (size_t i = 0; i < kItems; ++i) vb.values.push_back(t + 0.5 * i);
       // Bounded: the snapshots below take well under a second each.
       for (int b = 0; b < 100000 && !stop.load(); ++b) {
-        ASSERT_TRUE(session->Ingest(vb.view(), "", 0).ok());
+        ASSERT_TRUE(session->Ingest(vb.view(), "", 0, log).ok());
       }
     });
   }
@@ -302,13 +327,17 @@ TEST(SessionParts, ASnapshotUnderASteadyFlowOfBatchesHoldsWholeBatchesAndIsNotSt
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (int i = 0; i < 5; ++i) {
+    const uint64_t logged_before = next_lsn.load();
     const auto start = std::chrono::steady_clock::now();
     const std::string bytes = session->Serialize();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
     auto restored = Session::Deserialize(bytes, ConfigFromSpecBytes, nullptr);
     ASSERT_TRUE(restored.ok()) << restored.status();
-    EXPECT_EQ((*restored)->count() % kItems, 0u) << "a snapshot held part of a batch";
-    EXPECT_GT((*restored)->count(), 0u);
+    // LSNs were handed out in log order, 1, 2, ...: a snapshot holding every batch logged before
+    // it and no part of any other holds exactly applied_lsn whole batches.
+    const uint64_t applied = (*restored)->applied_lsn();
+    EXPECT_GE(applied, logged_before) << "a batch logged before the snapshot is missing";
+    EXPECT_EQ((*restored)->count(), applied * kItems) << "a snapshot held part of a batch";
   }
   stop = true;
   for (auto& th : threads) th.join();
