@@ -76,6 +76,11 @@ class Summary {
   // (server/session.h). Answers keep their bound; the default buffers nothing.
   virtual absl::Status Seal() { return absl::OkStatus(); }
 
+  // Says that this fresh summary will be given exactly `weight` (one batch's total weight) and
+  // then merged into another: it may leave out work that no guarantee of the merged answers
+  // depends on. The session calls it on each part (server/session.h). Default: nothing.
+  virtual void ExpectPart(uint64_t weight) { (void)weight; }
+
   // N: the total weight of everything added.
   virtual uint64_t count() const = 0;
   // Bytes held, including buffered items of the current window.

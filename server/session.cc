@@ -380,9 +380,15 @@ absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
   const Clock::time_point start = Clock::now();
   std::vector<std::unique_ptr<core::Summary>> parts;
   parts.reserve(config_.summaries.size());
+  uint64_t weight = batch.size();
+  if (!batch.weights.empty()) {
+    weight = 0;
+    for (uint64_t w : batch.weights) weight += w;  // ValidateBatch bounds the sum
+  }
   for (const core::SummaryOptions& options : config_.summaries) {
     auto part = core::CreateSummary(options, config_.value_kind, accelerator_);
     if (!part.ok()) return part.status();
+    (*part)->ExpectPart(weight);
     if (absl::Status s = (*part)->Update(batch); !s.ok()) return s;
     // A quantile part's partial window would otherwise be appended to the session's window and
     // sorted there, under the lock (measured at eps = 0.001: most of the merge's time).

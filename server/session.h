@@ -23,6 +23,8 @@
 // size, so from j on x's count, and its estimate, exceed s times the items so far; evicting it at
 // that merge or later needs C keys with larger estimates, i.e. with f > (s - eps)N each, and
 // there are fewer than C. So the no-false-negative statement of core/sketches/count_min.h holds.
+// A part is told its batch's weight (Summary::ExpectPart) so that its candidate set skips
+// estimates below (eps + 1/(C-1)) times it: no key the argument needs is below that.
 // Memory: each batch being applied concurrently holds one part, at most the summary's own bound
 // (transient, and not in memory_bytes or the tenant's quota).
 //

@@ -289,6 +289,10 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
   return estimate;
 }
 
+void CountMin::ExpectPart(uint64_t weight) {
+  candidates_.set_floor(CandidateFloor(options_.epsilon, candidates_.capacity(), weight));
+}
+
 absl::Status CountMin::Merge(const Summary& other_summary) {
   const auto* other = dynamic_cast<const CountMin*>(&other_summary);
   if (other == nullptr) {

@@ -92,6 +92,11 @@ class CountMin final : public Summary {
 
   absl::Status Update(const Batch& batch) override;
   absl::Status Merge(const Summary& other) override;
+  // A part of weight W keeps candidates only from estimates >= floor((epsilon + 1/(C-1))*W):
+  // below that no support the heavy-hitter guarantee covers is reached in the part, and a key
+  // that matters enters there with its last occurrence (server/session.h's argument). Saves the
+  // slow offers of a fresh, nearly empty candidate set (most keys of a batch).
+  void ExpectPart(uint64_t weight) override;
 
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;

@@ -214,6 +214,10 @@ uint64_t Fcm::EstimateId(uint64_t id) const {
   return estimate;
 }
 
+void Fcm::ExpectPart(uint64_t weight) {
+  candidates_.set_floor(CandidateFloor(options_.epsilon, candidates_.capacity(), weight));
+}
+
 absl::Status Fcm::Merge(const Summary& other_summary) {
   const auto* other = dynamic_cast<const Fcm*>(&other_summary);
   if (other == nullptr) {

@@ -125,6 +125,8 @@ class Fcm final : public Summary {
 
   absl::Status Update(const Batch& batch) override;
   absl::Status Merge(const Summary& other) override;
+  // As Count-Min's (core/sketches/count_min.h): candidates from estimates >= the part's floor.
+  void ExpectPart(uint64_t weight) override;
 
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;

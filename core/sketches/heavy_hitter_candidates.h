@@ -33,6 +33,14 @@
 
 namespace streamstats::core {
 
+// floor((epsilon + 1/(C - 1)) * weight): the least estimate a key needs in a part of `weight`
+// for any support the guarantee above covers (s >= epsilon + 1/(C - 1)); 0 when C < 2.
+inline uint64_t CandidateFloor(double epsilon, uint64_t capacity, uint64_t weight) {
+  if (capacity < 2) return 0;
+  const long double s = static_cast<long double>(epsilon) + 1.0L / static_cast<long double>(capacity - 1);
+  return static_cast<uint64_t>(s * static_cast<long double>(weight));
+}
+
 class HeavyHitterCandidates {
  public:
   explicit HeavyHitterCandidates(uint64_t capacity) : capacity_(capacity), full_(capacity == 0) {}
@@ -44,6 +52,7 @@ class HeavyHitterCandidates {
   // that case returns before any lookup, which is most items of a skewed stream.
   void Offer(uint64_t id, uint64_t estimate, absl::string_view str) {
     if (full_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
+    if (estimate < floor_) return;
     // Inline too: a stored key at a leaf whose estimate grew (most offers of a skewed stream)
     // only has its estimate rewritten; a leaf has no children to sift past.
     const uint32_t i = Find(id);
@@ -55,6 +64,9 @@ class HeavyHitterCandidates {
   }
 
   uint64_t capacity() const { return capacity_; }
+  // Offers of a smaller estimate are ignored (0 by default: none). For a part of known weight W
+  // (Summary::ExpectPart): keys whose heavy-hitter guarantee matters reach s*W >= the floor.
+  void set_floor(uint64_t floor) { floor_ = floor; }
   size_t size() const { return heap_.size(); }
   // fn(id, estimate at its last offer, string) for every stored key, in heap order.
   template <typename Fn>
@@ -172,6 +184,7 @@ class HeavyHitterCandidates {
   }
 
   uint64_t capacity_;
+  uint64_t floor_ = 0;
   std::vector<Node> heap_;                       // min-heap by (estimate, id)
   // heap_.size() == capacity_, and heap_.size() / 2 (i is a leaf iff 2i + 1 >= size iff
   // i >= size / 2): kept because the size of 24-byte nodes costs a division by 24 per offer.

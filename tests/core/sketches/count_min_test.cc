@@ -1,5 +1,6 @@
 #include "core/sketches/count_min.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -238,6 +239,49 @@ TEST(CountMin, HeavyHittersHaveNoFalseNegativesAndReturnStringKeys) {
   auto s = MustCreate(CmOptions(0.01, 0.01, false));
   EXPECT_EQ(s->HeavyHitters(0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s->HeavyHitters(1.5).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CountMin, PartsWithTheirCandidateFloorMergedOneByOneMissNoHeavyHitter) {
+  // What a hot session does: each batch to a fresh sketch told its weight (ExpectPart), merged
+  // into the running one. Keys: a Zipf background, a key dense in one early batch only, and one
+  // spread thinly over every batch (never heavy within a small one), in batches of uneven sizes.
+  for (bool conservative : {false, true}) {
+    const double eps = 0.002;  // C = 1000: the guarantee covers s >= 0.002 + 1/999
+    auto running = MustCreate(CmOptions(eps, 0.01, conservative));
+    std::vector<uint64_t> all;
+    std::mt19937_64 rng(77);
+    const std::vector<uint64_t> background =
+        MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 120000, 16);
+    size_t at = 0;
+    for (int b = 0; at < background.size(); ++b) {
+      const size_t n = std::min(background.size() - at, size_t{500} + rng() % 6000);
+      std::vector<uint64_t> keys(background.begin() + at, background.begin() + at + n);
+      at += n;
+      for (size_t i = 0; i < n; i += 97) keys[i] = 1u << 30;  // thin everywhere: ~1 %
+      if (b == 2) keys.insert(keys.end(), 2000, uint64_t{1} << 31);  // dense in one batch
+      std::shuffle(keys.begin(), keys.end(), rng);
+      auto part = MustCreate(CmOptions(eps, 0.01, conservative));
+      part->ExpectPart(keys.size());
+      Batch batch;
+      batch.kind = ValueKind::kUint64;
+      batch.keys = keys;
+      ASSERT_TRUE(part->Update(batch).ok());
+      ASSERT_TRUE(running->Merge(*part).ok());
+      all.insert(all.end(), keys.begin(), keys.end());
+    }
+    const auto counts = ExactCounts(all);
+    for (double support : {0.0031, 0.005, 0.01}) {
+      auto hh = running->HeavyHitters(support);
+      ASSERT_TRUE(hh.ok());
+      for (const auto& [key, f] : counts) {
+        if (f < support * all.size()) continue;
+        EXPECT_TRUE(std::any_of(hh->begin(), hh->end(),
+                                [&](const HeavyHitter& h) { return h.key == key; }))
+            << "missed " << key << " f=" << f << " support " << support
+            << " conservative " << conservative;
+      }
+    }
+  }
 }
 
 TEST(CountMin, NumericValuesAreKeysToo) {
