@@ -68,7 +68,7 @@ std::vector<MetricFamily> ComputeSessionFamilies(const SessionManager& manager,
   for (const std::string& tenant : tenants) {
     uint64_t bytes = 0;
     const auto list = manager.List(tenant);
-    for (const auto& s : list) bytes += s->Stats().memory_bytes;
+    for (const auto& s : list) bytes += s->MemoryBytes();
     sessions.metric.push_back(GaugeSample({{"tenant", tenant}}, static_cast<double>(list.size())));
     memory.metric.push_back(GaugeSample({{"tenant", tenant}}, static_cast<double>(bytes)));
   }

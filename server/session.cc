@@ -450,6 +450,13 @@ uint64_t Session::count() const {
   return summaries_.front()->count();
 }
 
+uint64_t Session::MemoryBytes() const {
+  ReaderMutexLock lock(&mu_);
+  uint64_t bytes = 0;
+  for (const auto& s : summaries_) bytes += s->MemoryBytes();
+  return bytes;
+}
+
 SessionStats Session::Stats() const {
   ReaderMutexLock lock(&mu_);
   SessionStats stats;

@@ -206,7 +206,10 @@ class Session {
   void set_create_lsn(uint64_t lsn) { create_lsn_ = lsn; }
   uint64_t applied_lsn() const;
 
+  // Everything GetSession reports (parameters and placement as text: not for hot paths).
   SessionStats Stats() const;
+  // The summaries' bytes alone, as Stats().memory_bytes: what quotas and metrics read.
+  uint64_t MemoryBytes() const;
   uint64_t count() const;
   // Ingest chunks (at most 8192 items) and merged parts applied so far, read without the lock
   // (a progress counter for tests and metrics).

@@ -288,7 +288,7 @@ absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view
 
 uint64_t SessionManager::TenantMemoryBytes(const std::string& tenant) const {
   uint64_t total = 0;
-  for (const auto& s : List(tenant)) total += s->Stats().memory_bytes;
+  for (const auto& s : List(tenant)) total += s->MemoryBytes();
   return total;
 }
 

@@ -8,23 +8,14 @@
 #include <thread>
 #include <vector>
 
-#include "client/spec_parser.h"
 #include "gpu/devices.h"
 #include "gpu/gpu_pool.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
 #include "server/session.h"
+#include "tests/server/session_test_util.h"
 
 namespace streamstats {
 namespace {
-
-server::SessionConfig Config(const std::string& summary, v1::ValueKind kind) {
-  v1::SessionSpec spec;
-  spec.set_name("hot");
-  spec.set_value_kind(kind);
-  *spec.add_summaries() = *client::ParseSummarySpec(summary);
-  return *server::ConfigFromSpec(spec);
-}
 
 TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   if (gpu::VisibleDevices().empty()) {
@@ -36,7 +27,8 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   ASSERT_TRUE(pool.ok()) << pool.status();
   constexpr double kEpsilon = 0.005;
   auto session = *server::Session::Create(
-      Config("quantiles:epsilon=0.005,window=2048", v1::VALUE_KIND_NUMERIC), pool->get());
+      server::Config("hot", {"quantiles:epsilon=0.005,window=2048"}, v1::VALUE_KIND_NUMERIC),
+      pool->get());
   constexpr int kThreads = 8, kBatches = 20;
   constexpr size_t kItems = 20000;
   auto make = [](int t, int b) {
@@ -86,7 +78,8 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   }
   EXPECT_GT((*pool)->stats().gpu_windows, 0u);
 
-  auto cm = *server::Session::Create(Config("count_min", v1::VALUE_KIND_UINT64), pool->get());
+  auto cm = *server::Session::Create(server::Config("hot", {"count_min"}, v1::VALUE_KIND_UINT64),
+                                     pool->get());
   threads.clear();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "client/spec_parser.h"
 #include "gtest/gtest.h"
+#include "tests/server/session_test_util.h"
 #include "server/convert.h"
 #include "server/session.h"
 
@@ -20,18 +20,6 @@ namespace streamstats::server {
 namespace {
 
 constexpr int kThreads = 8;
-
-SessionConfig Config(const std::string& name, const std::vector<std::string>& summaries,
-                     v1::ValueKind kind, const std::string& window = "") {
-  v1::SessionSpec spec;
-  spec.set_name(name);
-  spec.set_value_kind(kind);
-  for (const std::string& s : summaries) *spec.add_summaries() = *client::ParseSummarySpec(s);
-  if (!window.empty()) *spec.mutable_window() = *client::ParseWindowSpec(window);
-  auto config = ConfigFromSpec(spec);
-  EXPECT_TRUE(config.ok()) << config.status();
-  return *config;
-}
 
 // Runs make_batch(t, 0..batches_per_thread-1) from thread t, all threads at once, each batch
 // through Session::Ingest. Thread 0's first batch starts alone and, once logged, holds its place

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "client/spec_parser.h"
 #include "gtest/gtest.h"
+#include "tests/server/session_test_util.h"
 #include "server/convert.h"
 #include "server/session_manager.h"
 
@@ -20,17 +21,6 @@ namespace streamstats::server {
 namespace {
 
 using absl::StatusCode;
-
-SessionConfig Config(const std::string& name, const std::vector<std::string>& summaries,
-                     v1::ValueKind kind = v1::VALUE_KIND_NUMERIC) {
-  v1::SessionSpec spec;
-  spec.set_name(name);
-  spec.set_value_kind(kind);
-  for (const std::string& s : summaries) *spec.add_summaries() = *client::ParseSummarySpec(s);
-  auto config = ConfigFromSpec(spec);
-  EXPECT_TRUE(config.ok()) << config.status();
-  return *config;
-}
 
 core::Batch Values(const std::vector<double>& v) {
   core::Batch b;
