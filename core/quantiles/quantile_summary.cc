@@ -12,7 +12,10 @@
 namespace streamstats::core {
 namespace {
 
-constexpr int kMaxLevels = 64;
+constexpr int kMaxLevels = 64;  // of the exponential-histogram layout
+// The payload's first byte in the single-summary layout; the histogram layout began with the value
+// kind (1 or 2).
+constexpr uint8_t kSingleSummaryLayout = 'G';
 
 // Rank r = max(1, ceil(phi * n)), computed without double rounding surprises at the ends.
 uint64_t TargetRank(double phi, uint64_t n) {
@@ -55,16 +58,74 @@ size_t PickClosest(const std::vector<GkTuple>& ts, size_t first, uint64_t rank) 
   return first;
 }
 
-size_t FirstKeyAtLeast(const std::vector<GkTuple>& ts, uint64_t key) {
-  return std::lower_bound(ts.begin(), ts.end(), key,
-                          [](const GkTuple& t, uint64_t k) { return t.key < k; }) -
-         ts.begin();
-}
-
 size_t FirstKeyAbove(const std::vector<GkTuple>& ts, uint64_t key) {
   return std::upper_bound(ts.begin(), ts.end(), key,
                           [](uint64_t k, const GkTuple& t) { return k < t.key; }) -
          ts.begin();
+}
+
+// CompressGk as tuples arrive: a tuple is held until the next one shows whether it is needed.
+class StreamingCompress {
+ public:
+  StreamingCompress(std::vector<GkTuple>* out, uint64_t allowed_gap) : out_(out), allowed_(allowed_gap) {
+    out_->clear();
+  }
+  void Push(const GkTuple& t) {
+    if (out_->empty()) {
+      out_->push_back(t);  // the first tuple stays
+      return;
+    }
+    const GkTuple& kept = out_->back();
+    if (held_ && kept.key != t.key && t.rmax - kept.rmin - 1 > allowed_) out_->push_back(last_);
+    last_ = t;
+    held_ = true;
+  }
+  void Finish() {
+    if (held_) out_->push_back(last_);  // and the last
+  }
+
+ private:
+  std::vector<GkTuple>* out_;
+  uint64_t allowed_;
+  GkTuple last_{};
+  bool held_ = false;
+};
+
+// A sorted run of unweighted keys as an exact GK summary, read in place: position i + 1.
+struct ExactRun {
+  absl::Span<const uint64_t> keys;
+  size_t size() const { return keys.size(); }
+  uint64_t n() const { return keys.size(); }
+  GkTuple at(size_t i) const { return {keys[i], i + 1, i + 1}; }
+};
+
+struct SummaryRun {
+  const GkSummary* s;
+  size_t size() const { return s->tuples.size(); }
+  uint64_t n() const { return s->n; }
+  GkTuple at(size_t i) const { return s->tuples[i]; }
+};
+
+// CompressGk(MergeGk(a, b), allowed_gap) into *out without building the merge.
+template <typename Run>
+void MergeAndCompress(const GkSummary& a, const Run& b, uint64_t allowed_gap,
+                      std::vector<GkTuple>* out) {
+  StreamingCompress c(out, allowed_gap);
+  const size_t na = a.tuples.size(), nb = b.size();
+  const uint64_t bn = b.n();
+  size_t i = 0, j = 0;
+  // b's rmin before a[i] and rmax − 1 after it, and the same of a around b[j].
+  while (i < na || j < nb) {
+    if (j == nb || (i < na && a.tuples[i].key <= b.at(j).key)) {
+      const GkTuple& t = a.tuples[i++];
+      c.Push({t.key, t.rmin + (j > 0 ? b.at(j - 1).rmin : 0), t.rmax + (j < nb ? b.at(j).rmax - 1 : bn)});
+    } else {
+      const GkTuple t = b.at(j++);
+      c.Push({t.key, t.rmin + (i > 0 ? a.tuples[i - 1].rmin : 0),
+              t.rmax + (i < na ? a.tuples[i].rmax - 1 : a.n)});
+    }
+  }
+  c.Finish();
 }
 
 }  // namespace
@@ -75,6 +136,29 @@ uint64_t GkSummary::Gap() const {
     gap = std::max(gap, tuples[i + 1].rmax - tuples[i].rmin - 1);
   }
   return gap;
+}
+
+uint64_t GkSummary::DistinctGap() const {
+  uint64_t gap = 0;
+  for (size_t i = 0; i + 1 < tuples.size(); ++i) {
+    if (tuples[i].key != tuples[i + 1].key) gap = std::max(gap, tuples[i + 1].rmax - tuples[i].rmin - 1);
+  }
+  return gap;
+}
+
+GkSummary::Answer GkSummary::AnswerRank(uint64_t rank, uint64_t half) const {
+  const size_t first = std::partition_point(tuples.begin(), tuples.end(),
+                                            [rank](const GkTuple& t) { return !Reaches(t, rank); }) -
+                       tuples.begin();
+  if (first > 0 && first < tuples.size() && tuples[first - 1].key == tuples[first].key) {
+    const uint64_t key = tuples[first].key;
+    const GkTuple& begin = *std::lower_bound(
+        tuples.begin(), tuples.end(), key, [](const GkTuple& t, uint64_t k) { return t.key < k; });
+    const GkTuple& end = tuples[FirstKeyAbove(tuples, key) - 1];
+    return {key, std::max(begin.rmin, rank > half ? rank - half : 0), std::min(end.rmax, rank + half)};
+  }
+  const GkTuple& t = tuples[PickClosest(tuples, first, rank)];
+  return {t.key, t.rmin, t.rmax};
 }
 
 size_t GkSummary::Closest(uint64_t rank) const {
@@ -131,150 +215,26 @@ GkSummary PruneGk(const GkSummary& s, uint64_t b) {
   return out;
 }
 
-GkUnion::GkUnion(std::vector<const GkSummary*> parts) {
-  for (const GkSummary* p : parts) {
-    if (p->tuples.empty()) continue;
-    parts_.push_back(p);
-    n_ += p->n;
+void CompressGk(GkSummary* s, uint64_t allowed_gap) {
+  std::vector<GkTuple>& t = s->tuples;
+  if (t.size() <= 2) return;
+  size_t out = 1, last = 0;  // t[0..out) are kept; t[last] is the last kept
+  for (size_t i = 1; i + 1 < t.size(); ++i) {
+    if (t[last].key == t[i + 1].key) continue;                       // t[i] is inside a run
+    if (t[i + 1].rmax - t[last].rmin - 1 <= allowed_gap) continue;  // t[i + 1] is in reach
+    t[out] = t[i];
+    last = out++;
   }
+  t[out++] = t.back();
+  t.resize(out);
 }
 
-size_t GkUnion::NextAfter(size_t j, Pos p) const {
-  if (j == p.part) return p.index + 1;
-  const std::vector<GkTuple>& ts = parts_[j]->tuples;
-  const uint64_t key = parts_[p.part]->tuples[p.index].key;
-  // Equal keys of earlier parts order first.
-  return j < p.part ? FirstKeyAbove(ts, key) : FirstKeyAtLeast(ts, key);
-}
-
-template <typename EndOf>
-std::optional<GkUnion::Pos> GkUnion::LatestBefore(EndOf end_of) const {
-  std::optional<Pos> latest;
-  uint64_t latest_key = 0;
-  for (size_t j = 0; j < parts_.size(); ++j) {
-    const size_t end = end_of(j);
-    const std::vector<GkTuple>& ts = parts_[j]->tuples;
-    // The latest in merged order: the largest key, ties to the later part.
-    if (end > 0 && (!latest || ts[end - 1].key >= latest_key)) {
-      latest = Pos{j, end - 1};
-      latest_key = ts[end - 1].key;
-    }
-  }
-  return latest;
-}
-
-GkTuple GkUnion::At(Pos p) const {
-  GkTuple out = parts_[p.part]->tuples[p.index];
-  for (size_t j = 0; j < parts_.size(); ++j) {
-    if (j == p.part) continue;
-    const std::vector<GkTuple>& ts = parts_[j]->tuples;
-    const size_t next = NextAfter(j, p);
-    if (next > 0) out.rmin += ts[next - 1].rmin;
-    out.rmax += next < ts.size() ? ts[next].rmax - 1 : parts_[j]->n;
-  }
-  return out;
-}
-
-std::optional<GkUnion::Pos> GkUnion::LastAtMost(uint64_t key) const {
-  return LatestBefore([&](size_t j) { return FirstKeyAbove(parts_[j]->tuples, key); });
-}
-
-std::optional<GkUnion::Pos> GkUnion::FirstReaching(uint64_t rank) const {
-  auto reached_by_key = [&](uint64_t key) {
-    std::optional<Pos> p = LastAtMost(key);
-    return p.has_value() && Reaches(At(*p), rank);
-  };
-  if (!reached_by_key(UINT64_MAX)) return std::nullopt;
-  // The smallest key whose last tuple reaches the rank: the first reaching tuple has this key.
-  // reached_by_key is monotone and changes only at the parts' tuple keys, so that key is one of
-  // them. Bisect first over the keys of the part with the most tuples (about log2 of its size
-  // evaluations), then over the few keys of the other parts between the two it leaves,
-  // instead of over all 2^64 keys (64 evaluations, each 2 binary searches per part).
-  size_t big = 0;
-  for (size_t j = 1; j < parts_.size(); ++j) {
-    if (parts_[j]->tuples.size() > parts_[big]->tuples.size()) big = j;
-  }
-  const std::vector<GkTuple>& grid = parts_[big]->tuples;
-  size_t first = 0, end = grid.size();  // grid[first, end) holds the first reaching grid key
-  while (first < end) {
-    const size_t mid = first + (end - first) / 2;
-    if (reached_by_key(grid[mid].key)) {
-      end = mid;
-    } else {
-      first = mid + 1;
-    }
-  }
-  // The answer lies in (grid[first - 1].key, grid[first].key], the ends open where they are
-  // missing; every part's keys in that range are the candidates, ascending.
-  const bool has_low = first > 0;
-  const uint64_t low = has_low ? grid[first - 1].key : 0;
-  const uint64_t high = first < grid.size() ? grid[first].key : UINT64_MAX;
-  std::vector<uint64_t> candidates;
-  for (const GkSummary* part : parts_) {
-    const std::vector<GkTuple>& ts = part->tuples;
-    const size_t from = has_low ? FirstKeyAbove(ts, low) : 0;
-    const size_t to = FirstKeyAbove(ts, high);
-    for (size_t i = from; i < to; ++i) candidates.push_back(ts[i].key);
-  }
-  if (first == grid.size()) candidates.push_back(UINT64_MAX);  // known to reach
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  size_t c_first = 0, c_end = candidates.size() - 1;  // the last candidate reaches
-  while (c_first < c_end) {
-    const size_t mid = c_first + (c_end - c_first) / 2;
-    if (reached_by_key(candidates[mid])) {
-      c_end = mid;
-    } else {
-      c_first = mid + 1;
-    }
-  }
-  const uint64_t lo = candidates[c_first];
-  // Among the tuples with that key, parts in order, then positions within a part.
-  for (size_t j = 0; j < parts_.size(); ++j) {
-    const std::vector<GkTuple>& ts = parts_[j]->tuples;
-    size_t first = FirstKeyAtLeast(ts, lo), end = FirstKeyAbove(ts, lo);
-    if (first == end || !Reaches(At(Pos{j, end - 1}), rank)) continue;
-    while (first < end - 1) {
-      const size_t mid = first + (end - 1 - first) / 2;
-      if (Reaches(At(Pos{j, mid}), rank)) {
-        end = mid + 1;
-      } else {
-        first = mid + 1;
-      }
-    }
-    return Pos{j, first};
-  }
-  return std::nullopt;  // unreachable: the last tuple with key lo reaches the rank
-}
-
-std::optional<GkUnion::Pos> GkUnion::Previous(Pos p) const {
-  return LatestBefore([&](size_t j) { return j == p.part ? p.index : NextAfter(j, p); });
-}
-
-GkTuple GkUnion::Closest(uint64_t rank) const {
-  std::optional<Pos> first = FirstReaching(rank);
-  if (!first) return At(*LastAtMost(UINT64_MAX));
-  const GkTuple at = At(*first);
-  if (std::optional<Pos> prev = Previous(*first); prev.has_value()) {
-    const GkTuple before = At(*prev);
-    if (Distance(before, rank) <= Distance(at, rank)) return before;
-  }
-  return at;
-}
-
-std::pair<uint64_t, uint64_t> GkUnion::CountAtMost(uint64_t key, bool below_all) const {
-  uint64_t lower = 0;
-  std::optional<Pos> next;  // the first merged tuple with key > key (every tuple if below_all)
-  for (size_t j = 0; j < parts_.size(); ++j) {
-    const std::vector<GkTuple>& ts = parts_[j]->tuples;
-    const size_t end = below_all ? 0 : FirstKeyAbove(ts, key);
-    if (end > 0) lower += ts[end - 1].rmin;
-    // The earliest in merged order: the smallest key, ties to the earlier part.
-    if (end < ts.size() && (!next || ts[end].key < parts_[next->part]->tuples[next->index].key)) {
-      next = Pos{j, end};
-    }
-  }
-  return {lower, next ? At(*next).rmax - 1 : n_};
+std::pair<uint64_t, uint64_t> CountAtMost(const GkSummary& s, uint64_t key, bool below_all) {
+  const std::vector<GkTuple>& ts = s.tuples;
+  const size_t next = below_all ? 0 : FirstKeyAbove(ts, key);  // the first tuple with key > key
+  const uint64_t lower = next > 0 ? ts[next - 1].rmin : 0;
+  const uint64_t upper = next < ts.size() ? ts[next].rmax - 1 : s.n;
+  return {lower, upper};
 }
 
 QuantileSummary::QuantileSummary(const QuantileOptions& options, ValueKind value_kind,
@@ -288,13 +248,8 @@ std::string QuantileSummary::Describe() const {
   return absl::StrFormat("epsilon=%g,window=%d", options_.epsilon, window_);
 }
 
-uint64_t QuantileSummary::AllowedGap(int level, uint64_t n) const {
-  constexpr long double kPi = 3.14159265358979323846264338327950288L;
-  long double h2 = 0;
-  for (int j = 1; j <= level; ++j) h2 += 1.0L / (static_cast<long double>(j) * j);
-  long double eps = options_.epsilon;
-  long double eps_level = eps / 2 + eps / 2 * (6 / (kPi * kPi)) * h2;
-  return 2 * static_cast<uint64_t>(std::floor(eps_level * static_cast<long double>(n)));
+uint64_t QuantileSummary::AllowedGap(uint64_t n) const {
+  return 2 * static_cast<uint64_t>(std::floor(static_cast<long double>(options_.epsilon) * n));
 }
 
 double QuantileSummary::ToValue(uint64_t key) const {
@@ -358,59 +313,67 @@ absl::Status QuantileSummary::Update(const Batch& batch) {
 
 absl::Status QuantileSummary::FlushWindow() {
   if (pending_keys_.empty()) return absl::OkStatus();
-  std::vector<RankSampleEntry> sample;
-  const uint64_t step = WindowStep(options_.epsilon, pending_weight_);
-  auto sample_on = [&](Accelerator* accelerator) {
-    // A copy is sorted, so the pending window stays intact on failure; the copy's buffers are
-    // reused from window to window.
-    scratch_keys_.assign(pending_keys_.begin(), pending_keys_.end());
-    scratch_weights_.assign(pending_weights_.begin(), pending_weights_.end());
-    return accelerator->RankSample(absl::MakeSpan(scratch_keys_), absl::MakeSpan(scratch_weights_),
-                                   step, &sample);
-  };
-  // A device error never loses the window: the CPU redoes it.
-  if (!sample_on(accelerator_).ok()) {
-    if (absl::Status s = sample_on(CpuAcceleratorInstance()); !s.ok()) return s;
+  bool cpu = accelerator_ == CpuAcceleratorInstance();
+  if (pending_weights_.empty()) {
+    // Unweighted: the sorted window goes in exact, merged and compressed in one pass.
+    absl::Span<uint64_t> sorted = absl::MakeSpan(pending_keys_);
+    if (!cpu) {
+      // A device sorts a copy, so the window stays intact if it fails and the CPU redoes it.
+      scratch_keys_.assign(pending_keys_.begin(), pending_keys_.end());
+      if (accelerator_->SortWindow(absl::MakeSpan(scratch_keys_), {}).ok()) {
+        sorted = absl::MakeSpan(scratch_keys_);
+      } else {
+        cpu = true;
+      }
+    }
+    // The CPU sorts the window in place: it cannot fail on well-formed spans.
+    if (cpu) {
+      if (absl::Status s = CpuAcceleratorInstance()->SortWindow(sorted, {}); !s.ok()) return s;
+    }
+    Absorb(ExactRun{sorted});
+  } else {
+    // Weighted: sampled within 2⌊εw/2⌋ (header).
+    const uint64_t step = WindowStep(options_.epsilon, pending_weight_);
+    std::vector<RankSampleEntry> sample;
+    auto sample_on = [&](Accelerator* accelerator) {
+      if (accelerator == CpuAcceleratorInstance()) {
+        return accelerator->RankSample(absl::MakeSpan(pending_keys_),
+                                       absl::MakeSpan(pending_weights_), step, &sample);
+      }
+      scratch_keys_.assign(pending_keys_.begin(), pending_keys_.end());
+      scratch_weights_.assign(pending_weights_.begin(), pending_weights_.end());
+      return accelerator->RankSample(absl::MakeSpan(scratch_keys_),
+                                     absl::MakeSpan(scratch_weights_), step, &sample);
+    };
+    if (!sample_on(accelerator_).ok()) {
+      if (absl::Status s = sample_on(CpuAcceleratorInstance()); !s.ok()) return s;
+    }
+    const GkSummary window = FromSample(sample, pending_weight_);
+    Absorb(SummaryRun{&window});
   }
-  const uint64_t n = pending_weight_;
-  AddBucket(0, FromSample(sample, n));
-  summarized_ += n;
   pending_keys_.clear();
   pending_weights_.clear();
   pending_weight_ = 0;
   return absl::OkStatus();
 }
 
-absl::Status QuantileSummary::Seal() {
-  if (WindowStep(options_.epsilon, pending_weight_) == 1) return absl::OkStatus();
-  return FlushWindow();
-}
+absl::Status QuantileSummary::Seal() { return FlushWindow(); }
 
-void QuantileSummary::AddBucket(int level, GkSummary summary) {
-  while (level < kMaxLevels - 1 && static_cast<size_t>(level) < levels_.size() &&
-         levels_[level].has_value()) {
-    GkSummary merged = MergeGk(*levels_[level], summary);  // the older bucket orders first
-    levels_[level].reset();
-    ++level;
-    const uint64_t allowed = AllowedGap(level, merged.n);
-    const uint64_t gap = merged.Gap();
-    if (allowed > gap && merged.n > 1) {
-      const uint64_t spare = allowed - gap;
-      const uint64_t b = (merged.n - 1 + spare - 1) / spare;
-      if (b + 1 < merged.tuples.size()) {
-        GkSummary pruned = PruneGk(merged, b);
-        if (pruned.Gap() <= allowed) merged = std::move(pruned);
-      }
-    }
-    summary = std::move(merged);
-  }
-  if (levels_.size() <= static_cast<size_t>(level)) levels_.resize(level + 1);
-  levels_[level] = std::move(summary);
+template <typename Run>
+void QuantileSummary::Absorb(const Run& run) {
+  // Built on this thread's buffer, then copied into the summary's own (whose capacity stays
+  // near its size: the merge's width is transient).
+  thread_local std::vector<GkTuple> merged;
+  const uint64_t n = summary_.n + run.n();
+  MergeAndCompress(summary_, run, AllowedGap(n), &merged);
+  summary_.tuples.assign(merged.begin(), merged.end());
+  summary_.n = n;
+  if (merged.capacity() > (size_t{1} << 20)) std::vector<GkTuple>().swap(merged);
 }
 
 GkSummary QuantileSummary::PendingSample() const {
   if (pending_keys_.empty()) return GkSummary{};
-  // Exact when every pending weight is 1, else sampled within level 0's budget. Sorted on the
+  // Exact when every pending weight is 1, else sampled as a weighted window is. Sorted on the
   // CPU: a query never waits for a device.
   std::vector<uint64_t> keys = pending_keys_;
   std::vector<uint64_t> weights = pending_weights_;
@@ -421,14 +384,10 @@ GkSummary QuantileSummary::PendingSample() const {
   return FromSample(sample, pending_weight_);
 }
 
-GkUnion QuantileSummary::View(const GkSummary& pending) const {
-  // Ties: higher (older) levels first, the pending window last.
-  std::vector<const GkSummary*> parts;
-  for (size_t level = levels_.size(); level-- > 0;) {
-    if (levels_[level].has_value()) parts.push_back(&*levels_[level]);
-  }
-  parts.push_back(&pending);
-  return GkUnion(std::move(parts));
+GkSummary QuantileSummary::View() const {
+  // Ties: the summary's items first, the partial window's last. Within G(count()) (header).
+  if (pending_keys_.empty()) return summary_;
+  return MergeGk(summary_, PendingSample());
 }
 
 absl::StatusOr<std::vector<QuantileAnswer>> QuantileSummary::Quantiles(
@@ -439,18 +398,17 @@ absl::StatusOr<std::vector<QuantileAnswer>> QuantileSummary::Quantiles(
   if (count() == 0) {
     return absl::FailedPreconditionError("no items yet (N = 0): quantiles are undefined");
   }
-  const GkSummary pending = PendingSample();
-  const GkUnion view = View(pending);
+  const GkSummary view = View();
   std::vector<QuantileAnswer> out;
   out.reserve(phis.size());
   for (double phi : phis) {
     QuantileAnswer a;
     a.phi = phi;
-    a.target_rank = TargetRank(phi, view.n());
-    const GkTuple t = view.Closest(a.target_rank);
+    a.target_rank = TargetRank(phi, view.n);
+    const GkSummary::Answer t = view.AnswerRank(a.target_rank, AllowedGap(view.n) / 2);
     a.value = ToValue(t.key);
-    a.rank_lower = t.rmin;
-    a.rank_upper = t.rmax;
+    a.rank_lower = t.lower;
+    a.rank_upper = t.upper;
     out.push_back(a);
   }
   return out;
@@ -460,20 +418,19 @@ absl::StatusOr<std::vector<RankAnswer>> QuantileSummary::Ranks(absl::Span<const 
   for (double v : values) {
     if (std::isnan(v)) return absl::InvalidArgumentError("rank question for NaN");
   }
-  const GkSummary pending = PendingSample();
-  const GkUnion view = View(pending);
+  const GkSummary view = View();
   std::vector<RankAnswer> out;
   out.reserve(values.size());
   for (double v : values) {
     RankAnswer a;
     a.value = v;
-    if (view.empty()) {
+    if (view.tuples.empty()) {
       out.push_back(a);
       continue;
     }
     // Values beyond the key domain clamp to its ends.
     const bool below_all = value_kind_ == ValueKind::kUint64 && v < 0;
-    std::tie(a.count_lower, a.count_upper) = view.CountAtMost(ToKey(v), below_all);
+    std::tie(a.count_lower, a.count_upper) = CountAtMost(view, ToKey(v), below_all);
     a.estimate = (static_cast<double>(a.count_lower) + static_cast<double>(a.count_upper)) / 2;
     out.push_back(a);
   }
@@ -491,12 +448,7 @@ absl::Status QuantileSummary::Merge(const Summary& other_base) {
                                                    Describe(), " vs ", other.Describe()));
   }
   if (&other == this) return absl::InvalidArgumentError("cannot merge a summary into itself");
-  for (size_t level = 0; level < other.levels_.size(); ++level) {
-    if (other.levels_[level].has_value()) {
-      summarized_ += other.levels_[level]->n;
-      AddBucket(static_cast<int>(level), *other.levels_[level]);
-    }
-  }
+  Absorb(SummaryRun{&other.summary_});
   for (size_t i = 0; i < other.pending_keys_.size(); ++i) {
     absl::Status s = AppendPending(
         other.pending_keys_[i], other.pending_weights_.empty() ? 1 : other.pending_weights_[i]);
@@ -505,20 +457,8 @@ absl::Status QuantileSummary::Merge(const Summary& other_base) {
   return absl::OkStatus();
 }
 
-size_t QuantileSummary::bucket_count() const {
-  size_t n = 0;
-  for (const auto& b : levels_) n += b.has_value();
-  return n;
-}
-
-size_t QuantileSummary::tuple_count() const {
-  size_t n = 0;
-  for (const auto& b : levels_) n += b.has_value() ? b->tuples.size() : 0;
-  return n;
-}
-
 size_t QuantileSummary::MemoryBytes() const {
-  size_t bytes = sizeof(*this) + tuple_count() * sizeof(GkTuple) +
+  size_t bytes = sizeof(*this) + summary_.tuples.capacity() * sizeof(GkTuple) +
                  pending_keys_.capacity() * sizeof(uint64_t) +
                  pending_weights_.capacity() * sizeof(uint64_t) +
                  (scratch_keys_.capacity() + scratch_weights_.capacity()) * sizeof(uint64_t);
@@ -527,21 +467,16 @@ size_t QuantileSummary::MemoryBytes() const {
 
 std::string QuantileSummary::Serialize() const {
   ByteWriter w;
+  w.Put<uint8_t>(kSingleSummaryLayout);
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<double>(options_.epsilon);
   w.Put<uint64_t>(options_.window_items);
-  w.Put<uint64_t>(summarized_);
-  w.Put<uint32_t>(static_cast<uint32_t>(levels_.size()));
-  for (const auto& bucket : levels_) {
-    w.Put<uint8_t>(bucket.has_value());
-    if (!bucket.has_value()) continue;
-    w.Put<uint64_t>(bucket->n);
-    w.Put<uint64_t>(bucket->tuples.size());
-    for (const GkTuple& t : bucket->tuples) {
-      w.Put<uint64_t>(t.key);
-      w.Put<uint64_t>(t.rmin);
-      w.Put<uint64_t>(t.rmax);
-    }
+  w.Put<uint64_t>(summary_.n);
+  w.Put<uint64_t>(summary_.tuples.size());
+  for (const GkTuple& t : summary_.tuples) {
+    w.Put<uint64_t>(t.key);
+    w.Put<uint64_t>(t.rmin);
+    w.Put<uint64_t>(t.rmax);
   }
   w.Put<uint64_t>(pending_keys_.size());
   for (uint64_t k : pending_keys_) w.Put<uint64_t>(k);
@@ -550,69 +485,140 @@ std::string QuantileSummary::Serialize() const {
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes());
 }
 
-absl::StatusOr<std::unique_ptr<Summary>> QuantileSummary::Deserialize(absl::string_view payload,
-                                                                      Accelerator* accelerator) {
-  ByteReader r(payload);
-  uint8_t vk;
-  QuantileOptions options;
-  uint64_t summarized;
-  uint32_t level_count;
-  if (!r.Get(&vk) || !r.Get(&options.epsilon) || !r.Get(&options.window_items) ||
-      !r.Get(&summarized) || !r.Get(&level_count)) {
+namespace {
+
+// The invariants every answer relies on: the tuples span n items in order.
+absl::Status CheckSpans(const GkSummary& s) {
+  const auto& ts = s.tuples;
+  if (ts.empty()) return s.n == 0 ? absl::OkStatus() : Corrupt("items without tuples");
+  if (ts.front().rmin != 1 || ts.front().rmax != 1 || ts.back().rmin != s.n || ts.back().rmax != s.n) {
+    return Corrupt("summary does not span its items");
+  }
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].rmin > ts[i].rmax || ts[i].rmax > s.n) return Corrupt("tuple rank bounds");
+    if (i > 0 && (ts[i].key < ts[i - 1].key || ts[i].rmin < ts[i - 1].rmin ||
+                  ts[i].rmax < ts[i - 1].rmax || ts[i].rmax <= ts[i - 1].rmin)) {
+      return Corrupt("tuples out of order");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadTuples(ByteReader& r, GkSummary* s) {
+  uint64_t count;
+  if (!r.Get(&s->n) || !r.GetCount(&count, 24)) return Corrupt("summary header");
+  s->tuples.resize(count);
+  for (GkTuple& t : s->tuples) {
+    if (!r.Get(&t.key) || !r.Get(&t.rmin) || !r.Get(&t.rmax)) return Corrupt("summary tuples");
+  }
+  return CheckSpans(*s);
+}
+
+// The partial window, last in both layouts.
+absl::Status ReadPending(ByteReader& r, uint64_t window, std::vector<uint64_t>* keys,
+                         std::vector<uint64_t>* weights, uint64_t* weight) {
+  uint64_t pending, weighted;
+  if (!r.GetCount(&pending, 8) || pending >= window) return Corrupt("pending window");
+  keys->resize(pending);
+  for (uint64_t& k : *keys) r.Get(&k);
+  if (!r.GetCount(&weighted, 8) || (weighted != 0 && weighted != pending)) {
+    return Corrupt("pending weights");
+  }
+  weights->resize(weighted);
+  for (uint64_t& x : *weights) {
+    if (!r.Get(&x) || x == 0 || x > (uint64_t{1} << 40)) return Corrupt("pending weight");
+  }
+  *weight = weighted == 0 ? pending : 0;
+  for (uint64_t x : *weights) {
+    if ((*weight += x) < x) return Corrupt("pending weights overflow");
+  }
+  if (r.remaining() != 0) return Corrupt("trailing bytes");
+  return absl::OkStatus();
+}
+
+absl::Status ReadHeader(ByteReader& r, uint8_t* vk, QuantileOptions* options) {
+  if (!r.Get(vk) || !r.Get(&options->epsilon) || !r.Get(&options->window_items)) {
     return Corrupt("quantile header truncated");
   }
-  if (vk != static_cast<uint8_t>(ValueKind::kNumeric) && vk != static_cast<uint8_t>(ValueKind::kUint64)) {
+  if (*vk != static_cast<uint8_t>(ValueKind::kNumeric) && *vk != static_cast<uint8_t>(ValueKind::kUint64)) {
     return Corrupt("quantile summary with an invalid value kind");
   }
-  if (!options.Validate().ok()) return Corrupt("quantile parameters out of range");
+  if (!options->Validate().ok()) return Corrupt("quantile parameters out of range");
+  return absl::OkStatus();
+}
+
+// The exponential histogram's budget for a level-ℓ bucket of n items: 2⌊ε_ℓ·n⌋ with
+// ε_ℓ = ε/2 + (ε/2)(6/π²)Σ_{j≤ℓ} 1/j² < ε (the layout before the single summary).
+uint64_t LevelGap(double epsilon, int level, uint64_t n) {
+  constexpr long double kPi = 3.14159265358979323846264338327950288L;
+  long double h2 = 0;
+  for (int j = 1; j <= level; ++j) h2 += 1.0L / (static_cast<long double>(j) * j);
+  const long double eps = epsilon;
+  const long double eps_level = eps / 2 + eps / 2 * (6 / (kPi * kPi)) * h2;
+  return 2 * static_cast<uint64_t>(std::floor(eps_level * static_cast<long double>(n)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Summary>> QuantileSummary::Deserialize(absl::string_view payload,
+                                                                      Accelerator* accelerator) {
+  if (payload.empty() || static_cast<uint8_t>(payload[0]) != kSingleSummaryLayout) {
+    return DeserializeLevels(payload, accelerator);
+  }
+  ByteReader r(payload.substr(1));
+  uint8_t vk = 0;
+  QuantileOptions options;
+  if (absl::Status s = ReadHeader(r, &vk, &options); !s.ok()) return s;
+  auto q = std::make_unique<QuantileSummary>(options, static_cast<ValueKind>(vk), accelerator);
+  if (absl::Status s = ReadTuples(r, &q->summary_); !s.ok()) return s;
+  if (q->summary_.DistinctGap() > q->AllowedGap(q->summary_.n)) {
+    return Corrupt("summary error budget");
+  }
+  if (absl::Status s = ReadPending(r, q->window_, &q->pending_keys_, &q->pending_weights_,
+                                   &q->pending_weight_);
+      !s.ok()) {
+    return s;
+  }
+  if (q->summary_.n + q->pending_weight_ < q->summary_.n) return Corrupt("item count overflow");
+  return std::unique_ptr<Summary>(std::move(q));
+}
+
+absl::StatusOr<std::unique_ptr<Summary>> QuantileSummary::DeserializeLevels(
+    absl::string_view payload, Accelerator* accelerator) {
+  // value kind | ε | window | summarized | level count | per level: present, n, tuples | pending.
+  ByteReader r(payload);
+  uint8_t vk = 0;
+  QuantileOptions options;
+  if (absl::Status s = ReadHeader(r, &vk, &options); !s.ok()) return s;
+  uint64_t summarized;
+  uint32_t level_count;
+  if (!r.Get(&summarized) || !r.Get(&level_count)) return Corrupt("quantile header truncated");
   if (level_count > kMaxLevels) return Corrupt("too many levels");
   auto q = std::make_unique<QuantileSummary>(options, static_cast<ValueKind>(vk), accelerator);
-  q->levels_.resize(level_count);
+  std::vector<GkSummary> levels(level_count);
   uint64_t total = 0;
   for (uint32_t level = 0; level < level_count; ++level) {
     uint8_t present;
     if (!r.Get(&present) || present > 1) return Corrupt("bucket flag");
     if (!present) continue;
-    GkSummary s;
-    uint64_t count;
-    if (!r.Get(&s.n) || !r.GetCount(&count, 24) || count == 0) return Corrupt("bucket header");
-    s.tuples.resize(count);
-    for (GkTuple& t : s.tuples) {
-      if (!r.Get(&t.key) || !r.Get(&t.rmin) || !r.Get(&t.rmax)) return Corrupt("bucket tuples");
+    GkSummary& s = levels[level];
+    if (absl::Status st = ReadTuples(r, &s); !st.ok()) return st;
+    if (s.tuples.empty()) return Corrupt("bucket header");
+    if (s.Gap() > LevelGap(options.epsilon, static_cast<int>(level), s.n)) {
+      return Corrupt("bucket error budget");
     }
-    // The invariants every answer relies on.
-    const auto& ts = s.tuples;
-    if (ts.front().rmin != 1 || ts.front().rmax != 1 || ts.back().rmin != s.n || ts.back().rmax != s.n) {
-      return Corrupt("bucket does not span its items");
-    }
-    for (size_t i = 0; i < ts.size(); ++i) {
-      if (ts[i].rmin > ts[i].rmax || ts[i].rmax > s.n) return Corrupt("tuple rank bounds");
-      if (i > 0 && (ts[i].key < ts[i - 1].key || ts[i].rmin < ts[i - 1].rmin ||
-                    ts[i].rmax < ts[i - 1].rmax || ts[i].rmax <= ts[i - 1].rmin)) {
-        return Corrupt("tuples out of order");
-      }
-    }
-    if (s.Gap() > q->AllowedGap(static_cast<int>(level), s.n)) return Corrupt("bucket error budget");
     if ((total += s.n) < s.n) return Corrupt("item count overflow");
-    q->levels_[level] = std::move(s);
   }
   if (total != summarized) return Corrupt("bucket sizes do not add up");
-  q->summarized_ = summarized;
-  uint64_t pending, weights;
-  if (!r.GetCount(&pending, 8) || pending >= q->window_) return Corrupt("pending window");
-  q->pending_keys_.resize(pending);
-  for (uint64_t& k : q->pending_keys_) r.Get(&k);
-  if (!r.GetCount(&weights, 8) || (weights != 0 && weights != pending)) return Corrupt("pending weights");
-  q->pending_weights_.resize(weights);
-  for (uint64_t& x : q->pending_weights_) {
-    if (!r.Get(&x) || x == 0 || x > (uint64_t{1} << 40)) return Corrupt("pending weight");
-  }
-  q->pending_weight_ = weights == 0 ? pending : 0;
-  for (uint64_t x : q->pending_weights_) {
-    if ((q->pending_weight_ += x) < x) return Corrupt("pending weights overflow");
+  // Every level is within its ε_ℓ < ε of its own items, so their merge (older levels first, the
+  // histogram's tie order) is within G(total).
+  for (uint32_t level = level_count; level-- > 0;) q->Absorb(SummaryRun{&levels[level]});
+  if (absl::Status s = ReadPending(r, q->window_, &q->pending_keys_, &q->pending_weights_,
+                                   &q->pending_weight_);
+      !s.ok()) {
+    return s;
   }
   if (summarized + q->pending_weight_ < summarized) return Corrupt("item count overflow");
-  if (r.remaining() != 0) return Corrupt("trailing bytes");
   return std::unique_ptr<Summary>(std::move(q));
 }
 

@@ -1,7 +1,7 @@
-// Quantiles over a stream: each window of W items is sorted (through the Accelerator) and reduced
-// to a sampled summary, and those summaries live in an exponential histogram whose same-level
-// buckets are combined with Greenwald–Khanna's merge and prune rules (seed 000 §5.2; Greenwald &
-// Khanna, "Power-conserving computation of order-statistics over sensor networks", PODS 2004).
+// Quantiles over a stream: each window of W items is sorted (through the Accelerator) and merged
+// into one Greenwald–Khanna summary, which a compress then thins to the fewest tuples its error
+// budget allows (seed 000 §5.2's sort-then-merge, with the whole history in one GK summary instead
+// of the paper's exponential histogram of them; Greenwald & Khanna, SIGMOD 2001 and PODS 2004).
 //
 // Guarantee (deterministic, for every N and every input order): an answered φ-quantile has a rank
 // r with |r − max(1, ⌈φN⌉)| ≤ εN; a rank question (how many items are ≤ v) is answered with an
@@ -10,23 +10,46 @@
 // Error accounting. A GK summary of n items is a sorted list of tuples (v, rmin, rmax) where the
 // position of v in a fixed total order of the items lies in [rmin, rmax]. Its gap
 // g = max_i (rmax_{i+1} − rmin_i) − 1 measures its error: for any rank r some tuple is within
-// ⌊(g+1)/2⌋ of r (GK 2001, Prop. 1). Merging two summaries adds their gaps; an exact summary has
-// g = 0; pruning to B+1 tuples by querying ranks 1, 1+(n−1)/B, ..., n adds at most ⌈(n−1)/B⌉.
-// Budget: a bucket at level ℓ (2^ℓ windows) keeps g ≤ 2⌊ε_ℓ·n⌋ with
-//   ε_0 = ε/2 (window samples every 2⌊εW/2⌋+1 positions),
-//   ε_ℓ = ε/2 + (ε/2)·(6/π²)·Σ_{j=1..ℓ} 1/j²  < ε for every ℓ,
-// and a merge into level ℓ prunes only as far as the unused budget allows, so the
-// total gap over all buckets plus the exactly-kept partial window is ≤ 2⌊εN⌋-ish and every answer
-// is within εN. Ties are ordered by bucket (older first), which is a valid total order.
+// ⌊(g+1)/2⌋ of r (GK 2001, Prop. 1), and a count question is bracketed by two adjacent tuples.
+// The summary keeps g ≤ G(n) = 2⌊εn⌋ after every window:
+//   - a sorted window of w unweighted items is exact (g = 0); a weighted one is sampled every
+//     2⌊εw/2⌋+1 positions (g ≤ 2⌊εw/2⌋, at most 2/ε + 2 tuples however heavy its items);
+//   - merging adds gaps: g(a ∪ b) ≤ g(a) + g(b) (two adjacent merged tuples straddle at most one
+//     gap of each side), and 2⌊εn_a⌋ + 2⌊εw/2⌋ ≤ 2⌊ε(n_a + w)⌋, so the merge is within G(n);
+//   - CompressGk removes tuples only while the gap stays ≤ G(n), and keeps the first and last.
+// Runs of one key: two adjacent tuples of one key bound positions that all hold it, so the gap
+// is taken over adjacent tuples of different keys only (GkSummary::DistinctGap), a run keeps just
+// its two ends, and a rank inside a run is answered by its key with an interval clipped to ±εN
+// (GkSummary::AnswerRank). Merging still adds these gaps (two adjacent merged tuples of different
+// keys straddle two adjacent tuples of different keys on each side), and a run's end tuple has
+// Δ = rmax − rmin within the gap to its other-keyed neighbour, which keeps every answer within
+// εN. So a stream of few distinct values is held exactly in two tuples per value.
+// A merge of two summaries (hot-session parts, partitioned sessions) is within G(n_a) + G(n_b)
+// ≤ G(n_a + n_b) by the same rule, and is compressed the same way. Ties are ordered by summary
+// (older first), a valid total order. Unlike the exponential histogram (which splits ε into a
+// budget per level, so every level keeps tuples for its own sliver of it), the single summary
+// spends the whole εn: old tuples, whose rank uncertainty was fixed when n was smaller, thin out as
+// n grows — at ε = 0.001 and N = 10^7 it holds 717 tuples of random input where the histogram
+// held 42,878 (bench/QUANTILE_SPACE.md).
 //
-// Memory: W buffered items (and a W-item buffer a window is sorted in, kept across windows) plus
-// at most one bucket per level; a level-ℓ bucket holds at most
-// min(2^ℓ·(1/ε + 2), ⌈π²ℓ²/(6ε)⌉ + 2) tuples of 24 bytes — O(log³(N/W)/ε) in all. Queries do
-// not build the merged view (GkUnion answers from the buckets in place): a question costs
-// O(W log W) to sort the partial window plus, per φ, O((log T + log L)·L·log T) (a bisection
-// over the largest bucket's keys, then over the few other keys between two of them), and
-// O(L·log T) per value, for L levels of at most T tuples. Measured at N = 10^7, ε = 0.001, one
-// core of the 2-vCPU VM: 101 φ in ~600 µs (a bisection over all 2^64 keys took ~1,320 µs).
+// Memory: W buffered items plus the tuples (24 bytes each). Proven for unweighted items added by
+// Update (no Merge): fewer than 2√(n/ε) + 1/(2ε) + 3 tuples after every window. Proof: a window
+// merged into the summary shifts rmin and rmax of every older tuple by the same count, so a tuple's
+// Δ = rmax − rmin is fixed when it is merged in, at most the gap then, G(n₀) for the n₀ items
+// summarized before its window. After a compress at n, a kept tuple t_i between kept t_{i−1} and
+// t_{i+1} stayed because rmax(t_{i+1}) − rmin(t_{i−1}) − 1 > G(n) (the greedy pass kept it for a
+// tuple at or before t_{i+1}, and rmax rises), so rmin(t_{i+1}) − rmin(t_{i−1}) ≥ 2ε·age − 1 with
+// age = n − n₀(t_{i+1}); these differences sum to at most 2n. Tuples of age ≥ A are thus at most
+// 2n/(2εA − 1); tuples of age < A came from the last A items, at most one each; A =
+// √(n/ε) + 1/(2ε) gives the bound. For weighted items and merged summaries no bound below the
+// items' count is proven: the tests and bench/QUANTILE_SPACE.md pin what the adversarial orders
+// (sorted, reversed, sawtooth, zigzag, few distinct values, many merged parts) hold.
+// At N = 10^7 and ε = 0.001 the measured worst is 5,430 tuples (190 KB with the 64 KB window
+// buffer; zigzag order), random order 717 (81 KB); KLL k=2863 holds 67 KB.
+//
+// Costs: a window costs its sort plus O(W + T) to merge and compress for T tuples; a question
+// sorts the partial window and merges it with the summary (O(W log W + T)), then O(log T) per φ or
+// value.
 //
 // Not thread-safe for updates; const methods (every question) may run concurrently.
 #ifndef STREAMSTATS_CORE_QUANTILES_QUANTILE_SUMMARY_H_
@@ -59,6 +82,22 @@ struct GkSummary {
   uint64_t Gap() const;
   // The tuple index whose [rmin, rmax] is closest to rank r (minimizes max(r−rmin, rmax−r)).
   size_t Closest(uint64_t rank) const;
+  // The gap over adjacent tuples of different keys only. Two adjacent tuples of one key bound a
+  // run of it (every item between their positions has that key), so no rank between them is in
+  // doubt and CompressGk keeps only a run's two ends.
+  uint64_t DistinctGap() const;
+  // The answer for a rank when DistinctGap() ≤ 2·half: a key one of whose positions is within
+  // half of rank, and an interval [lower, upper] within half of rank on both sides that holds
+  // such a position. The closest tuple's, unless the rank falls inside a run of one key: then
+  // the run's key and its span clipped to rank ± half (the run's first tuple follows a different
+  // key within the gap, so its rmax, and the run's first position, is within half of any rank
+  // past its midpoint; the same for its last tuple).
+  struct Answer {
+    uint64_t key;
+    uint64_t lower;
+    uint64_t upper;
+  };
+  Answer AnswerRank(uint64_t rank, uint64_t half) const;
 };
 
 // GK merge: a summary of the union. Items of `a` order before equal items of `b`.
@@ -66,47 +105,16 @@ GkSummary MergeGk(const GkSummary& a, const GkSummary& b);
 // GK prune to at most b+1 tuples: the answers for ranks 1, 1+⌈(n−1)/b⌉·j..., n.
 GkSummary PruneGk(const GkSummary& s, uint64_t b);
 
-// The GK merge of k summaries, MergeGk(parts[0], MergeGk(parts[1], ...)), answered without being
-// built: items of an earlier part order before equal items of a later one. A merged tuple's
-// bounds are its own plus, from every other part, the rmin of the last tuple ordered before it
-// and the rmax − 1 of the first ordered after it (n of that part when there is none), which is
-// what the iterated pairwise merge computes; so every answer equals the materialized merge's.
-// A question costs O(64·k·log T) for k parts of T tuples instead of O(k·T) to build the merge,
-// which keeps quantile queries cheap however long the stream (issue 7: query latency under
-// ingest). Holds pointers: the parts must outlive it and stay unchanged.
-class GkUnion {
- public:
-  explicit GkUnion(std::vector<const GkSummary*> parts);  // empty parts are left out
-
-  uint64_t n() const { return n_; }
-  bool empty() const { return parts_.empty(); }
-  // The merged tuple that GkSummary::Closest(rank) of the built merge picks. Requires !empty().
-  GkTuple Closest(uint64_t rank) const;
-  // How many items are ≤ key, as the built merge bounds it: [rmin of the last tuple with key ≤
-  // key (0 if none), rmax − 1 of the first with key > key (n if none)]. `below_all` asks for the
-  // count below every item instead (a key under the key domain): [0, rmax − 1 of the first].
-  std::pair<uint64_t, uint64_t> CountAtMost(uint64_t key, bool below_all) const;
-
- private:
-  struct Pos {
-    size_t part;
-    size_t index;
-  };
-  GkTuple At(Pos p) const;
-  // In part j, the index of the first tuple ordered after the tuple at p (size() if none).
-  size_t NextAfter(size_t j, Pos p) const;
-  // The latest in merged order of the tuples just before end_of(j) in each part j, if any.
-  template <typename EndOf>
-  std::optional<Pos> LatestBefore(EndOf end_of) const;
-  // The last merged tuple with key ≤ key, if any.
-  std::optional<Pos> LastAtMost(uint64_t key) const;
-  // The first merged tuple whose rmin + rmax ≥ 2·rank, if any.
-  std::optional<Pos> FirstReaching(uint64_t rank) const;
-  std::optional<Pos> Previous(Pos p) const;
-
-  std::vector<const GkSummary*> parts_;
-  uint64_t n_ = 0;
-};
+// Greedy compress: removes tuples (never the first or last) while the distinct-key gap stays ≤
+// allowed_gap: a tuple is dropped when the last kept one and the next share its key (it is
+// inside a run) or when the next one is in reach of the last kept one. So the result is the
+// fewest tuples of s, keeping both ends, whose DistinctGap() ≤ allowed_gap (rmax rises along s).
+void CompressGk(GkSummary* s, uint64_t allowed_gap);
+// How many items are ≤ key, as s bounds it: [rmin of the last tuple with key ≤ key (0 if none),
+// rmax − 1 of the first with key > key (n if none)], two adjacent tuples, so the width is at most
+// s.Gap(). `below_all` asks for the count below every item instead (a key
+// under the key domain): [0, rmax − 1 of the first].
+std::pair<uint64_t, uint64_t> CountAtMost(const GkSummary& s, uint64_t key, bool below_all);
 
 class QuantileSummary final : public Summary {
  public:
@@ -117,14 +125,10 @@ class QuantileSummary final : public Summary {
   std::string Describe() const override;
   absl::Status Update(const Batch& batch) override;
   absl::Status Merge(const Summary& other) override;
-  // Flushes a partial window of 2/ε <= n < W items as a level-0 bucket sampled every
-  // 2⌊εn/2⌋+1 >= 3 positions: within ε_0·n like a full window's, so every gap budget above holds,
-  // and at most 1/ε + 2 tuples like a full window's. A smaller partial window stays pending
-  // (kept exact, it would hold more tuples than a window's bound; a merge appends it cheaply).
-  // Later items start a new window; where seals happened a level holds fewer than 2^ℓ·W items
-  // and the levels count windows plus seals (log2 of the batches a hot session merged).
+  // Merges the partial window into the summary (exact, or sampled as a weighted window is): within
+  // G(n) like a full window, so a sealed part merges into a session within the bound.
   absl::Status Seal() override;
-  uint64_t count() const override { return summarized_ + pending_weight_; }
+  uint64_t count() const override { return summary_.n + pending_weight_; }
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
   void set_accelerator(Accelerator* accelerator) override { accelerator_ = accelerator; }
@@ -135,38 +139,38 @@ class QuantileSummary final : public Summary {
   static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
                                                               Accelerator* accelerator);
 
-  // For tests: the allowed gap 2⌊ε_ℓ·n⌋ of a level-ℓ bucket of n items.
-  uint64_t AllowedGap(int level, uint64_t n) const;
-  size_t bucket_count() const;
-  size_t tuple_count() const;
+  // The allowed gap G(n) = 2⌊ε·n⌋ of the summary of n items.
+  uint64_t AllowedGap(uint64_t n) const;
+  // For tests and benchmarks: the summary's tuples (without the partial window).
+  size_t tuple_count() const { return summary_.tuples.size(); }
+  uint64_t gap() const { return summary_.Gap(); }
 
  private:
-  struct Bucket {
-    int level;
-    GkSummary summary;
-  };
-
   absl::Status FlushWindow();
   // Adds one item to the current window, flushing it when full.
   absl::Status AppendPending(uint64_t key, uint64_t weight);
-  // Adds a bucket at `level`, merging and pruning while two share a level.
-  void AddBucket(int level, GkSummary summary);
-  // The partial window as a GK summary: exact, or sampled within level 0's budget if weighted.
+  // Merges a run (a GK summary or an exact sorted window; its items ordered after equal items of
+  // the summary) and compresses, in one pass.
+  template <typename Run>
+  void Absorb(const Run& run);
+  // The partial window as a GK summary: exact, or sampled within G of its weight if weighted.
   GkSummary PendingSample() const;
-  // Every bucket and `pending`, merged without being built.
-  GkUnion View(const GkSummary& pending) const;
+  // The summary with the partial window merged in: what every question is answered from.
+  GkSummary View() const;
   double ToValue(uint64_t key) const;
   uint64_t ToKey(double value) const;
+  // Reads the exponential-histogram payload written before the single-summary layout.
+  static absl::StatusOr<std::unique_ptr<Summary>> DeserializeLevels(absl::string_view payload,
+                                                                    Accelerator* accelerator);
 
   QuantileOptions options_;
   uint64_t window_;
   ValueKind value_kind_;
   Accelerator* accelerator_;
-  std::vector<std::optional<GkSummary>> levels_;  // levels_[ℓ]: the bucket at level ℓ, if any
-  uint64_t summarized_ = 0;                        // total weight in buckets
+  GkSummary summary_;  // every flushed window, gap ≤ AllowedGap(summary_.n)
   std::vector<uint64_t> pending_keys_;
   std::vector<uint64_t> pending_weights_;  // empty while every pending weight is 1
-  std::vector<uint64_t> scratch_keys_, scratch_weights_;  // FlushWindow's sorted copy
+  std::vector<uint64_t> scratch_keys_, scratch_weights_;  // a device sorts a copy of the window
   uint64_t pending_weight_ = 0;
 };
 

@@ -1,5 +1,5 @@
 // Tests for the GK building blocks of core/quantiles/quantile_summary.h (GkSummary, MergeGk,
-// GkUnion, PruneGk) on small hand-built cases; the quantile summary built from them is tested in
+// CompressGk, CountAtMost, PruneGk) on small hand-built cases; the quantile summary built from them is tested in
 // quantile_summary_test.cc.
 #include <algorithm>
 #include <cstdint>
@@ -51,22 +51,33 @@ GkSummary Sampled(std::vector<uint64_t> keys, uint64_t step) {
   return ::testing::AssertionSuccess();
 }
 
-// Every rank r in 1..n is answered by Closest(r) with a key one of whose true positions (in
-// `sorted`, the union of the items) is within ⌊(g+1)/2⌋ of r — GK's Proposition 1.
+// Every rank r in 1..n is answered by AnswerRank(r, e), e = ⌊(g+1)/2⌋ for the distinct-key gap
+// g, with a key one of whose true positions (in `sorted`, the union of the items) is within e of
+// r — GK's Proposition 1 — and an interval within e of r that holds one of them. Closest(r)
+// answers the same way when no two adjacent tuples share a key.
 ::testing::AssertionResult AnswersEveryRankWithinHalfTheGap(const GkSummary& s,
                                                             const std::vector<uint64_t>& sorted) {
-  const uint64_t e = (s.Gap() + 1) / 2;
+  const uint64_t e = (s.DistinctGap() + 1) / 2;
+  bool runs = false;
+  for (size_t i = 0; i + 1 < s.tuples.size(); ++i) runs |= s.tuples[i].key == s.tuples[i + 1].key;
   for (uint64_t r = 1; r <= s.n; ++r) {
-    const GkTuple& t = s.tuples[s.Closest(r)];
-    if (r > t.rmin + e || t.rmax > r + e) {
-      return ::testing::AssertionFailure()
-             << "rank " << r << " answered by [" << t.rmin << "," << t.rmax << "], gap " << s.Gap();
+    const GkSummary::Answer a = s.AnswerRank(r, e);
+    if (!runs) {
+      const GkTuple& t = s.tuples[s.Closest(r)];
+      if (t.key != a.key || t.rmin != a.lower || t.rmax != a.upper) {
+        return ::testing::AssertionFailure() << "rank " << r << ": AnswerRank is not Closest";
+      }
     }
-    const uint64_t lo = std::lower_bound(sorted.begin(), sorted.end(), t.key) - sorted.begin() + 1;
-    const uint64_t hi = std::upper_bound(sorted.begin(), sorted.end(), t.key) - sorted.begin();
-    if (lo > r + e || hi + e < r) {
-      return ::testing::AssertionFailure() << "rank " << r << " answered by key at positions ["
-                                           << lo << "," << hi << "], gap " << s.Gap();
+    if (a.lower > a.upper || r > a.lower + e || a.upper > r + e) {
+      return ::testing::AssertionFailure() << "rank " << r << " answered by [" << a.lower << ","
+                                           << a.upper << "], distinct gap " << s.DistinctGap();
+    }
+    const uint64_t lo = std::lower_bound(sorted.begin(), sorted.end(), a.key) - sorted.begin() + 1;
+    const uint64_t hi = std::upper_bound(sorted.begin(), sorted.end(), a.key) - sorted.begin();
+    if (lo > r + e || hi + e < r || lo > a.upper || hi < a.lower) {
+      return ::testing::AssertionFailure()
+             << "rank " << r << " answered by key at positions [" << lo << "," << hi
+             << "] with [" << a.lower << "," << a.upper << "], distinct gap " << s.DistinctGap();
     }
   }
   return ::testing::AssertionSuccess();
@@ -208,92 +219,134 @@ TEST(GkMerge, OfMergedSummariesStillAnswersEveryRankWithinHalfTheGap) {
   }
 }
 
-// Issue 7 (quantile query latency under ingest): queries answer from the buckets in place
-// through GkUnion; every answer must equal the one the built merge gives.
-// The merge of `parts` built in order (earlier parts' equal keys first), and the check that the
-// union answers every rank with the built merge's tuple.
-GkSummary BuiltMerge(const std::vector<GkSummary>& parts) {
-  GkSummary built;
-  for (size_t i = parts.size(); i-- > 0;) built = MergeGk(parts[i], built);
-  return built;
-}
-
-::testing::AssertionResult ClosestAsTheBuiltMerge(const GkUnion& u, const GkSummary& built) {
-  for (uint64_t r = 1; r <= built.n; ++r) {
-    const GkTuple want = built.tuples[built.Closest(r)];
-    const GkTuple got = u.Closest(r);
-    if (got.key != want.key || got.rmin != want.rmin || got.rmax != want.rmax) {
-      return ::testing::AssertionFailure()
-             << "rank " << r << ": (" << got.key << ", " << got.rmin << ", " << got.rmax
-             << ") instead of (" << want.key << ", " << want.rmin << ", " << want.rmax << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-TEST(GkUnion, AnswersExactlyAsTheBuiltMergeOfItsParts) {
-  std::mt19937_64 rng(13);
-  for (int trial = 0; trial < 300; ++trial) {
-    // Heavy ties, all-equal, then mostly distinct keys; keys at the ends of the domain too.
-    const uint64_t range = trial % 3 == 0 ? 8 : trial % 3 == 1 ? 1 : 1000000;
-    const uint64_t offset = trial % 5 == 0 ? UINT64_MAX - range + 1 : 0;
-    std::vector<GkSummary> parts(1 + rng() % 9);
-    for (GkSummary& part : parts) {
-      if (rng() % 7 == 0) continue;  // an empty part
-      std::vector<uint64_t> keys = RandomKeys(rng, 1 + rng() % 300, range);
-      for (uint64_t& k : keys) k += offset;
-      std::sort(keys.begin(), keys.end());
-      part = Sampled(keys, 1 + rng() % 12);
-      if (rng() % 2 == 0) part = PruneGk(MergeGk(part, Sampled(keys, 1 + rng() % 5)), 1 + rng() % 20);
-    }
-    const GkSummary built = BuiltMerge(parts);
-    std::vector<const GkSummary*> pointers;
-    for (const GkSummary& part : parts) pointers.push_back(&part);
-    const GkUnion u(pointers);
-    ASSERT_EQ(u.n(), built.n) << trial;
-    ASSERT_EQ(u.empty(), built.tuples.empty()) << trial;
-    if (built.tuples.empty()) continue;
-    ASSERT_TRUE(ClosestAsTheBuiltMerge(u, built)) << "trial " << trial;
-    std::vector<uint64_t> probes = {0, 1, UINT64_MAX, UINT64_MAX - 1};
-    for (const GkTuple& t : built.tuples) {
-      probes.push_back(t.key);
-      probes.push_back(t.key - 1);
-      probes.push_back(t.key + 1);
-    }
-    for (uint64_t key : probes) {
-      for (bool below_all : {false, true}) {
-        auto it = below_all ? built.tuples.begin()
-                            : std::upper_bound(built.tuples.begin(), built.tuples.end(), key,
-                                               [](uint64_t k, const GkTuple& t) { return k < t.key; });
-        const size_t j = it - built.tuples.begin();
-        const uint64_t lower = j > 0 ? built.tuples[j - 1].rmin : 0;
-        const uint64_t upper = j < built.tuples.size() ? built.tuples[j].rmax - 1 : built.n;
-        const auto [got_lower, got_upper] = u.CountAtMost(key, below_all);
-        ASSERT_EQ(got_lower, lower) << "trial " << trial << " key " << key;
-        ASSERT_EQ(got_upper, upper) << "trial " << trial << " key " << key;
+// The fewest tuples of s, keeping both ends, whose distinct-key gap is ≤ allowed: a shortest path
+// over the tuples where i may follow j when they share a key or rmax_i − rmin_j − 1 ≤ allowed
+// (quadratic, for small cases).
+size_t FewestWithin(const GkSummary& s, uint64_t allowed) {
+  const size_t n = s.tuples.size();
+  std::vector<size_t> best(n, SIZE_MAX);
+  best[0] = 1;
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (best[j] != SIZE_MAX && (s.tuples[i].key == s.tuples[j].key ||
+                                  s.tuples[i].rmax - s.tuples[j].rmin - 1 <= allowed)) {
+        best[i] = std::min(best[i], best[j] + 1);
       }
     }
   }
+  return best[n - 1];
 }
 
-// GkUnion::Closest bisects over the keys of its largest part first: parts whose keys lie wholly
-// below, above or between that part's keys, with the largest one first, last or in the middle.
-TEST(GkUnion, AnswersAsTheBuiltMergeWhenTheLargestPartDoesNotSpanTheOthers) {
-  std::mt19937_64 rng(17);
-  for (int trial = 0; trial < 60; ++trial) {
-    std::vector<GkSummary> parts(2 + trial % 4);
-    const size_t largest = trial % parts.size();
-    for (size_t i = 0; i < parts.size(); ++i) {
-      // Part i's keys in its own band; the bands ordered by i or reversed.
-      const uint64_t band = trial % 2 == 0 ? i : parts.size() - 1 - i;
-      std::vector<uint64_t> keys = RandomKeys(rng, i == largest ? 400 : 1 + rng() % 30, 1000);
-      for (uint64_t& k : keys) k += band * (trial % 3 == 0 ? 500 : 2000);
-      std::sort(keys.begin(), keys.end());
-      parts[i] = Sampled(keys, 1 + rng() % 4);
+TEST(GkCompress, KeepsTheEndsAndTheGapWithinTheBudgetWithTheFewestTuples) {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 300; ++trial) {
+    // Heavy ties, all-equal, then mostly distinct keys.
+    const uint64_t range = trial % 3 == 0 ? 8 : trial % 3 == 1 ? 1 : 1000000;
+    std::vector<uint64_t> all;
+    GkSummary m;
+    for (size_t parts = 1 + rng() % 6; parts-- > 0;) {
+      std::vector<uint64_t> keys = RandomKeys(rng, 1 + rng() % 200, range);
+      all.insert(all.end(), keys.begin(), keys.end());
+      m = MergeGk(m, Sampled(keys, 1 + rng() % 6));
     }
-    std::vector<const GkSummary*> pointers;
-    for (const GkSummary& part : parts) pointers.push_back(&part);
-    ASSERT_TRUE(ClosestAsTheBuiltMerge(GkUnion(pointers), BuiltMerge(parts))) << "trial " << trial;
+    std::sort(all.begin(), all.end());
+    const uint64_t gap = m.DistinctGap();
+    const uint64_t allowed = gap + rng() % (m.n / 4 + 1);
+    GkSummary c = m;
+    CompressGk(&c, allowed);
+    ASSERT_TRUE(IsWellFormed(c)) << trial;
+    EXPECT_LE(c.DistinctGap(), allowed) << trial;
+    EXPECT_EQ(c.tuples.front().key, m.tuples.front().key) << trial;
+    EXPECT_EQ(c.tuples.back().key, m.tuples.back().key) << trial;
+    EXPECT_EQ(c.tuples.size(), FewestWithin(m, allowed)) << trial;
+    ASSERT_TRUE(AnswersEveryRankWithinHalfTheGap(c, all)) << trial;
+    // Kept tuples are tuples of m, in order.
+    size_t j = 0;
+    for (const GkTuple& t : c.tuples) {
+      while (j < m.tuples.size() && (m.tuples[j].key != t.key || m.tuples[j].rmin != t.rmin ||
+                                     m.tuples[j].rmax != t.rmax)) {
+        ++j;
+      }
+      ASSERT_LT(j, m.tuples.size()) << "trial " << trial << ": a tuple that was not in the input";
+    }
+  }
+}
+
+// The quantile summary's accounting with runs: merging compressed summaries adds their distinct
+// gaps (two adjacent merged tuples of different keys straddle, on each side, two adjacent tuples
+// of different keys), and a run of one key keeps only its two ends.
+TEST(GkCompress, MergesOfCompressedRunsAddTheirDistinctGapsAndRunsKeepTheirEnds) {
+  std::mt19937_64 rng(19);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<uint64_t> all;
+    auto compressed = [&]() {
+      std::vector<uint64_t> keys = RandomKeys(rng, 1 + rng() % 400, 1 + rng() % 12);
+      all.insert(all.end(), keys.begin(), keys.end());
+      GkSummary s = Exact(keys);
+      CompressGk(&s, rng() % (s.n / 3 + 1));
+      return s;
+    };
+    const GkSummary a = compressed(), b = compressed();
+    for (const GkSummary* s : {&a, &b}) {
+      for (size_t i = 2; i < s->tuples.size(); ++i) {
+        ASSERT_FALSE(s->tuples[i - 2].key == s->tuples[i].key) << "a run kept an inner tuple";
+      }
+    }
+    const GkSummary m = MergeGk(a, b);
+    std::sort(all.begin(), all.end());
+    ASSERT_TRUE(IsWellFormed(m)) << trial;
+    EXPECT_LE(m.DistinctGap(), a.DistinctGap() + b.DistinctGap()) << trial;
+    ASSERT_TRUE(AnswersEveryRankWithinHalfTheGap(m, all)) << trial;
+  }
+  GkSummary equal = Exact(std::vector<uint64_t>(1000, 42));
+  CompressGk(&equal, 0);
+  ASSERT_EQ(equal.tuples.size(), 2u);
+  EXPECT_EQ(equal.DistinctGap(), 0u);
+  EXPECT_EQ(equal.AnswerRank(500, 0).key, 42u);
+  EXPECT_EQ(equal.AnswerRank(500, 0).lower, 500u);
+  EXPECT_EQ(equal.AnswerRank(500, 0).upper, 500u);
+}
+
+TEST(GkCompress, LeavesTwoTuplesOrFewerAndAnExactSummaryWithABudgetOfZeroAlone) {
+  GkSummary one = Exact({5});
+  CompressGk(&one, 100);
+  EXPECT_EQ(one.tuples.size(), 1u);
+  GkSummary exact = Exact({1, 2, 3, 4, 5, 6});
+  GkSummary same = exact;
+  CompressGk(&same, 0);
+  EXPECT_EQ(same.tuples.size(), exact.tuples.size());
+  CompressGk(&exact, 1);  // every other tuple may go: gaps of 1
+  EXPECT_EQ(exact.tuples.size(), 4u);  // ranks 1, 3, 5, 6
+  EXPECT_EQ(exact.Gap(), 1u);
+}
+
+TEST(GkCountAtMost, BracketsTheTrueCountWithinTheGap) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint64_t range = trial % 3 == 0 ? 8 : trial % 3 == 1 ? 1 : 1000000;
+    const uint64_t offset = trial % 5 == 0 ? UINT64_MAX - range + 1 : 0;
+    std::vector<uint64_t> all;
+    GkSummary m;
+    for (size_t parts = 1 + rng() % 5; parts-- > 0;) {
+      std::vector<uint64_t> keys = RandomKeys(rng, 1 + rng() % 300, range);
+      for (uint64_t& k : keys) k += offset;
+      all.insert(all.end(), keys.begin(), keys.end());
+      m = MergeGk(m, Sampled(keys, 1 + rng() % 8));
+    }
+    CompressGk(&m, m.DistinctGap() + rng() % 20);
+    std::sort(all.begin(), all.end());
+    std::vector<uint64_t> probes = {0, 1, UINT64_MAX, UINT64_MAX - 1};
+    for (const GkTuple& t : m.tuples) probes.insert(probes.end(), {t.key, t.key - 1, t.key + 1});
+    for (uint64_t key : probes) {
+      const uint64_t truth = std::upper_bound(all.begin(), all.end(), key) - all.begin();
+      const auto [lower, upper] = CountAtMost(m, key, false);
+      ASSERT_LE(lower, truth) << "trial " << trial << " key " << key;
+      ASSERT_GE(upper, truth) << "trial " << trial << " key " << key;
+      ASSERT_LE(upper - lower, m.DistinctGap()) << "trial " << trial << " key " << key;
+    }
+    const auto [none_lower, none_upper] = CountAtMost(m, 0, true);
+    EXPECT_EQ(none_lower, 0u);
+    EXPECT_LE(none_upper, m.DistinctGap());
   }
 }
 

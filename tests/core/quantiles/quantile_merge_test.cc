@@ -147,14 +147,12 @@ TEST(QuantileSummary, SealedPartsOfEveryShapeMergedOneByOneMeetTheBound) {
               << Label(d, eps, 256, ValueKind::kNumeric) << " after " << i << " items";
         }
       }
-      // The header's memory bound, over the levels that windows plus seals can reach.
-      const size_t buckets = n / 256 + parts;
-      size_t bound = 0;
-      for (int level = 0; (size_t{1} << level) <= 2 * buckets; ++level) {
-        bound += std::min<double>(std::ldexp(1 / eps + 2, level),
-                                  std::ceil(M_PI * M_PI * level * level / (6 * eps)) + 2);
-      }
-      EXPECT_LE(static_cast<const QuantileSummary&>(*running).tuple_count(), bound);
+      // No bound below the items' count is proven for merged summaries (header); what they
+      // measure, as a ceiling that catches a compress that stops thinning.
+      const size_t tuples = static_cast<const QuantileSummary&>(*running).tuple_count();
+      std::printf("[    parts ] %s: %zu parts, %zu tuples\n",
+                  Label(d, eps, 256, ValueKind::kNumeric).c_str(), parts, tuples);
+      EXPECT_LE(tuples, 16 / eps);
     }
   }
   t.Print("sealed parts merged one by one");

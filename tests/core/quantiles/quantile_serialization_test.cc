@@ -15,6 +15,7 @@
 #include "core/common/serialization.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
+#include "tests/core/quantiles/quantile_legacy_fixture.h"
 #include "tests/core/quantiles/quantile_test_util.h"
 
 namespace streamstats::core {
@@ -162,6 +163,59 @@ TEST(QuantileSummary, CorruptPayloadsUnderAValidChecksumAreRejectedOrStillAnswer
   }
 }
 
+std::string FromHex(absl::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+// The streams the legacy fixtures were written from (an LCG, so every platform regenerates them).
+uint64_t NextLcg(uint64_t* x) {
+  *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+  return *x;
+}
+
+TEST(QuantileSummary, TheExponentialHistogramLayoutStillLoadsAndAnswersWithinTheBound) {
+  struct Legacy {
+    const char* hex;
+    double eps;
+    ValueKind kind;
+  };
+  for (const Legacy& l : {Legacy{kLegacyNumericHex, 0.05, ValueKind::kNumeric},
+                          Legacy{kLegacyWeightedHex, 0.1, ValueKind::kUint64}}) {
+    Reference ref;
+    if (l.kind == ValueKind::kNumeric) {
+      uint64_t x = 12345;
+      for (int i = 0; i < 1000; ++i) ref.Add(static_cast<double>((NextLcg(&x) >> 33) % 1000) / 10.0, 1);
+    } else {
+      uint64_t x = 777;
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t r = NextLcg(&x);
+        ref.Add(static_cast<double>((r >> 40) % 97), 1 + (r >> 20) % 5);
+      }
+    }
+    ref.Seal();
+    const std::string bytes = FromHex(l.hex);
+    auto env = OpenEnvelope(bytes);
+    ASSERT_TRUE(env.ok()) << env.status();
+    ASSERT_NE(static_cast<uint8_t>(env->payload[0]), 'G');  // the old layout indeed
+    auto r = DeserializeSummary(bytes);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)->value_kind(), l.kind);
+    std::mt19937_64 rng(1700);
+    Tightness t;
+    ASSERT_TRUE(MeetsTheGuarantee(**r, ref, l.eps, rng, &t)) << (*r)->Describe();
+    // Written back in the single-summary layout, it reads back to the same bytes.
+    const std::string again = (*r)->Serialize();
+    auto back = DeserializeSummary(again);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ((*back)->Serialize(), again);
+    EXPECT_EQ(static_cast<uint8_t>(OpenEnvelope(again)->payload[0]), 'G');
+  }
+}
+
 // Regression: pending weights whose sum wraps around 2^64 made N small (here 0), so the rank
 // sample of the pending window stepped by 1 through 2^63 positions — a hang and then an
 // out-of-memory crash on a hand-written (checksum-valid) payload.
@@ -207,6 +261,33 @@ TEST(QuantileSummary, PendingWeightsThatOverflowTheItemCountAreDataLoss) {
             absl::StatusCode::kDataLoss);
   // Buckets plus pending weights past 2^64.
   EXPECT_EQ(DeserializeSummary(payload(kHalf, kHalf, 10)).status().code(),
+            absl::StatusCode::kDataLoss);
+  // The single-summary layout: a summary of 2^63 items plus pending weights past 2^64.
+  auto single = [](uint64_t items, uint64_t w1, uint64_t w2) {
+    ByteWriter w;
+    w.Put<uint8_t>('G');
+    w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
+    w.Put<double>(0.5);
+    w.Put<uint64_t>(0);  // auto window
+    w.Put<uint64_t>(items);
+    w.Put<uint64_t>(3);
+    for (uint64_t rank : {uint64_t{1}, items / 2, items}) {
+      w.Put<uint64_t>(rank);  // key
+      w.Put<uint64_t>(rank);  // rmin
+      w.Put<uint64_t>(rank);  // rmax
+    }
+    w.Put<uint64_t>(2);  // two pending keys
+    w.Put<uint64_t>(3);
+    w.Put<uint64_t>(4);
+    w.Put<uint64_t>(2);  // and their weights
+    w.Put<uint64_t>(w1);
+    w.Put<uint64_t>(w2);
+    return SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes());
+  };
+  sane = DeserializeSummary(single(kHalf, 3, 4));
+  ASSERT_TRUE(sane.ok()) << sane.status();
+  EXPECT_EQ((*sane)->count(), kHalf + 7);
+  EXPECT_EQ(DeserializeSummary(single(kHalf, kHalf, 10)).status().code(),
             absl::StatusCode::kDataLoss);
 }
 
