@@ -93,7 +93,7 @@ absl::Status QuantileOptions::Validate() const {
   return ValidateWindow(window_items);
 }
 uint64_t QuantileOptions::EffectiveWindow() const {
-  return window_items != 0 ? window_items : AutoWindow(8 / epsilon, 1024, uint64_t{1} << 20);
+  return window_items != 0 ? window_items : AutoWindow(2 / epsilon, 1024, uint64_t{1} << 20);
 }
 
 absl::Status LossyCountingOptions::Validate() const {

@@ -101,7 +101,7 @@ class Summary {
 // Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
 struct QuantileOptions {
   double epsilon = 0.01;      // rank error bound as a fraction of N, in [1e-6, 0.5]
-  uint64_t window_items = 0;  // items per sorted window; 0 = auto: clamp(ceil(8/epsilon), 1024, 2^20)
+  uint64_t window_items = 0;  // items per sorted window; 0 = auto: clamp(ceil(2/epsilon), 1024, 2^20)
   absl::Status Validate() const;
   uint64_t EffectiveWindow() const;
 };

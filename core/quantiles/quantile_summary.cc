@@ -613,12 +613,21 @@ absl::StatusOr<std::unique_ptr<Summary>> QuantileSummary::DeserializeLevels(
   // Every level is within its ε_ℓ < ε of its own items, so their merge (older levels first, the
   // histogram's tie order) is within G(total).
   for (uint32_t level = level_count; level-- > 0;) q->Absorb(SummaryRun{&levels[level]});
-  if (absl::Status s = ReadPending(r, q->window_, &q->pending_keys_, &q->pending_weights_,
-                                   &q->pending_weight_);
+  // The histogram layout's automatic window was ⌈8/ε⌉ (clamped as now): a partial window up to
+  // that size is read, and flushed if it is a full window today.
+  const uint64_t old_window = options.window_items != 0
+                                  ? options.window_items
+                                  : std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(8 / options.epsilon)),
+                                                         1024, uint64_t{1} << 20);
+  if (absl::Status s = ReadPending(r, std::max(old_window, q->window_), &q->pending_keys_,
+                                   &q->pending_weights_, &q->pending_weight_);
       !s.ok()) {
     return s;
   }
   if (summarized + q->pending_weight_ < summarized) return Corrupt("item count overflow");
+  if (q->pending_keys_.size() >= q->window_) {
+    if (absl::Status s = q->FlushWindow(); !s.ok()) return s;
+  }
   return std::unique_ptr<Summary>(std::move(q));
 }
 

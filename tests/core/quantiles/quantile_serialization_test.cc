@@ -216,6 +216,46 @@ TEST(QuantileSummary, TheExponentialHistogramLayoutStillLoadsAndAnswersWithinThe
   }
 }
 
+// The histogram layout's automatic window was ⌈8/ε⌉, today's is ⌈2/ε⌉ (both clamped to
+// [1024, 2^20]): a partial window saved at its old size loads and, being a full window now, is
+// flushed into the summary.
+TEST(QuantileSummary, ALegacyPartialWindowLargerThanTodaysWindowLoadsAndIsFlushed) {
+  ByteWriter w;
+  w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
+  w.Put<double>(0.005);  // old auto window 1600, new 1024
+  w.Put<uint64_t>(0);    // auto window
+  w.Put<uint64_t>(0);    // nothing summarized
+  w.Put<uint32_t>(0);    // no levels
+  w.Put<uint64_t>(1500);
+  for (uint64_t k = 0; k < 1500; ++k) w.Put<uint64_t>((k * 7919) % 1500);
+  w.Put<uint64_t>(0);  // unweighted
+  auto r = DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& q = static_cast<const QuantileSummary&>(**r);
+  EXPECT_EQ(q.count(), 1500u);
+  EXPECT_GT(q.tuple_count(), 0u);  // flushed
+  Reference ref;
+  for (uint64_t k = 0; k < 1500; ++k) ref.Add(static_cast<double>(k), 1);
+  ref.Seal();
+  std::mt19937_64 rng(1701);
+  Tightness t;
+  EXPECT_TRUE(MeetsTheGuarantee(q, ref, 0.005, rng, &t));
+  // One more pending key than the old window is still corrupt.
+  ByteWriter big;
+  big.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
+  big.Put<double>(0.005);
+  big.Put<uint64_t>(0);
+  big.Put<uint64_t>(0);
+  big.Put<uint32_t>(0);
+  big.Put<uint64_t>(1600);
+  for (uint64_t k = 0; k < 1600; ++k) big.Put<uint64_t>(k);
+  big.Put<uint64_t>(0);
+  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), big.bytes()))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
 // Regression: pending weights whose sum wraps around 2^64 made N small (here 0), so the rank
 // sample of the pending window stepped by 1 through 2^63 positions — a hang and then an
 // out-of-memory crash on a hand-written (checksum-valid) payload.
