@@ -97,10 +97,11 @@ class Accelerator {
 
 // Sorts `keys` ascending in place and permutes `weights` (empty, or one per key) alongside,
 // stably: equal keys keep their order. What std::stable_sort on (key, weight) pairs by key
-// returns, computed as a least-significant-digit radix sort over the key's eight bytes that skips
-// the bytes every key shares (windows of doubles share their high bytes): ~5x std::sort at the
-// window sizes of ε = 0.001 (8000 keys), which every quantile ingest chunk and every quantile
-// question pays (bench/E2E_RESULTS.md, session 4). Short spans go to std::sort.
+// returns. With weights: a least-significant-digit radix sort over the key's eight bytes that
+// skips the bytes every key shares (windows of doubles share their high bytes). Without: a
+// most-significant-digit radix sort from the highest bit where the keys differ (2-3x the LSD sort
+// at window sizes; keys alone are indistinguishable when equal). Every quantile and Lossy
+// Counting window and every quantile question pays it. Short spans go to std::sort.
 void SortKeysStably(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights);
 
 // The reference implementation: SortKeysStably, then a linear pass.

@@ -345,6 +345,10 @@ TEST(SortKeysStably, EqualsAStableComparisonSortOnEveryShape) {
       {"descending", [&](size_t i) { return ~uint64_t{0} - i * 977; }},
       {"ascending", [&](size_t i) { return i; }},
       {"one byte varies (bit 40)", [&](size_t) { return (rng() & 0xff) << 40; }},
+      // The unweighted MSD sort recurses into buckets: a tight cluster under a few outliers, and
+      // clusters whose keys differ only in low bits, reach its deepest levels.
+      {"outliers over a tight cluster", [&](size_t i) { return i % 97 == 0 ? rng() : 0x3ff0000000000000ULL + rng() % 1000; }},
+      {"clusters differing in low bits", [&](size_t i) { return (i % 5) << 60 | (rng() % 3) << 20 | rng() % 16; }},
   };
   for (const auto& [name, shape] : shapes) {
     for (size_t n : {0u, 1u, 2u, 255u, 256u, 257u, 1000u, 8000u, 65537u}) {
