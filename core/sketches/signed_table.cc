@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define STREAMSTATS_SIGNED_TABLE_AVX2 1
+#endif
+
 namespace streamstats::core {
 
 uint64_t SignedSketchDepth(double delta) {
@@ -40,17 +45,112 @@ SignedTable::SignedTable(uint64_t depth, uint64_t width, uint64_t seed)
   mod_w_ = FastModBelow63::For(width_);
 }
 
+namespace {
+
+#ifdef STREAMSTATS_SIGNED_TABLE_AVX2
+// FourWiseHash for four keys at a time with AVX2: the same arithmetic in 32-bit limbs (AVX2 has
+// no 64x64-bit multiply), exact, so every value equals the scalar one (signed_table_test and the
+// golden digests compare them). Per Horner step, (a + b*i)(c + d*i) + c_k with a, b < P split as
+// a = a1*2^32 + a0 (a1 < 2^29) and c, d < 2^32:
+//  - a*c - b*d = (a1*c + P - b1*d)*2^32 + (a0*c - b0*d): the high sum is in [0, 2^62) (b1*d <
+//    P), and y*2^32 == (y >> 29) + ((y mod 2^29) << 32) mod P; each low product folds to
+//    (p & P) + (p >> 61) < 2^61 + 8, and 2P keeps their difference non-negative.
+//  - a*d + b*c: the high sum a1*d + b1*c < 2^62 and the two folded low products, likewise.
+// Each coordinate's total stays below 2^64, folds below 2^61 + 8 and one conditional
+// subtraction reduces it to [0, P). Returns how many leading keys it did (a multiple of 4).
+// == v mod P, below 2^61 + 8.
+__attribute__((target("avx2"))) inline __m256i Fold61(__m256i v, __m256i p) {
+  return _mm256_add_epi64(_mm256_and_si256(v, p), _mm256_srli_epi64(v, 61));
+}
+// == y * 2^32 mod P for y < 2^62, below 2^61 + 2^33.
+__attribute__((target("avx2"))) inline __m256i Times2To32(__m256i y, __m256i mask29) {
+  return _mm256_add_epi64(_mm256_srli_epi64(y, 29),
+                          _mm256_slli_epi64(_mm256_and_si256(y, mask29), 32));
+}
+// v mod P for v < 2P (signed compares: v < 2^63).
+__attribute__((target("avx2"))) inline __m256i Reduce61(__m256i v, __m256i p,
+                                                        __m256i p_minus_1) {
+  return _mm256_sub_epi64(v, _mm256_and_si256(_mm256_cmpgt_epi64(v, p_minus_1), p));
+}
+
+__attribute__((target("avx2"))) size_t FourWiseAvx2(const FourWiseHash& h, const uint64_t* ids,
+                                                     size_t len, uint64_t* re_out,
+                                                     uint64_t* im_out) {
+  const __m256i p = _mm256_set1_epi64x(static_cast<long long>(kMersenne61));
+  const __m256i p_minus_1 = _mm256_set1_epi64x(static_cast<long long>(kMersenne61 - 1));
+  const __m256i two_p = _mm256_set1_epi64x(static_cast<long long>(2 * kMersenne61));
+  const __m256i mask32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
+  const __m256i mask29 = _mm256_set1_epi64x((1LL << 29) - 1);
+  size_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + j));
+    const __m256i c = _mm256_srli_epi64(x, 32);
+    const __m256i d = _mm256_and_si256(x, mask32);
+    __m256i a = _mm256_set1_epi64x(static_cast<long long>(h.re[3]));
+    __m256i b = _mm256_set1_epi64x(static_cast<long long>(h.im[3]));
+    for (int k = 2; k >= 0; --k) {
+      const __m256i a1 = _mm256_srli_epi64(a, 32), b1 = _mm256_srli_epi64(b, 32);
+      // _mm256_mul_epu32 reads the low 32 bits of both operands: a0, b0, c, d.
+      const __m256i re_hi = _mm256_sub_epi64(_mm256_add_epi64(_mm256_mul_epu32(a1, c), p),
+                                             _mm256_mul_epu32(b1, d));
+      const __m256i re_lo = _mm256_sub_epi64(
+          _mm256_add_epi64(Fold61(_mm256_mul_epu32(a, c), p), two_p), Fold61(_mm256_mul_epu32(b, d), p));
+      const __m256i re_sum = _mm256_add_epi64(
+          _mm256_add_epi64(Times2To32(re_hi, mask29), re_lo),
+          _mm256_set1_epi64x(static_cast<long long>(h.re[k])));
+      const __m256i im_hi = _mm256_add_epi64(_mm256_mul_epu32(a1, d), _mm256_mul_epu32(b1, c));
+      const __m256i im_lo =
+          _mm256_add_epi64(Fold61(_mm256_mul_epu32(a, d), p), Fold61(_mm256_mul_epu32(b, c), p));
+      const __m256i im_sum = _mm256_add_epi64(
+          _mm256_add_epi64(Times2To32(im_hi, mask29), im_lo),
+          _mm256_set1_epi64x(static_cast<long long>(h.im[k])));
+      a = Reduce61(Fold61(re_sum, p), p, p_minus_1);
+      b = Reduce61(Fold61(im_sum, p), p, p_minus_1);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(re_out + j), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(im_out + j), b);
+  }
+  return j;
+}
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+#endif
+
+}  // namespace
+
+namespace signed_table_internal {
+
+void FourWiseValues(const FourWiseHash& h, const uint64_t* ids, size_t len, uint64_t* re,
+                    uint64_t* im, bool simd) {
+  size_t j = 0;
+#ifdef STREAMSTATS_SIGNED_TABLE_AVX2
+  if (simd && HaveAvx2()) j = FourWiseAvx2(h, ids, len, re, im);
+#else
+  (void)simd;
+#endif
+  for (; j < len; ++j) {
+    const FourWiseHash::Value v = h(ids[j]);
+    re[j] = v.re;
+    im[j] = v.im;
+  }
+}
+
+}  // namespace signed_table_internal
+
 void SignedTable::Locate(const uint64_t* ids, size_t len, uint32_t* cell,
                          uint8_t* negative) const {
+  uint64_t re[kStage], im[kStage];
   for (size_t r = 0; r < depth_; ++r) {
-    const FourWiseHash h = rows_[r];
+    signed_table_internal::FourWiseValues(rows_[r], ids, len, re, im, true);
     const uint64_t base = r * width_;
     uint32_t* row_cell = cell + r * kStage;
     uint8_t* row_negative = negative + r * kStage;
     for (size_t j = 0; j < len; ++j) {
-      const FourWiseHash::Value v = h(ids[j]);
-      row_cell[j] = static_cast<uint32_t>(base + mod_w_(v.im));
-      row_negative[j] = static_cast<uint8_t>(v.re & 1);
+      row_cell[j] = static_cast<uint32_t>(base + mod_w_(im[j]));
+      row_negative[j] = static_cast<uint8_t>(re[j] & 1);
     }
   }
 }

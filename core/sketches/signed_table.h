@@ -24,10 +24,11 @@
 //
 // Counters are exact while the total weight stays below 2^63 (beyond, they wrap modulo 2^64 and
 // never trap). Space: 8*d*w bytes. Update: one FourWiseHash per row and item (12 multiplies of a
-// 61- by a 32-bit number) and one counter: the hash is most of it, ~14 ns per row and item on
-// one core of the 2-vCPU EPYC VM (best of 7, scalar; a pairwise Count-Min row hash costs ~2 ns),
-// so AMS with 13 rows runs at ~200-250 ns per item. A vectorized hash (AVX2, as Count-Min's
-// buckets) is the way to make it cheaper.
+// 61- by a 32-bit number) and one counter; the hash is most of it (~14 ns per row scalar, where
+// a pairwise Count-Min row hash costs ~2 ns), so a stage's hashes are computed four keys at a
+// time with AVX2 when the CPU has it (exact; runtime-dispatched): AMS with 13 rows went from
+// 210-300 to 100-125 ns per item (4M Zipf-like uint64 keys, one core of the shared 2-vCPU EPYC
+// VM; bench/experiments/README.md section 4 has the rates in context).
 // Not thread-safe for writers; const methods may run concurrently.
 #ifndef STREAMSTATS_CORE_SKETCHES_SIGNED_TABLE_H_
 #define STREAMSTATS_CORE_SKETCHES_SIGNED_TABLE_H_
@@ -54,6 +55,13 @@ SecondMomentAnswer SignedSecondMomentAnswer(double f2_hat, double relative, uint
 // F2 <= f2_upper: estimate = m clamped to [0, N], [lower, upper] = m -+ ceil(factor *
 // sqrt(f2_upper)) clamped to [0, N].
 FrequencyAnswer SignedPointAnswer(int64_t median, double factor, double f2_upper, uint64_t n);
+
+namespace signed_table_internal {
+// re[j], im[j] = the coordinates of h(ids[j]) for j < len, with AVX2 when `simd` and the CPU has
+// it (four keys at a time), else scalar; exposed so tests can check that both are exact.
+void FourWiseValues(const FourWiseHash& h, const uint64_t* ids, size_t len, uint64_t* re,
+                    uint64_t* im, bool simd);
+}  // namespace signed_table_internal
 
 class SignedTable {
  public:

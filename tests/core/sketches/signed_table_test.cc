@@ -9,6 +9,37 @@
 namespace streamstats::core {
 namespace {
 
+// The vectorized hash (when the CPU has AVX2) must equal FourWiseHash exactly, for full 64-bit
+// keys (high halves, keys at and around P and 2^32 included), many coefficient draws and every
+// length (the scalar tail).
+TEST(SignedTable, SimdHashValuesEqualTheScalarOnes) {
+  std::mt19937_64 rng(40);
+  std::vector<uint64_t> ids = {0, 1, 2, 0xFFFFFFFFULL, 0x100000000ULL, kMersenne61 - 1,
+                               kMersenne61, kMersenne61 + 1, ~uint64_t{0}, ~uint64_t{0} - 1,
+                               uint64_t{1} << 63, (kMersenne61 << 3) | 7};
+  for (int i = 0; i < 3000; ++i) ids.push_back(i % 3 == 0 ? rng() % 1000000 : rng());
+  for (uint64_t index = 0; index < 40; ++index) {
+    FourWiseHash h = MakeFourWiseHash(index < 20 ? kDefaultSketchSeed : rng(), index);
+    if (index == 39) {  // extreme coefficients: every coordinate P - 1
+      for (int k = 0; k < 4; ++k) h.re[k] = h.im[k] = kMersenne61 - 1;
+    }
+    for (size_t len : {ids.size(), size_t{7}, size_t{3}}) {
+      std::vector<uint64_t> re_simd(len), im_simd(len), re_scalar(len), im_scalar(len);
+      signed_table_internal::FourWiseValues(h, ids.data(), len, re_simd.data(), im_simd.data(),
+                                            true);
+      signed_table_internal::FourWiseValues(h, ids.data(), len, re_scalar.data(),
+                                            im_scalar.data(), false);
+      for (size_t j = 0; j < len; ++j) {
+        const FourWiseHash::Value v = h(ids[j]);
+        ASSERT_EQ(re_scalar[j], v.re) << ids[j];
+        ASSERT_EQ(im_scalar[j], v.im) << ids[j];
+        ASSERT_EQ(re_simd[j], v.re) << ids[j] << " index " << index;
+        ASSERT_EQ(im_simd[j], v.im) << ids[j] << " index " << index;
+      }
+    }
+  }
+}
+
 TEST(SignedTable, DepthIsTheSmallestOddCountWithSevenSixteenthsToTheHalfBelowDelta) {
   for (double delta : {0.7, 0.5, 0.1, 0.01, 1e-3, 1e-6, 1e-12}) {
     const uint64_t d = SignedSketchDepth(delta);
