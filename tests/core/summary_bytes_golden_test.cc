@@ -5,9 +5,7 @@
 // every counter, every candidate and every answer as it was. Lossy Counting and
 // Misra-Gries (pinned before the one-core work on their update paths) also
 // digest their answers (Frequencies of the first keys, HeavyHitters) and a
-// merge of two halves, since their tables are free to change layout. AMS and
-// Count Sketch (pinned when they were added) digest their bytes and answers
-// too: Frequencies, F2 and (Count Sketch) HeavyHitters.
+// merge of two halves, since their tables are free to change layout.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -278,6 +276,9 @@ TEST(SummaryBytes, LossyCountingAndMisraGriesEqualTheirPinnedDigests) {
   }
 }
 
+// AMS and Count Sketch, pinned when they were added (issue 15): their bytes
+// and answers (Frequencies, F2 and, for Count Sketch, HeavyHitters), also after
+// a merge of two halves.
 TEST(SummaryBytes, AmsAndCountSketchEqualTheirPinnedDigests) {
   // {name, options, kind, weighted, golden, sorted, answers, merged}
   const std::vector<Case> cases = {
