@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Turns the CSVs written by sketch_experiments into PNG plots.
 
-    /usr/bin/python3 bench/plot_experiments.py [DIR]      (DIR defaults to bench/experiments)
+    /usr/bin/python3 bench/plot_experiments.py [DIR] [--only=4]   (DIR defaults to bench/experiments)
 
 Needs matplotlib (Debian: apt-get install -y python3-matplotlib). Reads DIR/exp1_errors.csv,
-exp1_throughput.csv, exp2_cdf.csv and exp3_realistic.csv; writes DIR/*.png.
+exp1_throughput.csv, exp2_cdf.csv, exp3_realistic.csv and the exp4_*.csv files; writes DIR/*.png.
+--only=4 draws experiment 4's figures alone (the others stay as committed).
 """
 import csv
 import os
@@ -15,7 +16,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-DIR = sys.argv[1] if len(sys.argv) > 1 else "bench/experiments"
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+ONLY = next((a[len("--only="):] for a in sys.argv[1:] if a.startswith("--only=")), "1,2,3,4")
+DIR = ARGS[0] if ARGS else "bench/experiments"
 SKETCHES = ["CM", "FCM", "CM-CU", "FCM-CU"]
 COLORS = {"CM": "tab:red", "FCM": "tab:blue", "CM-CU": "tab:orange", "FCM-CU": "tab:cyan"}
 DISTS = ["Zipf(1.1)", "Zipf(1.5)", "Normal(10)", "Normal(20)"]
@@ -164,14 +167,79 @@ def realistic():
     save(fig, "exp3_realistic.png")
 
 
+EXP4_COLORS = {"AMS": "tab:green", "Count Sketch": "tab:purple", "Count Sketch d=5": "tab:pink",
+               "CM": "tab:red", "CM-CU": "tab:orange", "FCM": "tab:blue"}
+
+
+def exp4_fig34():
+    rows = read("exp4_fig34_points.csv")
+    dists = ["Normal(20)", "Zipf(1.1)"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    for ax, dist, fig_no in zip(axes, dists, [3, 4]):
+        pts = [r for r in rows if r["distribution"] == dist]
+        rank = [int(r["rank"]) for r in pts]
+        for s in ["CM", "FCM", "AMS", "Count Sketch"]:
+            ax.plot(rank, [max(float(r[s]), 0.5) for r in pts], ".", markersize=3,
+                    color=EXP4_COLORS[s], label=s)
+        ax.plot(rank, [float(r["true f"]) for r in pts], "-", color="black", linewidth=1,
+                label="true f")
+        ax.set_yscale("log")
+        if dist.startswith("Zipf"):
+            ax.set_xscale("log")
+        ax.set_xlabel("items by decreasing true frequency (rank)")
+        ax.set_title(f"Fig. {fig_no} analogue: {dist}, 4M items, ε = 0.1, δ = 0.001")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("estimated frequency (log; 0 drawn at 0.5)")
+    save(fig, "exp4_fig34.png")
+
+
+def exp4_memory():
+    rows = [r for r in read("exp4_memory.csv") if r["normalized error"] != ""]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    for ax, dist in zip(axes[:2], ["Zipf(1.1)", "Normal(20)"]):
+        for s in ["CM", "CM-CU", "FCM", "AMS", "Count Sketch", "Count Sketch d=5"]:
+            pts = [r for r in rows if r["distribution"] == dist and r["sketch"] == s]
+            ax.plot([int(r["table bytes"]) for r in pts],
+                    [max(float(r["normalized error"]), 1e-5) for r in pts], marker="o",
+                    color=EXP4_COLORS[s], linestyle="--" if s == "AMS" else "-", label=s)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("table bytes (log)")
+        ax.set_title(f"point error vs memory, {dist}, 4M items")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("normalized error Σ|f̂−f| / N (log; 0 drawn at 1e-5)")
+    ax = axes[2]
+    for dist, marker in [("Zipf(1.1)", "o"), ("Normal(20)", "s")]:
+        for s in ["AMS", "Count Sketch d=5"]:
+            pts = [r for r in rows if r["distribution"] == dist and r["sketch"] == s]
+            ax.plot([int(r["table bytes"]) for r in pts],
+                    [max(float(r["F2 rel error"]), 1e-7) for r in pts], marker=marker,
+                    color=EXP4_COLORS[s], label=f"{dist} {s}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("table bytes (log)")
+    ax.set_ylabel("|F2^ − F2| / F2 (log)")
+    ax.set_title("F2 error vs memory (AMS = Count Sketch at d = 13)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, "exp4_memory.png")
+
+
 def main():
-    rows = read("exp1_errors.csv")
-    fig12(rows)
-    fig15_16(rows)
-    throughput()
-    pbf_cdf()
-    if os.path.exists(os.path.join(DIR, "exp3_realistic.csv")):
+    if "1" in ONLY:
+        rows = read("exp1_errors.csv")
+        fig12(rows)
+        fig15_16(rows)
+        throughput()
+    if "2" in ONLY:
+        pbf_cdf()
+    if "3" in ONLY and os.path.exists(os.path.join(DIR, "exp3_realistic.csv")):
         realistic()
+    if "4" in ONLY and os.path.exists(os.path.join(DIR, "exp4_memory.csv")):
+        exp4_fig34()
+        exp4_memory()
 
 
 if __name__ == "__main__":

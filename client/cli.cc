@@ -6,7 +6,7 @@
 //     ingest NAME [FILE|-] [--batch=N] [--producer=ID]     one value or key per line
 //     quantiles NAME PHI...
 //     ranks NAME VALUE...
-//     freq NAME KEY... [--summary=KIND]
+//     freq NAME [KEY...] [--summary=KIND]          no keys: F2 alone (ams, count_sketch)
 //     heavy-hitters NAME --support=S [--summary=KIND]
 //
 // Errors print the server's message and exit 1; usage errors exit 2.
@@ -46,11 +46,12 @@ constexpr char kUsage[] =
     "            count_min[:epsilon=E,delta=D,conservative=true,candidates=C]\n"
     "            fcm[:epsilon=E,delta=D,dh=H,dl=L,k=K,conservative=true]  misra_gries[:k=K]\n"
     "            pbf:keys=N,threshold=F | pbf:m=BITS,k=K,p=P\n"
+    "            ams[:epsilon=E,delta=D]  count_sketch[:epsilon=E,delta=D,candidates=C]\n"
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
     "  quantiles NAME PHI... [--last=W|DURATION]      (window sessions: 1000, 300s, 5m, 1h)\n"
     "  ranks NAME VALUE...\n"
-    "  freq NAME KEY... [--summary=KIND] [--last=...]\n"
+    "  freq NAME [KEY...] [--summary=KIND] [--last=...]   no KEY: F2 (ams, count_sketch)\n"
     "  heavy-hitters NAME --support=S [--summary=KIND] [--last=...]\n"
     "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
     "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051; the token to $STREAMSTATS_TOKEN.\n";
@@ -396,7 +397,7 @@ std::string KeyText(const v1::HeavyHitter& h) {
 
 int FreqCommand(Client& client, const Args& args, bool json) {
   const auto& p = args.positional;
-  if (p.size() < 3) return Usage("freq needs NAME and at least one KEY");
+  if (p.size() < 2) return Usage("freq needs NAME (and KEYs, or none for F2 alone)");
   auto info = client.GetSession(p[1]);
   if (!info.ok()) return Fail(info.status());
   v1::GetFrequenciesRequest request;
@@ -431,6 +432,10 @@ int FreqCommand(Client& client, const Args& args, bool json) {
   PrintCoverage(r->coverage());
   for (const auto& result : r->results()) {
     std::printf("%s (%s)\n", result.summary().c_str(), result.guarantee().c_str());
+    if (result.has_second_moment()) {
+      const auto& m = result.second_moment();
+      std::printf("  F2  estimate=%.6g  in [%.6g, %.6g]\n", m.estimate(), m.lower(), m.upper());
+    }
     for (int i = 0; i < result.frequencies_size(); ++i) {
       const auto& f = result.frequencies(i);
       std::printf("  %s  estimate=%llu  in [%llu, %llu]\n", p[i + 2].c_str(),

@@ -264,10 +264,36 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
     b->set_threshold(threshold);
     return spec;
   }
+  if (kind == "ams") {
+    v1::AmsSpec* a = spec.mutable_ams();
+    double epsilon = 0, delta = 0;
+    bool has_epsilon, has_delta;
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Double("delta", &delta, &has_delta));
+    TAKE(take.Done("epsilon, delta"));
+    if (has_epsilon) a->set_epsilon(epsilon);
+    if (has_delta) a->set_delta(delta);
+    return spec;
+  }
+  if (kind == "count_sketch") {
+    v1::CountSketchSpec* c = spec.mutable_count_sketch();
+    double epsilon = 0, delta = 0;
+    bool has_epsilon, has_delta;
+    uint64_t capacity = 0;
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Double("delta", &delta, &has_delta));
+    TAKE(take.Uint("candidates", &capacity));
+    TAKE(take.Done("epsilon, delta, candidates"));
+    if (has_epsilon) c->set_epsilon(epsilon);
+    if (has_delta) c->set_delta(delta);
+    c->set_heavy_hitter_capacity(capacity);
+    return spec;
+  }
 #undef TAKE
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown summary '", kind,
-      "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf)"));
+      "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf, ams, "
+      "count_sketch)"));
 }
 
 }  // namespace streamstats::client

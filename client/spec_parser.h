@@ -1,6 +1,7 @@
 // The text forms the CLI accepts for session specs:
 //   --type=numeric|keys|strings
 //   --summary=KIND[:NAME=VALUE,...]   e.g. quantiles:epsilon=0.001  lossy_counting:epsilon=1e-4,window=8192
+//                                     ams:epsilon=0.05,delta=0.001  count_sketch:epsilon=0.02,candidates=500
 #ifndef STREAMSTATS_CLIENT_SPEC_PARSER_H_
 #define STREAMSTATS_CLIENT_SPEC_PARSER_H_
 

@@ -1,11 +1,12 @@
 // Validation and derived sizes of the frequency-sketch options declared in core/summary.h
-// (Count-Min, FCM, Misra–Gries, PBF, partitioning).
+// (Count-Min, FCM, AMS, Count Sketch, Misra–Gries, PBF, partitioning).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "core/sketches/pbf.h"
+#include "core/sketches/signed_table.h"
 #include "core/summary.h"
 
 namespace streamstats::core {
@@ -40,6 +41,29 @@ absl::Status CheckCapacity(uint64_t capacity, absl::string_view name) {
         absl::StrCat(name, " must be 0 (auto) or at most ", kMaxEntries, ", got ", capacity));
   }
   return absl::OkStatus();
+}
+
+// AMS and Count Sketch: the width grows as 1/epsilon^2, so epsilon stops at 1e-4 (the table
+// limit below refuses most of that range anyway) and at 0.5, where the F2 and point bounds
+// derived from a row's variance stop meaning anything (core/sketches/signed_table.h).
+absl::Status CheckSignedSketch(double epsilon, double delta, uint64_t depth, uint64_t width) {
+  if (!(epsilon >= 1e-4 && epsilon <= 0.5)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon must be in [1e-4, 0.5], got ", epsilon));
+  }
+  if (!(delta >= 1e-12 && delta < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("delta must be in [1e-12, 1), got ", delta));
+  }
+  if (depth * width > kMaxTableCounters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epsilon=", epsilon, " and delta=", delta, " need ", depth, " x ", width,
+        " counters; at most ", kMaxTableCounters, " are allowed (raise epsilon or delta)"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SignedWidth(double numerator, double epsilon) {
+  return static_cast<uint64_t>(std::ceil(numerator / (epsilon * epsilon)));
 }
 
 bool IsPrime(uint64_t n) {
@@ -115,6 +139,29 @@ uint64_t FcmOptions::EffectivePhaseCapacity() const {
   return std::clamp<uint64_t>(k * log2k, k, kMaxEntries);
 }
 uint64_t FcmOptions::EffectiveHeavyHitterCapacity() const {
+  return heavy_hitter_capacity != 0 ? heavy_hitter_capacity : AutoCapacity(epsilon);
+}
+
+absl::Status AmsOptions::Validate() const {
+  // Depth() and Width() only once epsilon and delta are in range (no ceil of an infinity).
+  if (!(epsilon >= 1e-4 && epsilon <= 0.5) || !(delta >= 1e-12 && delta < 1)) {
+    return CheckSignedSketch(epsilon, delta, 0, 0);
+  }
+  return CheckSignedSketch(epsilon, delta, Depth(), Width());
+}
+uint64_t AmsOptions::Depth() const { return SignedSketchDepth(delta); }
+uint64_t AmsOptions::Width() const { return SignedWidth(16, epsilon); }
+
+absl::Status CountSketchOptions::Validate() const {
+  if (!(epsilon >= 1e-4 && epsilon <= 0.5) || !(delta >= 1e-12 && delta < 1)) {
+    return CheckSignedSketch(epsilon, delta, 0, 0);
+  }
+  if (absl::Status s = CheckSignedSketch(epsilon, delta, Depth(), Width()); !s.ok()) return s;
+  return CheckCapacity(heavy_hitter_capacity, "heavy_hitter_capacity");
+}
+uint64_t CountSketchOptions::Depth() const { return SignedSketchDepth(delta); }
+uint64_t CountSketchOptions::Width() const { return SignedWidth(8, epsilon); }
+uint64_t CountSketchOptions::EffectiveHeavyHitterCapacity() const {
   return heavy_hitter_capacity != 0 ? heavy_hitter_capacity : AutoCapacity(epsilon);
 }
 

@@ -9,7 +9,9 @@
 #include "core/frequencies/misra_gries.h"
 #include "core/parallel/partitioned.h"
 #include "core/quantiles/quantile_summary.h"
+#include "core/sketches/ams.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/count_sketch.h"
 #include "core/sketches/fcm.h"
 #include "core/sketches/pbf.h"
 #include "core/windows/sliding_window.h"
@@ -71,6 +73,10 @@ const char* SummaryKindName(SummaryKind kind) {
       return "sliding_frequencies";
     case SummaryKind::kTimeWindow:
       return "time_window";
+    case SummaryKind::kAms:
+      return "ams";
+    case SummaryKind::kCountSketch:
+      return "count_sketch";
   }
   return "unknown";
 }
@@ -86,6 +92,9 @@ absl::StatusOr<std::vector<FrequencyAnswer>> Summary::Frequencies(const Keys&) c
 }
 absl::StatusOr<std::vector<HeavyHitter>> Summary::HeavyHitters(double) const {
   return Unanswerable(*this, "heavy-hitter questions");
+}
+absl::StatusOr<SecondMomentAnswer> Summary::SecondMoment() const {
+  return Unanswerable(*this, "second-moment (F2) questions");
 }
 
 absl::Status QuantileOptions::Validate() const {
@@ -154,6 +163,10 @@ absl::Status SummaryOptions::Validate(ValueKind value_kind) const {
       return misra_gries.Validate();
     case SummaryKind::kPbf:
       return pbf.Validate();
+    case SummaryKind::kAms:
+      return ams.Validate();
+    case SummaryKind::kCountSketch:
+      return count_sketch.Validate();
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       if (value_kind == ValueKind::kString) {
@@ -198,6 +211,11 @@ absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& opt
           new MisraGries(options.misra_gries, value_kind, accelerator));
     case SummaryKind::kPbf:
       return std::unique_ptr<Summary>(new Pbf(options.pbf, value_kind, accelerator));
+    case SummaryKind::kAms:
+      return std::unique_ptr<Summary>(new Ams(options.ams, value_kind, accelerator));
+    case SummaryKind::kCountSketch:
+      return std::unique_ptr<Summary>(
+          new CountSketch(options.count_sketch, value_kind, accelerator));
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       return std::unique_ptr<Summary>(
@@ -232,6 +250,10 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
       return MisraGries::Deserialize(env->payload, accelerator);
     case SummaryKind::kPbf:
       return Pbf::Deserialize(env->payload, accelerator);
+    case SummaryKind::kAms:
+      return Ams::Deserialize(env->payload, accelerator);
+    case SummaryKind::kCountSketch:
+      return CountSketch::Deserialize(env->payload, accelerator);
     case SummaryKind::kPartitioned:
       return PartitionedSummary::Deserialize(env->payload, accelerator);
     case SummaryKind::kSlidingQuantiles:

@@ -40,6 +40,9 @@ enum class SummaryKind : uint16_t {
   kSlidingFrequencies = 9,
   // Time windows over the last T seconds (core/windows/time_window.h).
   kTimeWindow = 10,
+  // The signed sketches (seed 001 §IV; core/sketches/ams.h, core/sketches/count_sketch.h).
+  kAms = 11,
+  kCountSketch = 12,
 };
 
 const char* SummaryKindName(SummaryKind kind);
@@ -96,6 +99,8 @@ class Summary {
   virtual absl::StatusOr<std::vector<RankAnswer>> Ranks(absl::Span<const double> values) const;
   virtual absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const;
   virtual absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const;
+  // F2, the second frequency moment of everything added (AMS and Count Sketch).
+  virtual absl::StatusOr<SecondMomentAnswer> SecondMoment() const;
 };
 
 // Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
@@ -152,6 +157,32 @@ struct FcmOptions {
   uint64_t EffectiveDh() const;
   uint64_t EffectiveDl() const;
   uint64_t EffectivePhaseCapacity() const;
+  uint64_t EffectiveHeavyHitterCapacity() const;
+};
+
+// AMS sketch of F2 (Alon, Matias & Szegedy 1996, bucketed; seed 001 §IV); see core/sketches/ams.h.
+struct AmsOptions {
+  double epsilon = 0.1;  // relative error of F2, in [1e-4, 0.5]; w = ceil(16/epsilon^2)
+  double delta = 0.01;   // failure probability, in [1e-12, 1); d = the smallest odd integer
+                         // >= 2 ln(1/delta) / ln(16/7) (13 for 0.01)
+  uint64_t seed = kDefaultSketchSeed;  // hash seed; only summaries with equal seeds merge
+  absl::Status Validate() const;
+  uint64_t Depth() const;  // d
+  uint64_t Width() const;  // w
+};
+
+// Count Sketch (Charikar, Chen & Farach-Colton 2002; seed 001 §IV's CCFC); see
+// core/sketches/count_sketch.h.
+struct CountSketchOptions {
+  double epsilon = 0.05;  // point error as a fraction of ||f||_2, in [1e-4, 0.5];
+                          // w = ceil(8/epsilon^2)
+  double delta = 0.01;    // failure probability of one point query, in [1e-12, 1); d as AmsOptions
+  uint64_t heavy_hitter_capacity = 0;  // candidate keys kept for heavy hitters; 0 = auto:
+                                       // max(16, ceil(2/epsilon)); at most 2^20
+  uint64_t seed = kDefaultSketchSeed;  // as AmsOptions
+  absl::Status Validate() const;
+  uint64_t Depth() const;  // d
+  uint64_t Width() const;  // w
   uint64_t EffectiveHeavyHitterCapacity() const;
 };
 
@@ -229,6 +260,8 @@ struct SummaryOptions {
   FcmOptions fcm;
   MisraGriesOptions misra_gries;
   PbfOptions pbf;
+  AmsOptions ams;
+  CountSketchOptions count_sketch;
   PartitionOptions partition;  // partitions > 1: count_min, fcm, misra_gries and pbf only
   SlidingWindowOptions sliding;  // kSlidingQuantiles, kSlidingFrequencies
   TimeWindowOptions time_window;  // kTimeWindow

@@ -125,6 +125,21 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
         o.pbf.threshold = b.threshold();
         break;
       }
+      case v1::SummarySpec::kAms: {
+        const v1::AmsSpec& a = s.ams();
+        o.kind = core::SummaryKind::kAms;
+        if (a.has_epsilon()) o.ams.epsilon = a.epsilon();
+        if (a.has_delta()) o.ams.delta = a.delta();
+        break;
+      }
+      case v1::SummarySpec::kCountSketch: {
+        const v1::CountSketchSpec& c = s.count_sketch();
+        o.kind = core::SummaryKind::kCountSketch;
+        if (c.has_epsilon()) o.count_sketch.epsilon = c.epsilon();
+        if (c.has_delta()) o.count_sketch.delta = c.delta();
+        o.count_sketch.heavy_hitter_capacity = c.heavy_hitter_capacity();
+        break;
+      }
       default:
         return absl::InvalidArgumentError("a summary spec must name its kind");
     }

@@ -44,10 +44,15 @@ int64_t NowUnixMs() {
       .count();
 }
 
+// Unset keys are an empty question of the session's kind (`session_kind`): F2 alone.
 absl::StatusOr<core::Keys> KeysFromRequest(const v1::GetFrequenciesRequest& r,
+                                           core::ValueKind session_kind,
                                            std::vector<std::string>* strings) {
   core::Keys k;
   switch (r.keys_case()) {
+    case v1::GetFrequenciesRequest::KEYS_NOT_SET:
+      k.kind = session_kind;
+      break;
     case v1::GetFrequenciesRequest::kValues:
       k.kind = core::ValueKind::kNumeric;
       k.values = absl::MakeConstSpan(r.values().values().data(), r.values().values().size());
@@ -225,7 +230,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   std::vector<std::string> strings;
-  auto keys = KeysFromRequest(*request, &strings);
+  auto keys = KeysFromRequest(*request, (*session)->config().value_kind, &strings);
   if (!keys.ok()) return rpc.Done(keys.status());
   auto result = (*session)->Frequencies(
       *keys, request->summary(), core::Window{request->last_items(), request->last_seconds()});
@@ -237,6 +242,12 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
     out->set_summary(sf.name);
     out->set_guarantee(sf.guarantee);
     for (const core::FrequencyAnswer& a : sf.answers) FillFrequency(a, out->add_frequencies());
+    if (sf.second_moment.has_value()) {
+      v1::SecondMoment* m = out->mutable_second_moment();
+      m->set_estimate(sf.second_moment->estimate);
+      m->set_lower(sf.second_moment->lower);
+      m->set_upper(sf.second_moment->upper);
+    }
   }
   return rpc.Done(absl::OkStatus());
 }

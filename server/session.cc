@@ -30,7 +30,10 @@ bool AnswersQuantiles(const core::SummaryOptions& o) {
 }
 bool AnswersFrequencies(const core::SummaryOptions& o) { return !AnswersQuantiles(o); }
 bool AnswersHeavyHitters(const core::SummaryOptions& o) {
-  return AnswersFrequencies(o) && o.kind != SummaryKind::kPbf;
+  return AnswersFrequencies(o) && o.kind != SummaryKind::kPbf && o.kind != SummaryKind::kAms;
+}
+bool AnswersSecondMoment(const core::SummaryOptions& o) {
+  return o.kind == SummaryKind::kAms || o.kind == SummaryKind::kCountSketch;
 }
 // The name a summary answers under ("lossy_counting" for a sliding or timed one too).
 std::string RoleName(const core::SummaryOptions& o) {
@@ -62,7 +65,9 @@ absl::Status CheckWindow(const core::SummaryOptions& o, const core::Window& w,
 // Whether a batch may be applied to a part of this summary and merged (see session.h): its merge
 // keeps its bound and its answers do not depend on the order of the items beyond that bound.
 // Windows depend on the order; PBF does not merge; a partitioned summary updates in parallel
-// already (and its parts would multiply its workers).
+// already (and its parts would multiply its workers). AMS and Count Sketch merge exactly, but a
+// part would be a whole table of 16/eps^2 (8/eps^2) counters per row allocated and summed per
+// batch, more than applying the batch under the lock costs.
 bool MergesInParts(const core::SummaryOptions& o) {
   if (o.partition.partitions > 1) return false;
   switch (o.kind) {
@@ -183,6 +188,22 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
     case SummaryKind::kPbf:
       return absl::StrFormat("statistical: [lower, upper] is a %g-sigma interval",
                              o.pbf.confidence_z);
+    case SummaryKind::kAms:
+      return absl::StrFormat(
+          "F2 (second_moment): |estimate - F2| <= %g*F2 with probability %g; points: "
+          "|estimate - f| <= %g*||f||_2 with probability %g; lower <= f <= upper with "
+          "probability %g",
+          o.ams.epsilon, 1 - o.ams.delta, o.ams.epsilon / std::sqrt(2.0), 1 - o.ams.delta,
+          std::max(0.0, 1 - 2 * o.ams.delta));
+    case SummaryKind::kCountSketch:
+      return absl::StrFormat(
+          "unbiased: |estimate - f| <= %g*||f||_2 with probability %g; lower <= f <= upper with "
+          "probability %g; F2 (second_moment) within %g*F2 with probability %g; heavy hitters: "
+          "none missed for support > 2*%g*||f||_2/N + 1/%d",
+          o.count_sketch.epsilon, 1 - o.count_sketch.delta,
+          std::max(0.0, 1 - 2 * o.count_sketch.delta), std::sqrt(2.0) * o.count_sketch.epsilon,
+          1 - o.count_sketch.delta, o.count_sketch.epsilon,
+          o.count_sketch.EffectiveHeavyHitterCapacity() + 1);
     case SummaryKind::kSlidingFrequencies:
       return absl::StrFormat("deterministic over the window asked: upper - lower <= %gW",
                              o.sliding.epsilon);
@@ -530,8 +551,17 @@ absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) cons
 absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
                                                        absl::string_view summary,
                                                        const core::Window& window) const {
-  if (keys.size() == 0) return absl::InvalidArgumentError("ask for at least one key");
-  if (absl::Status s = core::ValidateKeys(keys, config_.value_kind); !s.ok()) return s;
+  // No keys: a question for F2 alone, which only AMS and Count Sketch answer.
+  const bool second_moment_only = keys.size() == 0;
+  if (second_moment_only &&
+      std::none_of(config_.summaries.begin(), config_.summaries.end(), AnswersSecondMoment)) {
+    return absl::InvalidArgumentError(
+        "ask for at least one key (only a session with an ams or count_sketch summary may ask "
+        "for none, to get F2 alone)");
+  }
+  if (!second_moment_only) {
+    if (absl::Status s = core::ValidateKeys(keys, config_.value_kind); !s.ok()) return s;
+  }
   QueryLock lock(this);  // shared: a Count-Min/PBF device mirror serializes its own refresh
   FrequenciesResult r;
   r.count = summaries_.front()->count();
@@ -539,18 +569,29 @@ absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
     const core::Summary& s = *summaries_[i];
     const core::SummaryOptions& o = config_.summaries[i];
     if (!AnswersFrequencies(o)) continue;
+    if (second_moment_only && !AnswersSecondMoment(o)) continue;
     if (!summary.empty() && summary != RoleName(o)) continue;
     if (absl::Status st = CheckWindow(o, window, config_); !st.ok()) return st;
     if (const core::WindowedSummary* w = core::AsWindowed(s); w != nullptr) {
       auto answers = w->FrequenciesOver(keys, window);
       if (!answers.ok()) return answers.status();
       r.coverage = answers->coverage;
-      r.results.push_back({s.kind(), RoleName(o), FrequencyGuarantee(o), std::move(answers->answers)});
+      r.results.push_back(
+          {s.kind(), RoleName(o), FrequencyGuarantee(o), std::move(answers->answers), std::nullopt});
       continue;
     }
-    auto answers = s.Frequencies(keys);
-    if (!answers.ok()) return answers.status();
-    r.results.push_back({s.kind(), RoleName(o), FrequencyGuarantee(o), *std::move(answers)});
+    SummaryFrequencies one{s.kind(), RoleName(o), FrequencyGuarantee(o), {}, std::nullopt};
+    if (!second_moment_only) {
+      auto answers = s.Frequencies(keys);
+      if (!answers.ok()) return answers.status();
+      one.answers = *std::move(answers);
+    }
+    if (AnswersSecondMoment(o)) {
+      auto moment = s.SecondMoment();
+      if (!moment.ok()) return moment.status();
+      one.second_moment = *moment;
+    }
+    r.results.push_back(std::move(one));
   }
   if (r.results.empty()) {
     return summary.empty() ? NoSuchSummary(config_, "frequency questions")

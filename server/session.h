@@ -112,6 +112,7 @@ struct SummaryFrequencies {
   std::string name;  // what the API calls it: "lossy_counting" also for a windowed one
   std::string guarantee;
   std::vector<core::FrequencyAnswer> answers;
+  std::optional<core::SecondMomentAnswer> second_moment;  // AMS, Count Sketch: F2
 };
 
 struct FrequenciesResult {
@@ -220,7 +221,9 @@ class Session {
   absl::StatusOr<QuantilesResult> Quantiles(absl::Span<const double> phis,
                                             const core::Window& window = {}) const;
   absl::StatusOr<RanksResult> Ranks(absl::Span<const double> values) const;
-  // `summary` empty: every frequency summary answers; else only that kind.
+  // `summary` empty: every frequency summary answers; else only that kind. No keys: only the
+  // summaries that estimate F2 (AMS, Count Sketch) answer, with their second moment alone;
+  // InvalidArgument when the session keeps none.
   absl::StatusOr<FrequenciesResult> Frequencies(const core::Keys& keys, absl::string_view summary,
                                                 const core::Window& window = {}) const;
   absl::StatusOr<HeavyHittersResult> HeavyHitters(double support, absl::string_view summary,

@@ -1,5 +1,6 @@
 // Hashing shared by every frequency sketch, on the CPU now and on the GPU later: one 64-bit string
-// hash, the pairwise-independent family modulo the Mersenne prime 2^61 - 1, and a counter-based
+// hash, the pairwise-independent family modulo the Mersenne prime 2^61 - 1, a 4-wise independent
+// family over GF((2^61 - 1)^2) for the signed sketches (AMS, Count Sketch), and a counter-based
 // random generator for the Probabilistic Bloom Filter's coins.
 //
 // Everything here is a pure function of its arguments, marked STREAMSTATS_HOST_DEVICE and free of
@@ -193,6 +194,81 @@ STREAMSTATS_HOST_DEVICE inline PairwiseHash MakePairwiseHash(uint64_t seed, uint
   h.b = ReduceMersenne61(Mix64(base + 3 * kGolden));
   if (h.a_hi == 0) h.a_hi = 1;
   if (h.a_lo == 0) h.a_lo = 1;
+  return h;
+}
+
+// One member of a 4-wise independent family over 64-bit keys, for the signed sketches (AMS and
+// Count Sketch, core/sketches/signed_table.h), whose F2 variance bound needs every product of four
+// distinct keys' signs to average to zero. A key x is the element z = x_hi + x_lo*i of the field
+// GF(P^2) = GF(P)[i]/(i^2 + 1), P = 2^61 - 1 (a field because P = 3 mod 4, so -1 is not a square
+// mod P), and
+//   g(x) = c3*z^3 + c2*z^2 + c1*z + c0   in GF(P^2), (c0, c1, c2, c3) uniform in GF(P^2)^4.
+// A degree-3 polynomial with uniform coefficients takes any 4 distinct points to 4 independent
+// uniform values (the Vandermonde system is invertible), and x -> z is injective on all 2^64
+// keys (both halves are < 2^32 < P), so the family is exactly 4-wise independent over every
+// 64-bit key. (A polynomial over GF(P) itself would need keys below P, and x and x + P would
+// collide in every row, as the top of this file says for the pairwise family.) The two
+// coordinates of g(x) are independent and uniform in [0, P): a row takes its sign from the low
+// bit of `re` (bias 1/(2P)) and its bucket from `im` mod w (bias below w/P).
+// Cost: 3 Horner steps of 4 products of a 61-bit by a 32-bit number each.
+struct FourWiseHash {
+  uint64_t re[4] = {0, 0, 0, 0};  // c_k = re[k] + im[k]*i, each coordinate in [0, P)
+  uint64_t im[4] = {0, 0, 0, 0};
+
+  struct Value {
+    uint64_t re;  // in [0, 2^61 - 1)
+    uint64_t im;  // in [0, 2^61 - 1)
+  };
+
+  // g(key): the device (and hosts without a 128-bit type) use Portable, the host one 128-bit
+  // sum per coordinate and step; tests/core/common/hash_test.cc checks both against a reference.
+  STREAMSTATS_HOST_DEVICE Value operator()(uint64_t key) const {
+#if defined(__CUDA_ARCH__) || !defined(__SIZEOF_INT128__)
+    return Portable(key);
+#else
+    const uint64_t c = key >> 32, d = key & 0xFFFFFFFFULL;
+    uint64_t a = re[3], b = im[3];
+    using u128 = unsigned __int128;
+    // Each product is < 2^93; re adds P*2^33 (> b*d, == 0 mod P) to stay non-negative, so both
+    // sums are < 2^96 and one fold plus a conditional subtraction reduce them.
+    const u128 p_shifted = static_cast<u128>(kMersenne61) << 33;
+    for (int k = 2; k >= 0; --k) {  // (a + b*i)(c + d*i) + c_k
+      const u128 r = static_cast<u128>(a) * c + p_shifted - static_cast<u128>(b) * d + re[k];
+      const u128 s = static_cast<u128>(a) * d + static_cast<u128>(b) * c + im[k];
+      const uint64_t fr = (static_cast<uint64_t>(r) & kMersenne61) + static_cast<uint64_t>(r >> 61);
+      const uint64_t fs = (static_cast<uint64_t>(s) & kMersenne61) + static_cast<uint64_t>(s >> 61);
+      a = fr >= kMersenne61 ? fr - kMersenne61 : fr;  // fr < 2^61 + 2^35 < 2P
+      b = fs >= kMersenne61 ? fs - kMersenne61 : fs;
+    }
+    return Value{a, b};
+#endif
+  }
+
+  // The same value with 64-bit arithmetic only (MulModMersenne61).
+  STREAMSTATS_HOST_DEVICE Value Portable(uint64_t key) const {
+    const uint64_t c = key >> 32, d = key & 0xFFFFFFFFULL;
+    uint64_t a = re[3], b = im[3];
+    for (int k = 2; k >= 0; --k) {
+      const uint64_t ac = MulModMersenne61(a, c), bd = MulModMersenne61(b, d);
+      const uint64_t ad = MulModMersenne61(a, d), bc = MulModMersenne61(b, c);
+      const uint64_t next_a = ReduceMersenne61(ac + (kMersenne61 - bd) + re[k]);  // sum < 3P
+      b = ReduceMersenne61(ad + bc + im[k]);
+      a = next_a;
+    }
+    return Value{a, b};
+  }
+};
+
+// The `index`-th 4-wise hash drawn from `seed` (a SplitMix-style sequence, salted apart from
+// MakePairwiseHash's so a seed shared with a Count-Min gives unrelated functions).
+STREAMSTATS_HOST_DEVICE inline FourWiseHash MakeFourWiseHash(uint64_t seed, uint64_t index) {
+  using hash_internal::kGolden;
+  const uint64_t base = Mix64(seed ^ 0x4F1BBCDCBFA54E2BULL) + 8 * index * kGolden;
+  FourWiseHash h;
+  for (uint64_t k = 0; k < 4; ++k) {
+    h.re[k] = ReduceMersenne61(Mix64(base + (2 * k + 1) * kGolden));
+    h.im[k] = ReduceMersenne61(Mix64(base + (2 * k + 2) * kGolden));
+  }
   return h;
 }
 

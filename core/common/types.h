@@ -75,6 +75,15 @@ struct FrequencyAnswer {
   uint64_t upper = 0;
 };
 
+// F2 = sum over keys of f(x)^2, the second frequency moment (the self-join size): lower <= F2 <=
+// upper with the probability the answering summary states; `estimate` is its point estimate.
+// Doubles: F2 reaches N^2, beyond 64 bits.
+struct SecondMomentAnswer {
+  double estimate = 0;
+  double lower = 0;
+  double upper = 0;
+};
+
 // One heavy hitter; the key field matching the session's ValueKind is set.
 struct HeavyHitter {
   double value = 0;

@@ -1,4 +1,4 @@
-// The bounded candidate set that lets Count-Min and FCM answer heavy-hitter questions
+// The bounded candidate set that lets Count-Min, FCM and Count Sketch answer heavy-hitter questions
 // (Cormode & Muthukrishnan 2005, §5.1 "heap of the top items"): beside the sketch we keep the C
 // keys with the largest estimates seen so far, by the actual key (so string keys can be
 // returned), as an indexed min-heap of (estimate at last update, id, string).
@@ -49,7 +49,9 @@ class HeavyHitterCandidates {
   // Callers offer each key nondecreasing estimates (Count-Min's and FCM's never decrease, also
   // across merges), so once the set is full a key whose estimate is below the smallest stored
   // one is neither stored (its stored estimate would lie between the two) nor can it enter:
-  // that case returns before any lookup, which is most items of a skewed stream.
+  // that case returns before any lookup, which is most items of a skewed stream. (Count Sketch's
+  // estimates may decrease: a stored key offered less than the smallest then keeps its older,
+  // larger estimate, which core/sketches/count_sketch.h's argument allows.)
   void Offer(uint64_t id, uint64_t estimate, absl::string_view str) {
     if (full_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
     if (estimate < floor_) return;
@@ -61,6 +63,13 @@ class HeavyHitterCandidates {
       return;
     }
     OfferSlow(id, estimate, str, i);
+  }
+
+  // Whether Offer would drop an estimate at once (before any lookup): the set is full and the
+  // estimate is below the smallest stored one, or it is below the floor. Count Sketch asks it
+  // with an upper bound of an item's estimate before computing the estimate (a median).
+  bool Ignores(uint64_t estimate) const {
+    return (full_ && (capacity_ == 0 || estimate < heap_[0].estimate)) || estimate < floor_;
   }
 
   uint64_t capacity() const { return capacity_; }
@@ -195,7 +204,7 @@ class HeavyHitterCandidates {
   unsigned index_shift_ = 64;                    // 64 - log2(index_.size())
 };
 
-// Shared by CountMin and Fcm: the candidates whose current estimate (re-read through
+// Shared by CountMin, Fcm and CountSketch: the candidates whose current estimate (re-read through
 // `estimate(id)`) is >= support*N and > 0, by estimate descending, ties by id ascending;
 // `answer(estimate)` builds each one's FrequencyAnswer.
 template <typename EstimateFn, typename AnswerFn>

@@ -20,7 +20,8 @@
 
 namespace streamstats::core::testing {
 
-enum class Distribution { kUniform, kZipf11, kZipf15, kNormal10, kNormal20 };
+// kFewHeavy (not in AllDistributions): 5 keys with 8 % of the items each, the rest uniform.
+enum class Distribution { kUniform, kZipf11, kZipf15, kNormal10, kNormal20, kFewHeavy };
 enum class Order { kShuffled, kSorted, kReversed };
 
 inline const char* Name(Distribution d) {
@@ -35,6 +36,8 @@ inline const char* Name(Distribution d) {
       return "normal10";
     case Distribution::kNormal20:
       return "normal20";
+    case Distribution::kFewHeavy:
+      return "few-heavy";
   }
   return "?";
 }
@@ -61,6 +64,13 @@ inline std::vector<uint64_t> MakeKeys(Distribution d, Order order, size_t n, uin
   if (d == Distribution::kUniform) {
     std::uniform_int_distribution<uint64_t> u(0, universe - 1);
     for (size_t i = 0; i < n; ++i) out.push_back(scatter(u(rng)));
+  } else if (d == Distribution::kFewHeavy) {
+    std::uniform_int_distribution<uint64_t> u(0, universe - 1);
+    std::uniform_int_distribution<int> percent(0, 99);
+    for (size_t i = 0; i < n; ++i) {
+      const int p = percent(rng);
+      out.push_back(scatter(p < 40 ? universe + p / 8 : u(rng)));
+    }
   } else if (d == Distribution::kZipf11 || d == Distribution::kZipf15) {
     const double s = d == Distribution::kZipf11 ? 1.1 : 1.5;
     std::vector<double> cdf(universe);

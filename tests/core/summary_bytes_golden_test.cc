@@ -99,6 +99,23 @@ SummaryOptions LossyCountingOf(double epsilon, uint64_t window) {
   return o;
 }
 
+SummaryOptions AmsOf(double epsilon, double delta) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kAms;
+  o.ams.epsilon = epsilon;
+  o.ams.delta = delta;
+  return o;
+}
+
+SummaryOptions CountSketchOf(double epsilon, uint64_t capacity) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kCountSketch;
+  o.count_sketch.epsilon = epsilon;
+  o.count_sketch.delta = 0.01;
+  o.count_sketch.heavy_hitter_capacity = capacity;
+  return o;
+}
+
 SummaryOptions MisraGriesOf(uint64_t k) {
   SummaryOptions o;
   o.kind = SummaryKind::kMisraGries;
@@ -130,6 +147,12 @@ std::string AnswersText(const Summary& s, ValueKind kind) {
       absl::StrAppend(&text, a.estimate, ",", a.lower, ",", a.upper, ";");
     }
   }
+  if (s.kind() == SummaryKind::kAms || s.kind() == SummaryKind::kCountSketch) {
+    auto m = s.SecondMoment();
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (m.ok()) absl::StrAppend(&text, "F2:", m->estimate, ",", m->lower, ",", m->upper);
+  }
+  if (s.kind() == SummaryKind::kAms) return text;  // no heavy hitters
   for (double support : {0.01, 0.003}) {
     auto hh = s.HeavyHitters(support);
     EXPECT_TRUE(hh.ok()) << hh.status();
@@ -249,6 +272,30 @@ TEST(SummaryBytes, LossyCountingAndMisraGriesEqualTheirPinnedDigests) {
        6008071496956427169u, false, true, true},
       {"misra_gries 200 weighted merged", MisraGriesOf(200),
        ValueKind::kUint64, true, 8186164539280092628u, false, true, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// AMS and Count Sketch, pinned when they were added (issue 15): their bytes
+// and answers (Frequencies, F2 and, for Count Sketch, HeavyHitters), also after
+// a merge of two halves.
+TEST(SummaryBytes, AmsAndCountSketchEqualTheirPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"ams 0.1", AmsOf(0.1, 0.01), ValueKind::kUint64, false,
+       14047955284921986089u, false, true},
+      {"ams 0.05 weighted strings", AmsOf(0.05, 0.001), ValueKind::kString,
+       true, 14862640585250492342u, false, true},
+      {"ams 0.2 numeric merged", AmsOf(0.2, 0.01), ValueKind::kNumeric, false,
+       5465705104128818230u, false, true, true},
+      {"count_sketch 0.05", CountSketchOf(0.05, 0), ValueKind::kUint64, false,
+       3572740874403446758u, false, true},
+      {"count_sketch 0.1 capacity 16 weighted strings", CountSketchOf(0.1, 16),
+       ValueKind::kString, true, 2689791290038986586u, false, true},
+      {"count_sketch 0.05 merged", CountSketchOf(0.05, 64), ValueKind::kUint64,
+       true, 6204460907190008918u, false, true, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

@@ -252,6 +252,69 @@ TEST_F(EndToEnd, SketchSessionsAnswerFromEverySummaryThroughTheCli) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// Issue 15: AMS and Count Sketch through the CLI: F2 from `freq` without keys (and beside the
+// point answers with keys), heavy hitters from Count Sketch only, bad parameters refused.
+TEST_F(EndToEnd, SignedSketchesAnswerTheSecondMomentThroughTheCli) {
+  Server server(dir_);
+  ASSERT_EQ(Shell(server.Cli("session create sig --type=keys --summary=ams:epsilon=0.1 "
+                             "--summary=count_sketch:epsilon=0.05,delta=0.001"))
+                .rc,
+            0);
+  // Key k occurs k times, k = 1..300: N = 45150, F2 = sum k^2 = 9045050.
+  {
+    std::vector<int> items;
+    for (int k = 1; k <= 300; ++k) items.insert(items.end(), k, k);
+    std::mt19937 rng(4);
+    std::shuffle(items.begin(), items.end(), rng);
+    std::ofstream out(dir_ + "/keys.txt");
+    for (int k : items) out << k << "\n";
+  }
+  const double f2 = 9045050;
+  ASSERT_EQ(Shell(server.Cli("ingest sig " + dir_ + "/keys.txt --batch=5000")).rc, 0);
+  RunResult r = Shell(server.Cli("--json freq sig"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("\"second_moment\""), std::string::npos) << r.out;
+  std::vector<double> lower = JsonNumbers(r.out, "lower"), upper = JsonNumbers(r.out, "upper");
+  ASSERT_EQ(lower.size(), 2u) << r.out;  // ams, count_sketch; no frequencies
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_LE(lower[s], f2) << r.out;
+    EXPECT_GE(upper[s], f2) << r.out;
+  }
+  r = Shell(server.Cli("--json freq sig 300 1"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  lower = JsonNumbers(r.out, "lower");
+  upper = JsonNumbers(r.out, "upper");
+  ASSERT_EQ(lower.size(), 6u) << r.out;  // per summary: two keys, then F2
+  const double truth[3] = {300, 1, f2};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_LE(lower[i], truth[i % 3]) << i << "\n" << r.out;
+    EXPECT_GE(upper[i], truth[i % 3]) << i << "\n" << r.out;
+  }
+  r = Shell(server.Cli("freq sig"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("F2  estimate="), std::string::npos) << r.out;
+  r = Shell(server.Cli("heavy-hitters sig --support=0.006"));  // keys >= 271 hold 0.6 % each
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("count_sketch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("300"), std::string::npos) << r.out;
+  r = Shell(server.Cli("heavy-hitters sig --support=0.01 --summary=ams"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("FAILED_PRECONDITION"), std::string::npos) << r.out;
+  r = Shell(server.Cli("session create bad --type=keys --summary=ams:epsilon=0.9"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("ams: epsilon must be in [1e-4, 0.5], got 0.9"), std::string::npos) << r.out;
+  r = Shell(server.Cli("session create bad --type=keys --summary=count_sketch:depth=3"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("unknown parameter 'depth'"), std::string::npos) << r.out;
+  ASSERT_EQ(Shell(server.Cli("session create cm --type=keys --summary=count_min")).rc, 0);
+  r = Shell(server.Cli("freq cm"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;
+  RunResult list = Shell(server.Cli("session list"));
+  EXPECT_EQ(list.out.find("bad"), std::string::npos) << list.out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // Issue 5: a count window through the API: answers over the last W items only, with coverage.
 TEST_F(EndToEnd, WindowSessionsAnswerOverTheLastItemsAsked) {
   Server server(dir_);

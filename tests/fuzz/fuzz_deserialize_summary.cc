@@ -47,6 +47,7 @@ void Exercise(const Summary& s) {
   keys.strings = ks;
   (void)s.Frequencies(keys);
   for (double support : {1e-6, 0.01, 0.5, 1.0}) (void)s.HeavyHitters(support);
+  (void)s.SecondMoment();
 
   // What we serialize must come back, with the same N.
   const std::string bytes = s.Serialize();

@@ -140,6 +140,17 @@ void DeserializeCorpus(const fs::path& dir) {
   tw.time_window.inner = SummaryKind::kLossyCounting;
   tw.lossy_counting = lc.lossy_counting;
   add("time_window_lossy_counting_string", ValueKind::kString, 50, tw);
+  SummaryOptions ams;
+  ams.kind = SummaryKind::kAms;
+  ams.ams.epsilon = 0.5;
+  ams.ams.delta = 0.2;
+  add("ams_uint64", ValueKind::kUint64, 200, ams);
+  SummaryOptions cs;
+  cs.kind = SummaryKind::kCountSketch;
+  cs.count_sketch.epsilon = 0.5;
+  cs.count_sketch.delta = 0.2;
+  cs.count_sketch.heavy_hitter_capacity = 8;
+  add("count_sketch_string", ValueKind::kString, 100, cs);
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }
@@ -150,6 +161,7 @@ void SpecCorpus(const fs::path& dir) {
                           "fcm:epsilon=0.01,delta=0.05,dh=2,dl=3,k=8\nmisra_gries:k=100\n"
                           "pbf:keys=1000,threshold=10");
   Write(dir, "text_strings", "strings\ngpu\nlossy_counting\npbf:m=4096,k=4,p=0.5");
+  Write(dir, "text_signed", "keys\ncpu\nams:epsilon=0.2,delta=0.05\ncount_sketch:epsilon=0.3,candidates=8");
   Write(dir, "text_bad", "numeric\ncpu\nquantiles:epsilon=1.5,window=x\nnope:a=b\ncount_min:epsilon");
   streamstats::v1::SessionSpec spec;
   spec.set_name("latency");

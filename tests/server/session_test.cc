@@ -402,5 +402,156 @@ TEST(SpecParser, ParsesTheCliFormsAndRejectsUnknownParameters) {
   EXPECT_FALSE(client::ParseValueKind("floats").ok());
 }
 
+TEST(SpecParser, ParsesAmsAndCountSketchAndTheServerRefusesBadParametersWithAMessage) {
+  auto a = client::ParseSummarySpec("ams:epsilon=0.05,delta=0.001");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->ams().epsilon(), 0.05);
+  EXPECT_EQ(a->ams().delta(), 0.001);
+  EXPECT_FALSE(client::ParseSummarySpec("ams").value().ams().has_epsilon());  // the default
+  auto c = client::ParseSummarySpec("count_sketch:epsilon=0.02,candidates=500");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->count_sketch().epsilon(), 0.02);
+  EXPECT_EQ(c->count_sketch().heavy_hitter_capacity(), 500u);
+  auto unknown = client::ParseSummarySpec("ams:candidates=5");
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("allowed: epsilon, delta"), std::string::npos);
+  EXPECT_FALSE(client::ParseSummarySpec("count_sketch:epsilon=abc").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("count-sketch").ok());
+  // Parameters out of range reach the server, which names the summary and the allowed range;
+  // nothing is created.
+  SessionManager m({});
+  struct Bad {
+    std::string text;
+    std::string message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"ams:epsilon=0.7", "ams: epsilon must be in [1e-4, 0.5], got 0.7"},
+           {"ams:delta=1", "ams: delta must be in [1e-12, 1), got 1"},
+           {"count_sketch:epsilon=0", "count_sketch: epsilon must be in [1e-4, 0.5], got 0"},
+           {"count_sketch:epsilon=0.0005", "raise epsilon or delta"},
+           {"count_sketch:candidates=2000000", "heavy_hitter_capacity"}}) {
+    v1::SessionSpec spec;
+    spec.set_name("bad");
+    spec.set_value_kind(v1::VALUE_KIND_UINT64);
+    *spec.add_summaries() = *client::ParseSummarySpec(bad.text);
+    auto config = ConfigFromSpec(spec);
+    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << bad.text;
+    EXPECT_NE(config.status().message().find(bad.message), std::string::npos) << config.status();
+  }
+  EXPECT_EQ(m.size(), 0u);
+}
+
+core::Batch Keys64(const std::vector<uint64_t>& k) {
+  core::Batch b;
+  b.kind = core::ValueKind::kUint64;
+  b.keys = k;
+  return b;
+}
+
+// F2 is asked through GetFrequencies: with keys, AMS and Count Sketch answer both; with none,
+// only they answer, with F2 alone; a session that keeps neither refuses a question without
+// keys. Heavy hitters skip AMS (it keeps no candidates) and go to Count Sketch.
+TEST(Session, AmsAndCountSketchAnswerFrequenciesAndTheSecondMoment) {
+  std::vector<uint64_t> keys;
+  double f2 = 0;
+  for (uint64_t k = 1; k <= 200; ++k) {
+    for (uint64_t i = 0; i < k; ++i) keys.push_back(k);
+    f2 += static_cast<double>(k * k);
+  }
+  auto s = *Session::Create(
+      Config("f2", {"ams:epsilon=0.1", "count_sketch:epsilon=0.05", "count_min"},
+             v1::VALUE_KIND_UINT64),
+      nullptr);
+  ASSERT_TRUE(s->Ingest(Keys64(keys), "", 1).ok());
+  std::vector<uint64_t> asked = {200, 7, 1000};
+  core::Keys q;
+  q.kind = core::ValueKind::kUint64;
+  q.keys = asked;
+  auto all = s->Frequencies(q, "");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->results.size(), 3u);
+  for (const SummaryFrequencies& r : all->results) {
+    ASSERT_EQ(r.answers.size(), 3u) << r.name;
+    EXPECT_LE(r.answers[0].lower, 200u) << r.name;
+    EXPECT_GE(r.answers[0].upper, 200u) << r.name;
+    EXPECT_EQ(r.second_moment.has_value(), r.name != "count_min") << r.name;
+    if (r.second_moment.has_value()) {
+      EXPECT_LE(r.second_moment->lower, f2) << r.name;
+      EXPECT_GE(r.second_moment->upper, f2) << r.name;
+      EXPECT_NE(r.guarantee.find("F2"), std::string::npos) << r.guarantee;
+    }
+  }
+  core::Keys none;
+  none.kind = core::ValueKind::kUint64;
+  auto moments = s->Frequencies(none, "");
+  ASSERT_TRUE(moments.ok()) << moments.status();
+  ASSERT_EQ(moments->results.size(), 2u);
+  EXPECT_EQ(moments->results[0].name, "ams");
+  EXPECT_EQ(moments->results[1].name, "count_sketch");
+  for (const SummaryFrequencies& r : moments->results) {
+    EXPECT_TRUE(r.answers.empty());
+    ASSERT_TRUE(r.second_moment.has_value());
+    EXPECT_NEAR(r.second_moment->estimate, f2, 0.1 * f2);
+  }
+  auto only_ams = s->Frequencies(none, "ams");
+  ASSERT_TRUE(only_ams.ok());
+  ASSERT_EQ(only_ams->results.size(), 1u);
+  auto hh = s->HeavyHitters(0.009, "");  // keys 181..200 have f >= 0.009N
+  ASSERT_TRUE(hh.ok()) << hh.status();
+  EXPECT_EQ(hh->name, "count_sketch");
+  EXPECT_FALSE(hh->items.empty());
+  EXPECT_EQ(s->HeavyHitters(0.05, "ams").status().code(), StatusCode::kFailedPrecondition);
+
+  auto cm = *Session::Create(Config("cm", {"count_min"}, v1::VALUE_KIND_UINT64), nullptr);
+  const absl::Status st = cm->Frequencies(none, "").status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("at least one key"), std::string::npos) << st;
+}
+
+TEST(SessionManager, SnapshotsRestoreAmsAndCountSketchExactly) {
+  const std::string dir = ::testing::TempDir() + "/streamstats_signed_snapshot_test";
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> strings;
+  std::mt19937_64 rng(8);
+  for (int i = 0; i < 50000; ++i) strings.push_back("k" + std::to_string(rng() % (1 + rng() % 500)));
+  core::Batch b;
+  b.kind = core::ValueKind::kString;
+  b.strings = strings;
+  std::vector<std::string> asked = {"k0", "k1", "k77", "absent"};
+  core::Keys q;
+  q.kind = core::ValueKind::kString;
+  q.strings = asked;
+  FrequenciesResult before;
+  HeavyHittersResult hh_before;
+  {
+    SessionManager m({.data_dir = dir});
+    auto s = *m.Create("default", Config("sig", {"ams:epsilon=0.2", "count_sketch:epsilon=0.1"},
+                                         v1::VALUE_KIND_STRING));
+    ASSERT_TRUE(s->Ingest(b, "", 1).ok());
+    before = *s->Frequencies(q, "");
+    hh_before = *s->HeavyHitters(0.05, "");
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  SessionManager restored({.data_dir = dir});
+  ASSERT_TRUE(restored.LoadAll(ConfigFromSpecBytes).ok());
+  auto s = restored.Get("default", "sig");
+  ASSERT_TRUE(s.ok());
+  auto after = (*s)->Frequencies(q, "");
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->results.size(), before.results.size());
+  for (size_t i = 0; i < before.results.size(); ++i) {
+    EXPECT_EQ(after->results[i].second_moment->estimate, before.results[i].second_moment->estimate);
+    for (size_t k = 0; k < asked.size(); ++k) {
+      EXPECT_EQ(after->results[i].answers[k].estimate, before.results[i].answers[k].estimate);
+    }
+  }
+  auto hh_after = (*s)->HeavyHitters(0.05, "");
+  ASSERT_TRUE(hh_after.ok());
+  ASSERT_EQ(hh_after->items.size(), hh_before.items.size());
+  for (size_t i = 0; i < hh_before.items.size(); ++i) {
+    EXPECT_EQ(hh_after->items[i].str, hh_before.items[i].str);
+  }
+}
+
 }  // namespace
 }  // namespace streamstats::server

@@ -131,6 +131,73 @@ TEST(Hash, BucketsOfSequentialKeysAreUniform) {
   EXPECT_LT(chi2, 255 + 6 * 22.6);
 }
 
+// g(x) = c3 z^3 + c2 z^2 + c1 z + c0 over GF(P^2), z = x_hi + x_lo i, i^2 = -1, by a reference
+// that reduces every product with % (no folds), against both implementations.
+TEST(Hash, FourWiseHashIsTheStatedCubicOverGfP2) {
+  struct Gf2 {
+    u128 re, im;
+  };
+  const auto mul = [](Gf2 a, Gf2 b) {
+    const u128 p = kMersenne61;
+    const u128 re = (a.re * b.re % p + (p - a.im * b.im % p)) % p;
+    const u128 im = (a.re * b.im % p + a.im * b.re % p) % p;
+    return Gf2{re, im};
+  };
+  std::mt19937_64 rng(6);
+  for (uint64_t index = 0; index < 40; ++index) {
+    const FourWiseHash h = MakeFourWiseHash(index % 3 == 0 ? kDefaultSketchSeed : rng(), index);
+    for (int k = 0; k < 4; ++k) {
+      ASSERT_LT(h.re[k], kMersenne61);
+      ASSERT_LT(h.im[k], kMersenne61);
+    }
+    const uint64_t edges[] = {0, ~uint64_t{0}, 0xFFFFFFFFu, ~uint64_t{0} << 32, kMersenne61,
+                              kMersenne61 + 1, uint64_t{1} << 63};
+    for (int i = 0; i < 300; ++i) {
+      const uint64_t x = i < 7 ? edges[i] : (i % 2 == 0 ? rng() : rng() % 1000);
+      const Gf2 z{x >> 32, x & 0xFFFFFFFFu};
+      Gf2 want{h.re[3], h.im[3]};
+      for (int k = 2; k >= 0; --k) {
+        want = mul(want, z);
+        want = Gf2{(want.re + h.re[k]) % kMersenne61, (want.im + h.im[k]) % kMersenne61};
+      }
+      const FourWiseHash::Value fast = h(x), portable = h.Portable(x);
+      ASSERT_EQ(fast.re, static_cast<uint64_t>(want.re)) << x;
+      ASSERT_EQ(fast.im, static_cast<uint64_t>(want.im)) << x;
+      ASSERT_EQ(portable.re, fast.re) << x;
+      ASSERT_EQ(portable.im, fast.im) << x;
+    }
+  }
+}
+
+// Over the family, the signs (low bit of re) of 2, 3 and 4 distinct keys multiply to a mean near
+// 0, also for keys that agree modulo P or in one 32-bit half (which a polynomial over GF(P) or a
+// hash of one half would make collide); buckets of two keys collide about once in w.
+TEST(Hash, FourWiseSignsOfDistinctKeysAreUncorrelated) {
+  const uint64_t p = kMersenne61;
+  const std::vector<std::vector<uint64_t>> groups = {
+      {1, 2},
+      {7, 7 + p},
+      {5, 5 + (uint64_t{1} << 32), 5 + (uint64_t{2} << 32)},
+      {0, 1, 2, 3},
+      {11, 11 + p, 11 + 2 * p, 11 + 3 * p},
+      {0xFFFFFFFFu, ~uint64_t{0}, uint64_t{1} << 32, 42}};
+  const int trials = 40000;  // sd of a mean of +-1: 1/200
+  std::mt19937_64 rng(9);
+  for (const auto& keys : groups) {
+    double sum = 0;
+    int collisions = 0;
+    for (int t = 0; t < trials; ++t) {
+      const FourWiseHash h = MakeFourWiseHash(rng(), t);
+      int product = 1;
+      for (uint64_t x : keys) product *= (h(x).re & 1) != 0 ? -1 : 1;
+      sum += product;
+      collisions += h(keys[0]).im % 50 == h(keys[1]).im % 50;
+    }
+    EXPECT_NEAR(sum / trials, 0, 5.0 / 200) << keys[0] << " and " << keys.size() - 1 << " more";
+    EXPECT_NEAR(collisions, trials / 50.0, 5 * 28) << keys[0];  // Binomial(40000, 1/50)
+  }
+}
+
 TEST(Hash, StringHashGoldenValuesNeverChange) {
   // Serialized sketches and GPU kernels depend on these exact values.
   EXPECT_EQ(HashString("", 0), 0xD247C1F800C951ECULL);
@@ -139,6 +206,12 @@ TEST(Hash, StringHashGoldenValuesNeverChange) {
   EXPECT_EQ(Mix64(0), 0u);
   EXPECT_EQ(Mix64(1), 0x5692161D100B05E5ULL);
   EXPECT_EQ(CounterRandom(1, 2, 3), 0x4BFF18F623000FD0ULL);
+  // AMS and Count Sketch tables depend on these.
+  const FourWiseHash h = MakeFourWiseHash(kDefaultSketchSeed, 2);
+  EXPECT_EQ(h(0).re, 0x15FA50162AF8529FULL);
+  EXPECT_EQ(h(0).im, 0x19D062354C06D6BEULL);
+  EXPECT_EQ(h(0x0123456789ABCDEFULL).re, 0x1D6849564716F919ULL);
+  EXPECT_EQ(h(0x0123456789ABCDEFULL).im, 0x0D2096C6449047B5ULL);
 }
 
 TEST(Hash, StringHashSeesEveryByteAndTheLength) {
