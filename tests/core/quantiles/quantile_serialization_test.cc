@@ -220,16 +220,21 @@ TEST(QuantileSummary, TheExponentialHistogramLayoutStillLoadsAndAnswersWithinThe
 // [1024, 2^20]): a partial window saved at its old size loads and, being a full window now, is
 // flushed into the summary.
 TEST(QuantileSummary, ALegacyPartialWindowLargerThanTodaysWindowLoadsAndIsFlushed) {
-  ByteWriter w;
-  w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
-  w.Put<double>(0.005);  // old auto window 1600, new 1024
-  w.Put<uint64_t>(0);    // auto window
-  w.Put<uint64_t>(0);    // nothing summarized
-  w.Put<uint32_t>(0);    // no levels
-  w.Put<uint64_t>(1500);
-  for (uint64_t k = 0; k < 1500; ++k) w.Put<uint64_t>((k * 7919) % 1500);
-  w.Put<uint64_t>(0);  // unweighted
-  auto r = DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes()));
+  // A histogram-layout payload at ε = 0.005 (old auto window 1600, new 1024) holding only a
+  // partial window of `pending` keys.
+  auto legacy = [](uint64_t pending) {
+    ByteWriter w;
+    w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
+    w.Put<double>(0.005);
+    w.Put<uint64_t>(0);  // auto window
+    w.Put<uint64_t>(0);  // nothing summarized
+    w.Put<uint32_t>(0);  // no levels
+    w.Put<uint64_t>(pending);
+    for (uint64_t k = 0; k < pending; ++k) w.Put<uint64_t>((k * 7919) % pending);
+    w.Put<uint64_t>(0);  // unweighted
+    return DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes()));
+  };
+  auto r = legacy(1500);
   ASSERT_TRUE(r.ok()) << r.status();
   const auto& q = static_cast<const QuantileSummary&>(**r);
   EXPECT_EQ(q.count(), 1500u);
@@ -240,20 +245,8 @@ TEST(QuantileSummary, ALegacyPartialWindowLargerThanTodaysWindowLoadsAndIsFlushe
   std::mt19937_64 rng(1701);
   Tightness t;
   EXPECT_TRUE(MeetsTheGuarantee(q, ref, 0.005, rng, &t));
-  // One more pending key than the old window is still corrupt.
-  ByteWriter big;
-  big.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
-  big.Put<double>(0.005);
-  big.Put<uint64_t>(0);
-  big.Put<uint64_t>(0);
-  big.Put<uint32_t>(0);
-  big.Put<uint64_t>(1600);
-  for (uint64_t k = 0; k < 1600; ++k) big.Put<uint64_t>(k);
-  big.Put<uint64_t>(0);
-  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), big.bytes()))
-                .status()
-                .code(),
-            absl::StatusCode::kDataLoss);
+  // As many pending keys as the old window is still corrupt.
+  EXPECT_EQ(legacy(1600).status().code(), absl::StatusCode::kDataLoss);
 }
 
 // Regression: pending weights whose sum wraps around 2^64 made N small (here 0), so the rank
