@@ -4,8 +4,8 @@
 //     session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...]... [--backend=B]
 //     session list | session get NAME | session delete NAME
 //     ingest NAME [FILE|-] [--batch=N] [--producer=ID]     one value or key per line
-//     quantiles NAME PHI...
-//     ranks NAME VALUE...
+//     quantiles NAME PHI... [--last=W|DURATION]
+//     ranks NAME VALUE... [--last=W|DURATION]
 //     freq NAME [KEY...] [--summary=KIND]          no keys: F2 alone (ams, count_sketch)
 //     heavy-hitters NAME --support=S [--summary=KIND]
 //
@@ -50,7 +50,7 @@ constexpr char kUsage[] =
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
     "  quantiles NAME PHI... [--last=W|DURATION]      (window sessions: 1000, 300s, 5m, 1h)\n"
-    "  ranks NAME VALUE...\n"
+    "  ranks NAME VALUE... [--last=W|DURATION]\n"
     "  freq NAME [KEY...] [--summary=KIND] [--last=...]   no KEY: F2 (ams, count_sketch)\n"
     "  heavy-hitters NAME --support=S [--summary=KIND] [--last=...]\n"
     "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
@@ -369,6 +369,7 @@ int RanksCommand(Client& client, const Args& args, bool json) {
   std::string bad;
   if (!ParseDoubles(p, 2, &values, &bad)) return Usage(absl::StrCat("not a number: '", bad, "'"));
   for (double v : values) request.add_values(v);
+  if (int rc = ApplyLast(args, &request); rc != 0) return rc;
   auto r = client.GetRanks(request);
   if (!r.ok()) return Fail(r.status());
   if (json) {
@@ -376,6 +377,7 @@ int RanksCommand(Client& client, const Args& args, bool json) {
     return 0;
   }
   std::printf("N=%llu  epsilon=%g\n", static_cast<unsigned long long>(r->count()), r->epsilon());
+  PrintCoverage(r->coverage());
   for (const auto& x : r->ranks()) {
     std::printf("value=%s  count<=value in [%llu, %llu]  cdf=%.6f\n", Fmt(x.value()).c_str(),
                 static_cast<unsigned long long>(x.count_lower()),

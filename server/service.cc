@@ -206,17 +206,21 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Ranks(
-      absl::MakeConstSpan(request->values().data(), request->values().size()));
+      absl::MakeConstSpan(request->values().data(), request->values().size()),
+      core::Window{request->last_items(), request->last_seconds()});
   if (!result.ok()) return rpc.Done(result.status());
   response->set_count(result->count);
   response->set_epsilon(result->epsilon);
+  FillCoverage(result->coverage, response->mutable_coverage());
+  // Window sessions: the CDF of the named window.
+  const uint64_t n = result->coverage.has_value() ? result->coverage->window_items : result->count;
   for (const core::RankAnswer& a : result->answers) {
     v1::Rank* r = response->add_ranks();
     r->set_value(a.value);
     r->set_count_lower(a.count_lower);
     r->set_count_upper(a.count_upper);
     r->set_estimate(a.estimate);
-    r->set_normalized(result->count == 0 ? 0 : a.estimate / static_cast<double>(result->count));
+    r->set_normalized(n == 0 ? 0 : a.estimate / static_cast<double>(n));
   }
   return rpc.Done(absl::OkStatus());
 }

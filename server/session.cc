@@ -497,6 +497,32 @@ SessionStats Session::Stats() const {
   return stats;
 }
 
+namespace {
+
+// ε of the summary answering quantile and rank questions (a time window's is its inner one's).
+double QuantileEpsilon(const core::SummaryOptions& o) {
+  return o.kind == SummaryKind::kSlidingQuantiles ? o.sliding.epsilon : o.quantiles.epsilon;
+}
+
+// Fills r's answers (and coverage) from a window summary's `over` question, or a plain
+// summary's `plain` one.
+template <typename Result, typename Over, typename Plain>
+absl::Status AskEither(const core::Summary& s, Over over, Plain plain, Result* r) {
+  if (const core::WindowedSummary* w = core::AsWindowed(s); w != nullptr) {
+    auto answers = over(*w);
+    if (!answers.ok()) return answers.status();
+    r->answers = std::move(answers->answers);
+    r->coverage = answers->coverage;
+    return absl::OkStatus();
+  }
+  auto answers = plain();
+  if (!answers.ok()) return answers.status();
+  r->answers = *std::move(answers);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 const core::Summary* Session::FindQuantiles(const core::SummaryOptions** options) const {
   for (size_t i = 0; i < summaries_.size(); ++i) {
     if (AnswersQuantiles(config_.summaries[i])) {
@@ -519,32 +545,29 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
   if (absl::Status s = CheckWindow(*o, window, config_); !s.ok()) return s;
   QuantilesResult r;
   r.count = q->count();
-  r.epsilon = o->kind == SummaryKind::kSlidingQuantiles ? o->sliding.epsilon : o->quantiles.epsilon;
-  if (const core::WindowedSummary* w = core::AsWindowed(*q); w != nullptr) {
-    auto answers = w->QuantilesOver(phis, window);
-    if (!answers.ok()) return answers.status();
-    r.answers = std::move(answers->answers);
-    r.coverage = answers->coverage;
-    return r;
-  }
-  auto answers = q->Quantiles(phis);
-  if (!answers.ok()) return answers.status();
-  r.answers = *std::move(answers);
+  r.epsilon = QuantileEpsilon(*o);
+  absl::Status s = AskEither(
+      *q, [&](const core::WindowedSummary& w) { return w.QuantilesOver(phis, window); },
+      [&] { return q->Quantiles(phis); }, &r);
+  if (!s.ok()) return s;
   return r;
 }
 
-absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values) const {
+absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values,
+                                           const core::Window& window) const {
   if (values.empty()) return absl::InvalidArgumentError("ask for at least one value");
   QueryLock lock(this);
   const core::SummaryOptions* o = nullptr;
   const core::Summary* q = FindQuantiles(&o);
   if (q == nullptr) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
+  if (absl::Status s = CheckWindow(*o, window, config_); !s.ok()) return s;
   RanksResult r;
   r.count = q->count();
-  r.epsilon = o->quantiles.epsilon;
-  auto answers = q->Ranks(values);
-  if (!answers.ok()) return answers.status();
-  r.answers = *std::move(answers);
+  r.epsilon = QuantileEpsilon(*o);
+  absl::Status s = AskEither(
+      *q, [&](const core::WindowedSummary& w) { return w.RanksOver(values, window); },
+      [&] { return q->Ranks(values); }, &r);
+  if (!s.ok()) return s;
   return r;
 }
 

@@ -105,6 +105,7 @@ struct RanksResult {
   uint64_t count = 0;
   double epsilon = 0;
   std::vector<core::RankAnswer> answers;
+  std::optional<core::WindowCoverage> coverage;  // window sessions
 };
 
 struct SummaryFrequencies {
@@ -220,7 +221,9 @@ class Session {
   // only for window sessions.
   absl::StatusOr<QuantilesResult> Quantiles(absl::Span<const double> phis,
                                             const core::Window& window = {}) const;
-  absl::StatusOr<RanksResult> Ranks(absl::Span<const double> values) const;
+  // The same window rules as Quantiles; counts are of items in the named window.
+  absl::StatusOr<RanksResult> Ranks(absl::Span<const double> values,
+                                    const core::Window& window = {}) const;
   // `summary` empty: every frequency summary answers; else only that kind. No keys: only the
   // summaries that estimate F2 (AMS, Count Sketch) answer, with their second moment alone;
   // InvalidArgument when the session keeps none.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -417,17 +418,12 @@ std::vector<uint64_t> SlidingWindowSummary::RawOf(const UnionCover& cover) {
   return keys;
 }
 
-absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesOver(
-    absl::Span<const double> phis, const Window& window) const {
-  if (kind_ != SummaryKind::kSlidingQuantiles) {
-    return absl::InvalidArgumentError("sliding-window frequency summaries do not answer quantiles");
-  }
-  for (double phi : phis) {
-    if (absl::Status s = ValidatePhi(phi); !s.ok()) return s;
-  }
+absl::StatusOr<SlidingWindowSummary::WindowView> SlidingWindowSummary::ViewOf(
+    const Window& window) const {
   absl::StatusOr<UnionCover> cover = CoverOf(window);
   if (!cover.ok()) return cover.status();
-  GkSummary view;
+  WindowView out;
+  GkSummary& view = out.gk;
   for (const Cover& c : cover->streams) {
     for (const Block* b : c.blocks) view = MergeGk(view, b->gk);  // older items order first
   }
@@ -438,21 +434,61 @@ absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesO
   // The uncertain items are older than everything covered and could hold any
   // value: every rank may be up to U higher.
   const uint64_t u = cover->uncertain;
-  WindowedAnswers<QuantileAnswer> out;
   out.coverage.window_items = cover->window;
   out.coverage.covered_items = cover->window - u;
   out.coverage.uncertain_items = u;
   out.coverage.max_error = (view.Gap() + 1) / 2 + u;
   for (GkTuple& t : view.tuples) t.rmax += u;
   view.n += u;
+  return out;
+}
+
+absl::StatusOr<WindowedAnswers<QuantileAnswer>> SlidingWindowSummary::QuantilesOver(
+    absl::Span<const double> phis, const Window& window) const {
+  if (kind_ != SummaryKind::kSlidingQuantiles) {
+    return absl::InvalidArgumentError("sliding-window frequency summaries do not answer quantiles");
+  }
+  for (double phi : phis) {
+    if (absl::Status s = ValidatePhi(phi); !s.ok()) return s;
+  }
+  absl::StatusOr<WindowView> view = ViewOf(window);
+  if (!view.ok()) return view.status();
+  const GkSummary& gk = view->gk;
+  WindowedAnswers<QuantileAnswer> out;
+  out.coverage = view->coverage;
   for (double phi : phis) {
     QuantileAnswer a;
     a.phi = phi;
-    a.target_rank = TargetRank(phi, view.n);
-    const GkTuple& t = view.tuples[view.Closest(a.target_rank)];
+    a.target_rank = TargetRank(phi, gk.n);
+    const GkTuple& t = gk.tuples[gk.Closest(a.target_rank)];
     a.value = ToValue(t.key);
     a.rank_lower = t.rmin;
     a.rank_upper = t.rmax;
+    out.answers.push_back(a);
+  }
+  return out;
+}
+
+absl::StatusOr<WindowedAnswers<RankAnswer>> SlidingWindowSummary::RanksOver(
+    absl::Span<const double> values, const Window& window) const {
+  if (kind_ != SummaryKind::kSlidingQuantiles) {
+    return absl::InvalidArgumentError(
+        "sliding-window frequency summaries do not answer rank questions");
+  }
+  for (double v : values) {
+    if (std::isnan(v)) return absl::InvalidArgumentError("rank question for NaN");
+  }
+  absl::StatusOr<WindowView> view = ViewOf(window);
+  if (!view.ok()) return view.status();
+  WindowedAnswers<RankAnswer> out;
+  out.coverage = view->coverage;
+  for (double v : values) {
+    RankAnswer a;
+    a.value = v;
+    // Values beyond the key domain clamp to its ends.
+    const bool below_all = value_kind_ == ValueKind::kUint64 && v < 0;
+    std::tie(a.count_lower, a.count_upper) = CountAtMost(view->gk, ToKey(v), below_all);
+    a.estimate = (static_cast<double>(a.count_lower) + static_cast<double>(a.count_upper)) / 2;
     out.answers.push_back(a);
   }
   return out;

@@ -7,6 +7,9 @@
 // W' = min(W, items seen),
 //   QuantilesOver: the answered φ-quantile's rank in the last W' items is within εW' of
 //     max(1, ⌈φW'⌉), and [rank_lower, rank_upper] holds that rank;
+//   RanksOver(v): [count_lower, count_upper] holds the number of items <= v among the last W'
+//     items, count_upper − count_lower <= 2·max_error < 2εW', so the midpoint is within
+//     max_error < εW' of it (max_error the same as QuantilesOver's for that window);
 //   FrequenciesOver: lower <= f <= upper with upper − lower <= εW' (f: occurrences among the
 //     last W' items); HeavyHittersOver(s), ε < s <= 1: every item with f >= sW', none with
 //     f < (s − ε)W'.
@@ -52,6 +55,9 @@
 //   Σe <= (ε/4)·W + (ε/(2C))·(⌊log2 K⌋ + 1 + 5)·W = (3/4)·εW.
 // The uncertain items: u < b_{ℓ_W} <= max(b0, 2W/K), and W > R >= 4·b0/ε, so u < εW/4.
 // Quantiles: rank error <= ⌊(G+1)/2⌋ + u <= Σe + u < εW (G = Σ gaps, GK 2001 Prop. 1);
+// ranks: the two adjacent tuples around v (CountAtMost) bracket the covered items' count within
+// G, and the u uncertain items add up to u to it, so the width is <= G + u <= 2·(⌊(G+1)/2⌋ + u)
+// = 2·max_error, and G + u <= 2Σe + u < (3/2 + 1/4)·εW;
 // frequencies: upper − lower <= Σe + u < εW.
 //
 // Memory (tuples or table entries of 24 bytes and 80 bytes per block, plus R raw keys of 8
@@ -84,7 +90,8 @@
 // own blocks (error Σe_i), raw items and u_i uncertain items, and Σe_i + u_i < εW'_i. Quantiles:
 // the GK merge of every covered block and of the exact raw items has gap G <= Σ_i G_i (a merge
 // adds gaps), so ⌊(G+1)/2⌋ <= Σ_i Σe_i; the U = Σ_i u_i uncertain items may shift any rank up by
-// at most U; hence rank error <= Σ_i (Σe_i + u_i) < εW_U. Frequencies: lower and upper add over
+// at most U; hence rank error <= Σ_i (Σe_i + u_i) < εW_U, and a rank interval's width is
+// <= G + U <= 2·max_error < 2εW_U. Frequencies: lower and upper add over
 // the streams, upper − lower <= Σ_i (Σe_i + u_i) < εW_U. Heavy hitters: a key in no covered table
 // and no raw item has f <= Σ_i (Σ absent + u_i) < εW_U < sW_U, so every key with f >= sW_U is a
 // candidate and is reported (its lower bound exceeds (s − ε)W_U); none with f < (s − ε)W_U is.
@@ -171,6 +178,8 @@ class SlidingWindowSummary final : public WindowedSummary {
 
   absl::StatusOr<WindowedAnswers<QuantileAnswer>> QuantilesOver(
       absl::Span<const double> phis, const Window& window) const override;
+  absl::StatusOr<WindowedAnswers<RankAnswer>> RanksOver(absl::Span<const double> values,
+                                                        const Window& window) const override;
   absl::StatusOr<WindowedAnswers<FrequencyAnswer>> FrequenciesOver(
       const Keys& keys, const Window& window) const override;
   absl::StatusOr<WindowedAnswers<HeavyHitter>> HeavyHittersOver(
@@ -222,6 +231,15 @@ class SlidingWindowSummary final : public WindowedSummary {
     uint64_t error = 0;          // Σ_i Σe_i
   };
 
+  // What quantile and rank questions are answered from: the GK merge of every covered block and
+  // of the exact raw items, with every rmax raised by U (the uncertain items are older than
+  // everything covered and could hold any value), so that its tuples bound positions in the
+  // named window; and the coverage, max_error = ⌊(G+1)/2⌋ + U for the merge's gap G.
+  struct WindowView {
+    GkSummary gk;
+    WindowCoverage coverage;
+  };
+  absl::StatusOr<WindowView> ViewOf(const Window& window) const;
   absl::StatusOr<UnionCover> CoverOf(const Window& window) const;
   absl::StatusOr<Cover> CoverStream(const Stream& stream, uint64_t w) const;
   // The raw items of every cover, concatenated.

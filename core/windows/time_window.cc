@@ -185,6 +185,22 @@ absl::StatusOr<WindowedAnswers<QuantileAnswer>> TimeWindowSummary::QuantilesOver
   return WindowedAnswers<QuantileAnswer>{*std::move(a), m->coverage};
 }
 
+absl::StatusOr<WindowedAnswers<RankAnswer>> TimeWindowSummary::RanksOver(
+    absl::Span<const double> values, const Window& window) const {
+  absl::StatusOr<Merged> m = MergeOver(window);
+  if (!m.ok()) return m.status();
+  absl::StatusOr<std::vector<RankAnswer>> a = m->summary->Ranks(values);
+  if (!a.ok()) return a.status();
+  // The inner answer counts over M; up to U of M's items (the partly expired interval's) may be
+  // older than the window, so the window's count may be up to U lower.
+  const uint64_t u = m->coverage.uncertain_items;
+  for (RankAnswer& r : *a) {
+    r.count_lower = r.count_lower > u ? r.count_lower - u : 0;
+    r.estimate = (static_cast<double>(r.count_lower) + static_cast<double>(r.count_upper)) / 2;
+  }
+  return WindowedAnswers<RankAnswer>{*std::move(a), m->coverage};
+}
+
 absl::StatusOr<WindowedAnswers<FrequencyAnswer>> TimeWindowSummary::FrequenciesOver(
     const Keys& keys, const Window& window) const {
   absl::StatusOr<Merged> m = MergeOver(window);

@@ -10,7 +10,11 @@
 // now − T'). The answer is the inner summary's answer over M — quantile rank
 // error <= ε·|M|, frequency error <= ε·|M| (ε of the inner options) — and the
 // items of the true window are M minus at most U of them, so relative to the
-// true window the error is at most ε·|M| + |U|. Each answer reports |M|
+// true window the error is at most ε·|M| + |U|. Ranks (quantile intervals): the
+// inner answer's [lo, hi] holds the count of items <= v among M with hi − lo <=
+// 2⌊ε·|M|⌋ (QuantileSummary's guarantee), and the window's count is that less
+// at most |U|, so [max(0, lo − |U|), hi] holds it, with width <= 2⌊ε·|M|⌋ + |U|
+// <= 2·max_error and its midpoint within max_error. Each answer reports |M|
 // (covered_items), |U| (uncertain_items), the span it covers (span_seconds, in
 // [T', T' + I)) and that bound (max_error). Intervals finer than the question
 // (B large) make U small.
@@ -99,6 +103,8 @@ class TimeWindowSummary final : public WindowedSummary {
 
   absl::StatusOr<WindowedAnswers<QuantileAnswer>> QuantilesOver(
       absl::Span<const double> phis, const Window& window) const override;
+  absl::StatusOr<WindowedAnswers<RankAnswer>> RanksOver(absl::Span<const double> values,
+                                                        const Window& window) const override;
   absl::StatusOr<WindowedAnswers<FrequencyAnswer>> FrequenciesOver(
       const Keys& keys, const Window& window) const override;
   absl::StatusOr<WindowedAnswers<HeavyHitter>> HeavyHittersOver(

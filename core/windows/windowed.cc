@@ -9,6 +9,13 @@ absl::StatusOr<WindowedAnswers<QuantileAnswer>> WindowedSummary::QuantilesOver(
   return WindowedAnswers<QuantileAnswer>{*std::move(a), {}};
 }
 
+absl::StatusOr<WindowedAnswers<RankAnswer>> WindowedSummary::RanksOver(
+    absl::Span<const double> values, const Window&) const {
+  absl::StatusOr<std::vector<RankAnswer>> a = Summary::Ranks(values);
+  if (!a.ok()) return a.status();
+  return WindowedAnswers<RankAnswer>{*std::move(a), {}};
+}
+
 absl::StatusOr<WindowedAnswers<FrequencyAnswer>> WindowedSummary::FrequenciesOver(
     const Keys& keys, const Window&) const {
   absl::StatusOr<std::vector<FrequencyAnswer>> a = Summary::Frequencies(keys);
@@ -26,6 +33,13 @@ absl::StatusOr<WindowedAnswers<HeavyHitter>> WindowedSummary::HeavyHittersOver(
 absl::StatusOr<std::vector<QuantileAnswer>> WindowedSummary::Quantiles(
     absl::Span<const double> phis) const {
   absl::StatusOr<WindowedAnswers<QuantileAnswer>> a = QuantilesOver(phis, Window{});
+  if (!a.ok()) return a.status();
+  return std::move(a->answers);
+}
+
+absl::StatusOr<std::vector<RankAnswer>> WindowedSummary::Ranks(
+    absl::Span<const double> values) const {
+  absl::StatusOr<WindowedAnswers<RankAnswer>> a = RanksOver(values, Window{});
   if (!a.ok()) return a.status();
   return std::move(a->answers);
 }

@@ -47,7 +47,8 @@ struct WindowCoverage {
   double span_seconds = 0;
   // The bound the answers meet, in items: the rank error of a quantile, or
   // upper - lower of a frequency, relative to the window the query named
-  // (uncertain items included).
+  // (uncertain items included); a rank interval is at most twice as wide, its
+  // midpoint within max_error of the true count (see RanksOver).
   uint64_t max_error = 0;
 };
 
@@ -64,6 +65,13 @@ class WindowedSummary : public Summary {
   // [rank_lower, rank_upper]).
   virtual absl::StatusOr<WindowedAnswers<QuantileAnswer>> QuantilesOver(
       absl::Span<const double> phis, const Window& window) const;
+  // How many items of the window the query names are <= each value: the true
+  // count c lies in [count_lower, count_upper], count_upper - count_lower <=
+  // 2 * coverage.max_error, so the estimate (the midpoint) is within
+  // coverage.max_error of c. The same coverage and max_error as QuantilesOver
+  // over the same window (each summary's header says how its bound is met).
+  virtual absl::StatusOr<WindowedAnswers<RankAnswer>> RanksOver(absl::Span<const double> values,
+                                                                const Window& window) const;
   // Frequencies in the window: lower <= f <= upper, upper - lower <=
   // coverage.max_error.
   virtual absl::StatusOr<WindowedAnswers<FrequencyAnswer>> FrequenciesOver(
@@ -76,6 +84,7 @@ class WindowedSummary : public Summary {
   // The plain questions answer over the whole window.
   absl::StatusOr<std::vector<QuantileAnswer>> Quantiles(
       absl::Span<const double> phis) const override;
+  absl::StatusOr<std::vector<RankAnswer>> Ranks(absl::Span<const double> values) const override;
   absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
   absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const override;
 };

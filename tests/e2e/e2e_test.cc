@@ -49,6 +49,12 @@ std::vector<double> JsonNumbers(const std::string& json, const std::string& key)
   return out;
 }
 
+// 50000 items, one a line: 40000 of i % 1000, then 10000 of 5000 + i % 10 (the window tests).
+void WriteDrift(const std::string& path) {
+  std::ofstream out(path);
+  for (int i = 0; i < 50000; ++i) out << (i < 40000 ? i % 1000 : 5000 + i % 10) << "\n";
+}
+
 class EndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -322,10 +328,7 @@ TEST_F(EndToEnd, WindowSessionsAnswerOverTheLastItemsAsked) {
                              "--summary=lossy_counting:epsilon=0.01 --window=items:20000"))
                 .rc,
             0);
-  {
-    std::ofstream out(dir_ + "/drift.txt");
-    for (int i = 0; i < 50000; ++i) out << (i < 40000 ? i % 1000 : 5000 + i % 10) << "\n";
-  }
+  WriteDrift(dir_ + "/drift.txt");
   ASSERT_EQ(Shell(server.Cli("ingest w " + dir_ + "/drift.txt --batch=5000")).rc, 0);
   // The last 10000 items are all in [5000, 5009].
   RunResult r = Shell(server.Cli("--json quantiles w 0 0.5 1 --last=10000"));
@@ -352,6 +355,63 @@ TEST_F(EndToEnd, WindowSessionsAnswerOverTheLastItemsAsked) {
   EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;
   ASSERT_EQ(Shell(server.Cli("session create plain --summary=quantiles")).rc, 0);
   r = Shell(server.Cli("quantiles plain 0.5 --last=10"));
+  EXPECT_NE(r.out.find("keeps no window"), std::string::npos) << r.out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// Issue 15, windowed ranks: `ranks --last` on count and time windows, with coverage, --json too.
+TEST_F(EndToEnd, RanksAnswerOverTheLastItemsOrSecondsAsked) {
+  Server server(dir_);
+  WriteDrift(dir_ + "/drift.txt");
+  for (std::string name : {"w", "t"}) {  // 20000 items; 300 seconds
+    const std::string window = name == "w" ? "items:20000" : "seconds:300";
+    ASSERT_EQ(Shell(server.Cli("session create " + name +
+                               " --summary=quantiles:epsilon=0.01 --window=" + window))
+                  .rc,
+              0);
+    ASSERT_EQ(Shell(server.Cli("ingest " + name + " " + dir_ + "/drift.txt --batch=5000")).rc, 0);
+  }
+  // The last 10000 items are 5000, 5001, ..., 5009 in turn: a tenth <= 5000, half <= 5004.
+  RunResult r = Shell(server.Cli("--json ranks w 5000 5004 5009 --last=10000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "window_items"), std::vector<double>{10000}) << r.out;
+  std::vector<double> max_error = JsonNumbers(r.out, "max_error");
+  ASSERT_EQ(max_error.size(), 1u) << r.out;
+  EXPECT_LE(max_error[0], 0.01 * 10000);
+  std::vector<double> lower = JsonNumbers(r.out, "count_lower");
+  std::vector<double> upper = JsonNumbers(r.out, "count_upper");
+  ASSERT_EQ(lower.size(), 3u) << r.out;
+  ASSERT_EQ(upper.size(), 3u) << r.out;
+  const double truth[3] = {1000, 5000, 10000};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LE(lower[i], truth[i]) << i << "\n" << r.out;
+    EXPECT_GE(upper[i], truth[i]) << i << "\n" << r.out;
+    EXPECT_LE(upper[i] - lower[i], 2 * max_error[0]) << i << "\n" << r.out;
+  }
+  r = Shell(server.Cli("ranks w 5004 --last=10000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("window: 10000 items"), std::string::npos) << r.out;
+  // The time window holds all 50000 items (ingested just now): 40000 are <= 999.
+  r = Shell(server.Cli("--json ranks t 999 --last=60s"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "covered_items"), std::vector<double>{50000}) << r.out;
+  lower = JsonNumbers(r.out, "count_lower");
+  upper = JsonNumbers(r.out, "count_upper");
+  ASSERT_EQ(lower.size(), 1u) << r.out;
+  ASSERT_EQ(upper.size(), 1u) << r.out;
+  EXPECT_GE(upper[0], 40000) << r.out;
+  EXPECT_LE(lower[0], 40000) << r.out;
+  r = Shell(server.Cli("ranks w 5 --last=30000"));
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;
+  r = Shell(server.Cli("ranks t 5 --last=100"));
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;
+  r = Shell(server.Cli("ranks w 5 --last=soon"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  ASSERT_EQ(Shell(server.Cli("session create plain --summary=quantiles")).rc, 0);
+  r = Shell(server.Cli("ranks plain 5 --last=10"));
+  EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("keeps no window"), std::string::npos) << r.out;
   EXPECT_EQ(server.Stop(), 0);
 }

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "client/spec_parser.h"
 #include "gtest/gtest.h"
 #include "tests/server/session_test_util.h"
@@ -156,6 +157,77 @@ TEST(Session, QuestionsGoToTheSummaryThatAnswersThem) {
   ASSERT_EQ(fr->results.size(), 1u);
   EXPECT_LE(fr->results[0].answers[0].lower, 1u);
   EXPECT_GE(fr->results[0].answers[0].upper, 1u);
+}
+
+// Issue 15, windowed ranks: GetRanks takes the window GetQuantiles takes, refuses what it refuses
+// with the same status, changes nothing when it does, and counts over the window asked.
+TEST(Session, WindowedRanksFollowTheQuantileWindowRules) {
+  const std::vector<double> values = {500};
+  const std::vector<double> phis = {0.5};
+  auto same_refusal = [&](const Session& s, const core::Window& w, StatusCode code) {
+    SCOPED_TRACE(absl::StrCat("last_items=", w.last_items, " last_seconds=", w.last_seconds));
+    const uint64_t before = s.count();
+    absl::Status ranks = s.Ranks(values, w).status();
+    EXPECT_EQ(ranks.code(), code) << ranks;
+    EXPECT_EQ(ranks, s.Quantiles(phis, w).status());
+    EXPECT_EQ(s.count(), before);
+  };
+  // A count window of 2000 items: the first 3000 items are 0..999, the last 1000 all 5000.
+  auto c = *Session::Create(
+      Config("c", {"quantiles:epsilon=0.01"}, v1::VALUE_KIND_NUMERIC, "items:2000"), nullptr);
+  same_refusal(*c, core::Window{}, StatusCode::kFailedPrecondition);  // no items yet
+  std::vector<double> v;
+  for (int i = 0; i < 4000; ++i) v.push_back(i < 3000 ? i % 1000 : 5000);
+  ASSERT_TRUE(c->Ingest(Values(v), "", 1).ok());
+  same_refusal(*c, core::Window{10, 5}, StatusCode::kInvalidArgument);    // both
+  same_refusal(*c, core::Window{2001, 0}, StatusCode::kInvalidArgument);  // longer than kept
+  same_refusal(*c, core::Window{0, 5}, StatusCode::kInvalidArgument);     // seconds on items
+  same_refusal(*c, core::Window{0, -1}, StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Ranks({}, core::Window{10, 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Ranks(std::vector<double>{std::nan("")}, core::Window{10, 0}).status().code(),
+            StatusCode::kInvalidArgument);
+  auto last = c->Ranks(std::vector<double>{999, 5000}, core::Window{1000, 0});
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_TRUE(last->coverage.has_value());
+  EXPECT_EQ(last->coverage->window_items, 1000u);
+  EXPECT_LE(last->answers[0].count_lower, 0u);  // no item of the last 1000 is <= 999
+  EXPECT_LE(last->answers[0].count_upper, 2 * last->coverage->max_error);
+  EXPECT_EQ(last->answers[1].count_upper, 1000u);
+  EXPECT_GE(last->answers[1].count_lower, 1000u - 2 * last->coverage->max_error);
+  auto whole = c->Ranks(std::vector<double>{999});  // the whole 2000-item window: 1000 are <= 999
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->coverage->window_items, 2000u);
+  EXPECT_LE(whole->answers[0].count_lower, 1000u);
+  EXPECT_GE(whole->answers[0].count_upper, 1000u);
+  EXPECT_DOUBLE_EQ(whole->epsilon, 0.01);
+
+  // A time window of 60 s.
+  auto t = *Session::Create(
+      Config("t", {"quantiles:epsilon=0.01"}, v1::VALUE_KIND_NUMERIC, "seconds:60"), nullptr);
+  ASSERT_TRUE(t->Ingest(Values(v), "", 1).ok());
+  same_refusal(*t, core::Window{10, 0}, StatusCode::kInvalidArgument);  // items on seconds
+  same_refusal(*t, core::Window{0, 61}, StatusCode::kInvalidArgument);  // longer than kept
+  same_refusal(*t, core::Window{0, std::nan("")}, StatusCode::kInvalidArgument);
+  auto recent = t->Ranks(std::vector<double>{999}, core::Window{0, 30});
+  ASSERT_TRUE(recent.ok()) << recent.status();
+  ASSERT_TRUE(recent->coverage.has_value());
+  EXPECT_EQ(recent->coverage->covered_items, 4000u);
+  EXPECT_LE(recent->answers[0].count_lower, 3000u);
+  EXPECT_GE(recent->answers[0].count_upper, 3000u);
+
+  // A session that keeps no window: refused with a window, answered as before without one.
+  auto p = *Session::Create(Config("p", {"quantiles:epsilon=0.01"}), nullptr);
+  ASSERT_TRUE(p->Ingest(Values(v), "", 1).ok());
+  same_refusal(*p, core::Window{10, 0}, StatusCode::kInvalidArgument);
+  same_refusal(*p, core::Window{0, 10}, StatusCode::kInvalidArgument);
+  EXPECT_NE(p->Ranks(values, core::Window{10, 0}).status().message().find("keeps no window"),
+            std::string::npos);
+  auto plain = p->Ranks(std::vector<double>{999});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->coverage.has_value());
+  EXPECT_EQ(plain->count, 4000u);
+  EXPECT_LE(plain->answers[0].count_lower, 3000u);
+  EXPECT_GE(plain->answers[0].count_upper, 3000u);
 }
 
 // Issue 7: a question asked during a long batch gets the lock at the next chunk boundary. A
