@@ -255,18 +255,27 @@ TEST(QuantileSummary, ALegacyPartialWindowLargerThanTodaysWindowLoadsAndIsFlushe
 TEST(QuantileSummary, PendingWeightsThatOverflowTheItemCountAreDataLoss) {
   // ε = 0.5, so that one level-0 bucket of 2^63 items fits its budget with three tuples.
   constexpr uint64_t kHalf = uint64_t{1} << 63;
-  auto payload = [](uint64_t bucket_items, uint64_t w1, uint64_t w2) {
+  // Hand-written payloads of both layouts: three tuples spanning `items`, then two pending keys
+  // with weights w1 and w2.
+  enum class Layout { kLevels, kSingle };
+  auto payload = [](Layout layout, uint64_t items, uint64_t w1, uint64_t w2) {
     ByteWriter w;
+    if (layout == Layout::kSingle) w.Put<uint8_t>('G');
     w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
     w.Put<double>(0.5);
     w.Put<uint64_t>(0);  // auto window
-    w.Put<uint64_t>(bucket_items);
-    w.Put<uint32_t>(bucket_items > 0 ? 1 : 0);
-    if (bucket_items > 0) {
-      w.Put<uint8_t>(1);
-      w.Put<uint64_t>(bucket_items);
+    w.Put<uint64_t>(items);
+    if (layout == Layout::kLevels) {
+      w.Put<uint32_t>(items > 0 ? 1 : 0);  // one level-0 bucket, if any
+      if (items > 0) {
+        w.Put<uint8_t>(1);
+        w.Put<uint64_t>(items);
+      }
+    }
+    // The single layout always has its tuple list; the levels layout only inside a bucket.
+    if (layout == Layout::kSingle || items > 0) {
       w.Put<uint64_t>(3);
-      for (uint64_t rank : {uint64_t{1}, bucket_items / 2, bucket_items}) {
+      for (uint64_t rank : {uint64_t{1}, items / 2, items}) {
         w.Put<uint64_t>(rank);  // key
         w.Put<uint64_t>(rank);  // rmin
         w.Put<uint64_t>(rank);  // rmax
@@ -280,47 +289,29 @@ TEST(QuantileSummary, PendingWeightsThatOverflowTheItemCountAreDataLoss) {
     w.Put<uint64_t>(w2);
     return SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes());
   };
+  auto levels = [&](uint64_t items, uint64_t w1, uint64_t w2) {
+    return payload(Layout::kLevels, items, w1, w2);
+  };
   // The hand-written format parses when the counts are sane.
-  auto sane = DeserializeSummary(payload(0, 3, 4));
+  auto sane = DeserializeSummary(levels(0, 3, 4));
   ASSERT_TRUE(sane.ok()) << sane.status();
   EXPECT_EQ((*sane)->count(), 7u);
-  sane = DeserializeSummary(payload(kHalf, 3, 4));
+  sane = DeserializeSummary(levels(kHalf, 3, 4));
   ASSERT_TRUE(sane.ok()) << sane.status();
   EXPECT_EQ((*sane)->count(), kHalf + 7);
   // Pending weights alone past 2^64 (their sum wraps to 0 and to 5).
-  EXPECT_EQ(DeserializeSummary(payload(0, kHalf, kHalf)).status().code(),
+  EXPECT_EQ(DeserializeSummary(levels(0, kHalf, kHalf)).status().code(),
             absl::StatusCode::kDataLoss);
-  EXPECT_EQ(DeserializeSummary(payload(0, kHalf, kHalf + 5)).status().code(),
+  EXPECT_EQ(DeserializeSummary(levels(0, kHalf, kHalf + 5)).status().code(),
             absl::StatusCode::kDataLoss);
   // Buckets plus pending weights past 2^64.
-  EXPECT_EQ(DeserializeSummary(payload(kHalf, kHalf, 10)).status().code(),
+  EXPECT_EQ(DeserializeSummary(levels(kHalf, kHalf, 10)).status().code(),
             absl::StatusCode::kDataLoss);
   // The single-summary layout: a summary of 2^63 items plus pending weights past 2^64.
-  auto single = [](uint64_t items, uint64_t w1, uint64_t w2) {
-    ByteWriter w;
-    w.Put<uint8_t>('G');
-    w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kUint64));
-    w.Put<double>(0.5);
-    w.Put<uint64_t>(0);  // auto window
-    w.Put<uint64_t>(items);
-    w.Put<uint64_t>(3);
-    for (uint64_t rank : {uint64_t{1}, items / 2, items}) {
-      w.Put<uint64_t>(rank);  // key
-      w.Put<uint64_t>(rank);  // rmin
-      w.Put<uint64_t>(rank);  // rmax
-    }
-    w.Put<uint64_t>(2);  // two pending keys
-    w.Put<uint64_t>(3);
-    w.Put<uint64_t>(4);
-    w.Put<uint64_t>(2);  // and their weights
-    w.Put<uint64_t>(w1);
-    w.Put<uint64_t>(w2);
-    return SealEnvelope(static_cast<uint16_t>(SummaryKind::kQuantiles), w.bytes());
-  };
-  sane = DeserializeSummary(single(kHalf, 3, 4));
+  sane = DeserializeSummary(payload(Layout::kSingle, kHalf, 3, 4));
   ASSERT_TRUE(sane.ok()) << sane.status();
   EXPECT_EQ((*sane)->count(), kHalf + 7);
-  EXPECT_EQ(DeserializeSummary(single(kHalf, kHalf, 10)).status().code(),
+  EXPECT_EQ(DeserializeSummary(payload(Layout::kSingle, kHalf, kHalf, 10)).status().code(),
             absl::StatusCode::kDataLoss);
 }
 
