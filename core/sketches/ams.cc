@@ -55,17 +55,8 @@ absl::Status Ams::Update(const Batch& batch) {
 }
 
 absl::Status Ams::Merge(const Summary& other_summary) {
-  const auto* other = dynamic_cast<const Ams*>(&other_summary);
-  if (other == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ams cannot merge a ", SummaryKindName(other_summary.kind()), " summary"));
-  }
-  if (other->value_kind_ != value_kind_ || other->Describe() != Describe()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ams merges only with equal value kind, shape and seed: this is ",
-        ValueKindName(value_kind_), " ", Describe(), ", the other ",
-        ValueKindName(other->value_kind_), " ", other->Describe()));
-  }
+  if (absl::Status s = CheckSignedMergeable("ams", *this, other_summary); !s.ok()) return s;
+  const auto* other = static_cast<const Ams*>(&other_summary);
   table_.AddTable(other->table_);
   count_ += other->count_;
   return absl::OkStatus();
@@ -106,7 +97,7 @@ std::string Ams::Serialize() const {
   w.Put<double>(options_.delta);
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
-  for (int64_t c : table_.cells()) w.Put<int64_t>(c);
+  table_.WriteCells(&w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kAms), w.bytes());
 }
 
@@ -126,12 +117,13 @@ absl::StatusOr<std::unique_ptr<Summary>> Ams::Deserialize(absl::string_view payl
   if (absl::Status s = options.Validate(); !s.ok()) {
     return Corrupt(absl::StrCat("ams options: ", s.message()));
   }
-  const uint64_t cells = options.Depth() * options.Width();
-  if (r.remaining() / sizeof(int64_t) < cells) return Corrupt("ams table truncated");
+  // Sized before the table is built: a huge claimed shape in a short payload allocates nothing.
+  if (r.remaining() / sizeof(int64_t) < options.Depth() * options.Width()) {
+    return Corrupt("ams table truncated");
+  }
   auto sketch = std::make_unique<Ams>(options, value_kind, accelerator);
-  for (int64_t& c : sketch->table_.mutable_cells()) r.Get(&c);
+  if (absl::Status s = sketch->table_.ReadCells(&r, count, "ams"); !s.ok()) return s;
   if (r.remaining() != 0) return Corrupt("ams: trailing bytes");
-  if (!sketch->table_.Consistent(count)) return Corrupt("ams counters inconsistent with the count");
   sketch->count_ = count;
   return std::unique_ptr<Summary>(std::move(sketch));
 }

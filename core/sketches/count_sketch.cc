@@ -77,17 +77,8 @@ uint64_t CountSketch::ClampedEstimate(uint64_t id) const {
 }
 
 absl::Status CountSketch::Merge(const Summary& other_summary) {
-  const auto* other = dynamic_cast<const CountSketch*>(&other_summary);
-  if (other == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "count_sketch cannot merge a ", SummaryKindName(other_summary.kind()), " summary"));
-  }
-  if (other->value_kind_ != value_kind_ || other->Describe() != Describe()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "count_sketch merges only with equal value kind, shape and seed: this is ",
-        ValueKindName(value_kind_), " ", Describe(), ", the other ",
-        ValueKindName(other->value_kind_), " ", other->Describe()));
-  }
+  if (absl::Status s = CheckSignedMergeable("count_sketch", *this, other_summary); !s.ok()) return s;
+  const auto* other = static_cast<const CountSketch*>(&other_summary);
   table_.AddTable(other->table_);
   count_ += other->count_;
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return ClampedEstimate(id); });
@@ -148,7 +139,7 @@ std::string CountSketch::Serialize() const {
   w.Put<uint64_t>(options_.heavy_hitter_capacity);
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
-  for (int64_t c : table_.cells()) w.Put<int64_t>(c);
+  table_.WriteCells(&w);
   candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountSketch), w.bytes());
 }
@@ -172,13 +163,12 @@ absl::StatusOr<std::unique_ptr<Summary>> CountSketch::Deserialize(absl::string_v
   if (absl::Status s = options.Validate(); !s.ok()) {
     return Corrupt(absl::StrCat("count_sketch options: ", s.message()));
   }
-  const uint64_t cells = options.Depth() * options.Width();
-  if (r.remaining() / sizeof(int64_t) < cells) return Corrupt("count_sketch table truncated");
-  auto sketch = std::make_unique<CountSketch>(options, value_kind, accelerator);
-  for (int64_t& c : sketch->table_.mutable_cells()) r.Get(&c);
-  if (!sketch->table_.Consistent(count)) {
-    return Corrupt("count_sketch counters inconsistent with the count");
+  // Sized before the table is built: a huge claimed shape in a short payload allocates nothing.
+  if (r.remaining() / sizeof(int64_t) < options.Depth() * options.Width()) {
+    return Corrupt("count_sketch table truncated");
   }
+  auto sketch = std::make_unique<CountSketch>(options, value_kind, accelerator);
+  if (absl::Status s = sketch->table_.ReadCells(&r, count, "count_sketch"); !s.ok()) return s;
   sketch->count_ = count;
   if (!sketch->candidates_.Deserialize(value_kind == ValueKind::kString, &r)) {
     return Corrupt("count_sketch heavy-hitter candidates");

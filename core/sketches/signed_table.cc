@@ -1,5 +1,7 @@
 #include "core/sketches/signed_table.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -189,6 +191,33 @@ void SignedTable::AddTable(const SignedTable& other) {
     cells_[i] = static_cast<int64_t>(static_cast<uint64_t>(cells_[i]) +
                                      static_cast<uint64_t>(other.cells_[i]));
   }
+}
+
+void SignedTable::WriteCells(ByteWriter* w) const {
+  for (int64_t c : cells_) w->Put<int64_t>(c);
+}
+
+absl::Status SignedTable::ReadCells(ByteReader* r, uint64_t count, absl::string_view what) {
+  if (r->remaining() / sizeof(int64_t) < cells_.size()) {
+    return Corrupt(absl::StrCat(what, " table truncated"));
+  }
+  for (int64_t& c : cells_) r->Get(&c);
+  if (!Consistent(count)) return Corrupt(absl::StrCat(what, " counters inconsistent with the count"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckSignedMergeable(absl::string_view name, const Summary& self, const Summary& other) {
+  if (other.kind() != self.kind()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " cannot merge a ", SummaryKindName(other.kind()), " summary"));
+  }
+  if (other.value_kind() != self.value_kind() || other.Describe() != self.Describe()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " merges only with equal value kind, shape and seed: this is ",
+        ValueKindName(self.value_kind()), " ", self.Describe(), ", the other ",
+        ValueKindName(other.value_kind()), " ", other.Describe()));
+  }
+  return absl::OkStatus();
 }
 
 bool SignedTable::Consistent(uint64_t count) const {

@@ -37,8 +37,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/common/hash.h"
+#include "core/common/serialization.h"
 #include "core/common/types.h"
+#include "core/summary.h"
 
 namespace streamstats::core {
 
@@ -50,6 +54,11 @@ uint64_t SignedSketchDepth(double delta);
 // with the summary's probability: [f2_hat/(1 + relative), f2_hat/(1 - relative)], and everything
 // clamped to N <= F2 <= N^2 (integer weights), which always holds.
 SecondMomentAnswer SignedSecondMomentAnswer(double f2_hat, double relative, uint64_t n);
+
+// Merge's check for the signed sketches: `other` is a summary of the same kind, value kind, shape
+// and seed (Describe() names shape and seed), else InvalidArgument naming both; `name` is the
+// kind's spec name.
+absl::Status CheckSignedMergeable(absl::string_view name, const Summary& self, const Summary& other);
 
 // A point answer from the signed median m of a key's rows, when |m - f| <= factor*||f||_2 and
 // F2 <= f2_upper: estimate = m clamped to [0, N], [lower, upper] = m -+ ceil(factor *
@@ -74,7 +83,6 @@ class SignedTable {
   uint64_t width() const { return width_; }
   // Row-major d x w counters.
   const std::vector<int64_t>& cells() const { return cells_; }
-  std::vector<int64_t>& mutable_cells() { return cells_; }
 
   // Adds ids[0, n), weights[i] each (1 when `weights` is null).
   void Add(const uint64_t* ids, const uint64_t* weights, size_t n) {
@@ -100,6 +108,11 @@ class SignedTable {
   // counters' absolute values sum to at most `count`, and the counters sum to `count` mod 2 (each
   // item adds +-c to one counter per row). Deserialization checks it.
   bool Consistent(uint64_t count) const;
+  // The counters, row-major, as both sketches' payloads hold them.
+  void WriteCells(ByteWriter* w) const;
+  // Reads what WriteCells wrote into this table (built with the payload's shape) and checks it
+  // against `count` (Consistent). DataLoss naming `what` on truncated or inconsistent counters.
+  absl::Status ReadCells(ByteReader* r, uint64_t count, absl::string_view what);
 
   size_t MemoryBytes() const {
     return cells_.capacity() * sizeof(int64_t) + rows_.capacity() * sizeof(FourWiseHash);
