@@ -92,11 +92,27 @@ struct GpuAccelerator::Impl {
   detail::KernelTimer timer;
   uint64_t bytes_copied = 0;
 
+  cudaEvent_t done = nullptr;  // blocking sync: a waiting worker sleeps instead of spinning
+
   ~Impl() {
     if (stream != nullptr) {
       cudaSetDevice(device);
+      if (done != nullptr) cudaEventDestroy(done);
       cudaStreamDestroy(stream);
     }
+  }
+
+  // Waits for the stream's work so far. Through an event made with cudaEventBlockingSync: the
+  // default stream synchronization spins, and the pool's workers (several per device) spinning
+  // took cores from the ingest threads whose windows they sort.
+  absl::Status Synchronize() {
+    if (done == nullptr) {
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(
+          cudaEventCreateWithFlags(&done, cudaEventBlockingSync | cudaEventDisableTiming));
+    }
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, stream));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done));
+    return absl::OkStatus();
   }
 
   // Uploads the window and sorts it (segments given by offsets, relative to keys.data()). With
@@ -163,10 +179,62 @@ struct GpuAccelerator::Impl {
                                                        n * sizeof(uint64_t),
                                                        cudaMemcpyDeviceToHost, stream));
     }
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    STREAMSTATS_RETURN_IF_ERROR(Synchronize());
     timer.Collect();
     std::memcpy(k.data(), host_keys.get(), n * sizeof(uint64_t));
     if (!w.empty()) std::memcpy(w.data(), host_weights.get(), n * sizeof(uint64_t));
+    return absl::OkStatus();
+  }
+
+  // Sorts the concatenation of `parts` (segments by offsets over it) and writes each part back.
+  // Page-locked parts move by DMA straight to the device, and back when `direct_back`; the
+  // others through host_keys, copied back only once everything succeeded.
+  absl::Status SortParts(absl::Span<const absl::Span<uint64_t>> parts, const size_t* offsets,
+                         size_t num_segments, bool direct_back) {
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    size_t n = 0;
+    for (const absl::Span<uint64_t>& p : parts) n += p.size();
+    STREAMSTATS_RETURN_IF_ERROR(keys.Reserve(n));
+    std::vector<bool> pinned(parts.size());
+    bool staged = !direct_back;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      pinned[i] = IsPinned(parts[i].data());
+      staged = staged || !pinned[i];
+    }
+    if (staged) STREAMSTATS_RETURN_IF_ERROR(host_keys.Reserve(n));
+    size_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const uint64_t* src = parts[i].data();
+      if (!pinned[i]) {
+        std::memcpy(host_keys.get() + at, src, parts[i].size() * sizeof(uint64_t));
+        src = host_keys.get() + at;
+      }
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(keys.get() + at, src,
+                                                       parts[i].size() * sizeof(uint64_t),
+                                                       cudaMemcpyHostToDevice, stream));
+      at += parts[i].size();
+    }
+    bytes_copied += 2 * n * sizeof(uint64_t);
+    timer.Begin(stream);
+    STREAMSTATS_RETURN_IF_ERROR(sorter.Sort(keys.get(), nullptr, offsets, num_segments, stream));
+    timer.End(stream);
+    at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      uint64_t* dst = pinned[i] && direct_back ? parts[i].data() : host_keys.get() + at;
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, keys.get() + at,
+                                                       parts[i].size() * sizeof(uint64_t),
+                                                       cudaMemcpyDeviceToHost, stream));
+      at += parts[i].size();
+    }
+    STREAMSTATS_RETURN_IF_ERROR(Synchronize());
+    timer.Collect();
+    at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!(pinned[i] && direct_back)) {
+        std::memcpy(parts[i].data(), host_keys.get() + at, parts[i].size() * sizeof(uint64_t));
+      }
+      at += parts[i].size();
+    }
     return absl::OkStatus();
   }
 
@@ -189,7 +257,7 @@ struct GpuAccelerator::Impl {
     timer.End(stream);
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_keys, d_keys, n * sizeof(uint32_t),
                                                      cudaMemcpyDeviceToHost, stream));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    STREAMSTATS_RETURN_IF_ERROR(Synchronize());
     timer.Collect();
     std::memcpy(k.data(), h_keys, n * sizeof(uint32_t));
     return absl::OkStatus();
@@ -225,7 +293,7 @@ struct GpuAccelerator::Impl {
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_small.get(), small.get(),
                                                      sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                                      stream));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    STREAMSTATS_RETURN_IF_ERROR(Synchronize());
     timer.Collect();
     const size_t runs = host_small.get()[0];
     bytes_copied += sizeof(uint64_t) + 2 * runs * sizeof(uint64_t);
@@ -236,7 +304,7 @@ struct GpuAccelerator::Impl {
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_keys.get() + runs, counts,
                                                      runs * sizeof(uint64_t),
                                                      cudaMemcpyDeviceToHost, stream));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    STREAMSTATS_RETURN_IF_ERROR(Synchronize());
     out->resize(runs);
     for (size_t i = 0; i < runs; ++i) {
       (*out)[i] = core::HistogramEntry{host_keys.get()[i], host_keys.get()[runs + i]};
@@ -263,7 +331,7 @@ struct GpuAccelerator::Impl {
       STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_small.get(), scratch.get() + n - 1,
                                                        sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                                        stream));
-      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+      STREAMSTATS_RETURN_IF_ERROR(Synchronize());
       total = host_small.get()[0];
       ends = scratch.get();
     }
@@ -282,7 +350,7 @@ struct GpuAccelerator::Impl {
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_samples.get(), samples.get(),
                                                      (count + 1) * sizeof(core::RankSampleEntry),
                                                      cudaMemcpyDeviceToHost, stream));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    STREAMSTATS_RETURN_IF_ERROR(Synchronize());
     timer.Collect();
     bytes_copied += (count + 1) * sizeof(core::RankSampleEntry);
     const core::RankSampleEntry* h = host_samples.get();
@@ -380,6 +448,16 @@ absl::Status GpuAccelerator::SortSegmentsWeighted(absl::Span<uint64_t> keys,
   if (offsets.size() < 2 || keys.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   return impl_->SortAndCopyBack(keys, weights, offsets.data(), offsets.size() - 1);
+}
+
+absl::Status GpuAccelerator::SortParts(absl::Span<const absl::Span<uint64_t>> parts,
+                                       absl::Span<const size_t> offsets, bool direct_back) {
+  size_t n = 0;
+  for (const absl::Span<uint64_t>& p : parts) n += p.size();
+  STREAMSTATS_RETURN_IF_ERROR(CheckOffsets(n, offsets));
+  if (offsets.size() < 2 || n == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return impl_->SortParts(parts, offsets.data(), offsets.size() - 1, direct_back);
 }
 
 absl::Status GpuAccelerator::Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,

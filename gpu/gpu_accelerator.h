@@ -60,6 +60,13 @@ class GpuAccelerator final : public core::Accelerator {
   // alongside, stably; what the pool uses to batch many sessions' windows.
   absl::Status SortSegmentsWeighted(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                                     absl::Span<const size_t> offsets);
+  // Sorts the windows `offsets` cut from the concatenation of `parts` (keys only) in one launch
+  // and writes each part back in place; page-locked parts go to the device by DMA with no
+  // staging copy, and come back the same way when `direct_back` (then a failure may leave them
+  // half written; otherwise a failed call leaves every part untouched). What the pool uses for
+  // many callers' jobs without gathering them into one buffer first.
+  absl::Status SortParts(absl::Span<const absl::Span<uint64_t>> parts,
+                         absl::Span<const size_t> offsets, bool direct_back);
 
  private:
   struct Impl;

@@ -13,6 +13,11 @@ namespace streamstats::gpu {
 struct GpuPool::Job {
   absl::Span<uint64_t> keys;
   absl::Span<uint64_t> weights;
+  // Windows within `keys` (ascending, from 0 to keys.size()); empty: `keys` is one window.
+  absl::Span<const size_t> segments;
+  // The owner redoes the windows itself if the job fails (a SegmentSortJob): page-locked keys
+  // may then come back by DMA straight into place.
+  bool direct_back = false;
   absl::Status status;
   GpuAccelerator* device = nullptr;  // the one that ran it
   absl::Notification done;
@@ -59,6 +64,128 @@ GpuPool::~GpuPool() {
   for (auto& d : devices_) {
     if (d->worker.joinable()) d->worker.join();
   }
+  absl::MutexLock lock(&pinned_mu_);
+  for (const PinnedBlock& b : free_pinned_) FreePinnedHost(b.data);
+}
+
+GpuPool::PinnedBlock GpuPool::AcquirePinned(size_t keys) {
+  {
+    absl::MutexLock lock(&pinned_mu_);
+    for (size_t i = 0; i < free_pinned_.size(); ++i) {
+      if (free_pinned_[i].capacity >= keys) {
+        const PinnedBlock b = free_pinned_[i];
+        free_pinned_[i] = free_pinned_.back();
+        free_pinned_.pop_back();
+        return b;
+      }
+    }
+  }
+  // Page-locking is slow (a system call, pages faulted in): rounded up so blocks get reused.
+  size_t capacity = size_t{1} << 12;
+  while (capacity < keys) capacity *= 2;
+  PinnedBlock b;
+  b.data = static_cast<uint64_t*>(AllocatePinnedHost(capacity * sizeof(uint64_t)));
+  b.capacity = b.data != nullptr ? capacity : 0;
+  return b;
+}
+
+void GpuPool::ReleasePinned(PinnedBlock block) {
+  if (block.data == nullptr) return;
+  {
+    absl::MutexLock lock(&pinned_mu_);
+    if (free_pinned_.size() < options_.pinned_buffers) {
+      free_pinned_.push_back(block);
+      return;
+    }
+  }
+  FreePinnedHost(block.data);
+}
+
+// A SegmentSortJob on the pool: keys in a reused page-locked block (a vector if none could be
+// had), queued at Start, collected at Wait.
+class GpuPool::PoolSortJob final : public core::SegmentSortJob {
+ public:
+  PoolSortJob(GpuPool* pool, size_t size) : pool_(pool), block_(pool->AcquirePinned(size)) {
+    if (block_.data != nullptr) {
+      keys_ = absl::MakeSpan(block_.data, size);
+    } else {
+      fallback_.resize(size);
+      keys_ = absl::MakeSpan(fallback_);
+    }
+  }
+  ~PoolSortJob() override {
+    if (queued_) job_.done.WaitForNotification();  // the worker may still write the keys
+    pool_->ReleasePinned(block_);
+  }
+
+  absl::Span<uint64_t> keys() override { return keys_; }
+
+  void Start(absl::Span<const size_t> offsets) override {
+    segments_.assign(offsets.begin(), offsets.end());
+    const uint64_t windows = segments_.empty() ? 0 : segments_.size() - 1;
+    if (keys_.size() < pool_->options_.job_cpu_threshold) {
+      pool_->cpu_windows_.fetch_add(windows);
+      status_ = core::CpuAcceleratorInstance()->SortSegments(keys_, segments_);
+      return;
+    }
+    pool_->gpu_windows_.fetch_add(windows);
+    job_.keys = keys_;
+    job_.segments = segments_;
+    job_.direct_back = true;
+    queued_ = pool_->Enqueue(&job_);
+    if (!queued_) status_ = absl::UnavailableError("GPU pool is shutting down");
+  }
+
+  absl::Status Wait() override {
+    if (!queued_) return status_;
+    // Seed 000 §6's hybrid balance: a job no worker has taken yet is sorted here instead of
+    // waited for, so a busy pool never leaves its caller's core idle.
+    if (pool_->Withdraw(&job_)) {
+      queued_ = false;
+      const uint64_t windows = segments_.size() - 1;
+      pool_->gpu_windows_.fetch_sub(windows);
+      pool_->cpu_windows_.fetch_add(windows);
+      pool_->withdrawn_jobs_.fetch_add(1);
+      status_ = core::CpuAcceleratorInstance()->SortSegments(keys_, segments_);
+      return status_;
+    }
+    job_.done.WaitForNotification();
+    if (!job_.status.ok() && !counted_) {
+      pool_->CountWindowFallback(job_.device);
+      counted_ = true;
+    }
+    return job_.status;
+  }
+
+ private:
+  GpuPool* pool_;
+  PinnedBlock block_;
+  std::vector<uint64_t> fallback_;
+  absl::Span<uint64_t> keys_;
+  std::vector<size_t> segments_;
+  Job job_;
+  bool queued_ = false;
+  bool counted_ = false;
+  absl::Status status_;
+};
+
+std::unique_ptr<core::SegmentSortJob> GpuPool::NewSegmentSortJob(size_t size) {
+  return std::make_unique<PoolSortJob>(this, size);
+}
+
+bool GpuPool::Withdraw(Job* job) {
+  absl::MutexLock lock(&mu_);
+  const auto it = std::find(queue_.begin(), queue_.end(), job);
+  if (it == queue_.end()) return false;
+  queue_.erase(it);
+  return true;
+}
+
+bool GpuPool::Enqueue(Job* job) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  queue_.push_back(job);
+  return true;
 }
 
 std::string GpuPool::name() const {
@@ -67,7 +194,7 @@ std::string GpuPool::name() const {
 
 GpuPoolStats GpuPool::stats() const {
   return GpuPoolStats{cpu_windows_.load(), gpu_windows_.load(), launches_.load(),
-                      fallbacks_.load(), sketches_.load()};
+                      fallbacks_.load(), sketches_.load(), withdrawn_jobs_.load()};
 }
 
 std::vector<GpuDeviceStats> GpuPool::device_stats() const {
@@ -196,7 +323,8 @@ void GpuPool::WorkerLoop(Device* device) {
       // Linger briefly so concurrent sessions' windows share the launch.
       size_t queued = 0;
       for (Job* j : queue_) queued += j->keys.size();
-      if (queued < options_.batch_max_keys && options_.linger > absl::ZeroDuration()) {
+      if (queued < std::min(options_.batch_max_keys, options_.linger_below_keys) &&
+          options_.linger > absl::ZeroDuration()) {
         mu_.Unlock();
         absl::SleepFor(options_.linger);
         mu_.Lock();
@@ -218,28 +346,55 @@ void GpuPool::WorkerLoop(Device* device) {
         it = queue_.erase(it);
       }
     }
-    // Concatenate, sort all windows in one segmented launch, scatter back.
+    // Sort all windows in one segmented launch: keys alone straight from each job's memory (and
+    // back), weighted windows concatenated and scattered back. starts[i]: where job i's keys
+    // begin in the launch; offsets: every window of every job.
     const bool weighted = !batch.front()->weights.empty();
-    std::vector<size_t> offsets{0};
-    for (Job* j : batch) offsets.push_back(offsets.back() + j->keys.size());
-    std::vector<uint64_t> keys(offsets.back()), weights(weighted ? offsets.back() : 0);
+    std::vector<size_t> starts{0}, offsets{0};
+    for (Job* j : batch) {
+      const size_t base = starts.back();
+      if (j->segments.empty()) {
+        offsets.push_back(base + j->keys.size());
+      } else {
+        for (size_t k = 1; k < j->segments.size(); ++k) offsets.push_back(base + j->segments[k]);
+      }
+      starts.push_back(base + j->keys.size());
+    }
+    launches_.fetch_add(1);
+    if (!weighted) {
+      std::vector<absl::Span<uint64_t>> parts;
+      bool direct_back = true;
+      for (Job* j : batch) {
+        parts.push_back(j->keys);
+        direct_back = direct_back && j->direct_back;
+      }
+      const absl::Status s = ShouldFail() ? absl::InternalError("injected device failure")
+                                          : device->accelerator->SortParts(parts, offsets,
+                                                                           direct_back);
+      for (Job* j : batch) {
+        j->status = s;
+        j->device = device->accelerator.get();
+        j->done.Notify();
+      }
+      continue;
+    }
+    std::vector<uint64_t> keys(starts.back()), weights(weighted ? starts.back() : 0);
     for (size_t i = 0; i < batch.size(); ++i) {
-      std::copy(batch[i]->keys.begin(), batch[i]->keys.end(), keys.begin() + offsets[i]);
+      std::copy(batch[i]->keys.begin(), batch[i]->keys.end(), keys.begin() + starts[i]);
       if (weighted) {
         std::copy(batch[i]->weights.begin(), batch[i]->weights.end(),
-                  weights.begin() + offsets[i]);
+                  weights.begin() + starts[i]);
       }
     }
     absl::Status s = ShouldFail() ? absl::InternalError("injected device failure")
                                   : device->accelerator->SortSegmentsWeighted(
                                         absl::MakeSpan(keys), absl::MakeSpan(weights), offsets);
-    launches_.fetch_add(1);
     for (size_t i = 0; i < batch.size(); ++i) {
       Job* j = batch[i];
       if (s.ok()) {
-        std::copy(keys.begin() + offsets[i], keys.begin() + offsets[i + 1], j->keys.begin());
+        std::copy(keys.begin() + starts[i], keys.begin() + starts[i + 1], j->keys.begin());
         if (weighted) {
-          std::copy(weights.begin() + offsets[i], weights.begin() + offsets[i + 1],
+          std::copy(weights.begin() + starts[i], weights.begin() + starts[i + 1],
                     j->weights.begin());
         }
       }
@@ -251,15 +406,12 @@ void GpuPool::WorkerLoop(Device* device) {
 }
 
 absl::Status GpuPool::Queue(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
-                            GpuAccelerator** device) {
+                            absl::Span<const size_t> segments, GpuAccelerator** device) {
   Job job;
   job.keys = keys;
   job.weights = weights;
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("GPU pool is shutting down");
-    queue_.push_back(&job);
-  }
+  job.segments = segments;
+  if (!Enqueue(&job)) return absl::UnavailableError("GPU pool is shutting down");
   job.done.WaitForNotification();
   *device = job.device;
   return job.status;
@@ -283,12 +435,46 @@ absl::Status GpuPool::SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t>
     s = ShouldFail() ? absl::InternalError("injected device failure")
                      : device->SortWindow(keys, weights);
   } else {
-    s = Queue(keys, weights, &device);
+    s = Queue(keys, weights, {}, &device);
   }
   if (s.ok()) return s;
   // The failed call left the input untouched (results are copied back only on success).
   CountWindowFallback(device);
   return core::CpuAcceleratorInstance()->SortWindow(keys, weights);
+}
+
+absl::Status GpuPool::SortSegments(absl::Span<uint64_t> keys,
+                                   absl::Span<const size_t> offsets) {
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    if (offsets[i] > offsets[i + 1] || offsets[i + 1] > keys.size()) {
+      return absl::InvalidArgumentError("segment offsets must be ascending and within the keys");
+    }
+  }
+  if (offsets.size() < 2) return absl::OkStatus();
+  const uint64_t windows = offsets.size() - 1;
+  const absl::Span<uint64_t> span = keys.subspan(offsets.front(), offsets.back() - offsets.front());
+  // The hybrid policy by the keys of the whole call: many small windows share one launch.
+  if (span.size() < options_.cpu_threshold) {
+    cpu_windows_.fetch_add(windows);
+    return core::CpuAcceleratorInstance()->SortSegments(keys, offsets);
+  }
+  gpu_windows_.fetch_add(windows);
+  std::vector<size_t> relative(offsets.begin(), offsets.end());
+  for (size_t& o : relative) o -= offsets.front();
+  absl::Status s;
+  GpuAccelerator* device = nullptr;
+  if (span.size() > options_.alone_threshold) {
+    launches_.fetch_add(1);
+    device = NextDevice();
+    s = ShouldFail() ? absl::InternalError("injected device failure")
+                     : device->SortSegments(span, relative);
+  } else {
+    s = Queue(span, {}, relative, &device);
+  }
+  if (s.ok()) return s;
+  // The failed call left the input untouched (results are copied back only on success).
+  CountWindowFallback(device);
+  return core::CpuAcceleratorInstance()->SortSegments(keys, offsets);
 }
 
 absl::Status GpuPool::SortWindow32(absl::Span<uint32_t> keys) {

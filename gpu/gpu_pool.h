@@ -6,6 +6,8 @@
 //  * Windows up to `batch_max_keys` are queued; a worker takes every queued window of the same
 //    kind (weighted or not) up to that many keys, lingering up to `linger` for more, and sorts
 //    them all in one segmented launch, then hands each caller its part.
+//  * SortSegments (a quantile or Lossy Counting summary's complete windows of one batch) is one
+//    job: the threshold applies to its total keys, and its windows join the segmented launch.
 //  * Larger windows (and Histogram/RankSample of large windows) go alone to the next device
 //    (round robin), with the histogram / rank sample computed on the device.
 //  * Each device runs `streams_per_device` workers, each with its own GpuAccelerator (stream,
@@ -47,7 +49,17 @@ struct GpuPoolOptions {
   size_t batch_max_keys = size_t{1} << 22;  // keys per segmented launch
   size_t alone_threshold = size_t{1} << 20;  // keys; larger windows are sent alone
   absl::Duration linger = absl::Microseconds(100);  // wait for more windows to batch
+  // Lingers only while fewer keys are queued: a job of many windows (SegmentSortJob, at least
+  // job_cpu_threshold keys on a device) fills a launch on its own, and its caller waits for it.
+  size_t linger_below_keys = 4096;
   int streams_per_device = 2;  // workers (streams) per device: copies overlap kernels
+  // keys; a smaller SegmentSortJob sorts on the CPU at Start. Lower than cpu_threshold: a job's
+  // caller does not wait for the round trip, only for its result when it needs it.
+  size_t job_cpu_threshold = 4096;
+  // Page-locked job buffers kept for reuse (blocks of 2^12 keys and up; a SegmentSortJob of the
+  // quantile summaries holds 2^14): allocating and freeing one costs milliseconds, and freeing
+  // synchronizes the device, so enough are kept for every ingest thread's jobs in flight.
+  size_t pinned_buffers = 512;
   bool sketches = true;        // AttachSketch places sketch tables on the devices
 };
 
@@ -66,6 +78,8 @@ struct GpuPoolStats {
   uint64_t launches = 0;         // segmented launches (batches) and lone windows
   uint64_t fallbacks = 0;        // device work redone on the CPU after an error
   uint64_t sketches = 0;         // sketch tables placed on a device
+  uint64_t withdrawn_jobs = 0;   // SegmentSortJobs still queued when waited for: sorted by the
+                                 // caller on the CPU (their windows count as cpu windows)
 };
 
 class GpuPool final : public core::Accelerator {
@@ -80,6 +94,16 @@ class GpuPool final : public core::Accelerator {
 
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override;
   absl::Status SortWindow32(absl::Span<uint32_t> keys) override;
+  // By the hybrid policy applied to the call's total keys: below cpu_threshold on the CPU,
+  // else queued as one job whose windows share a segmented launch with other callers' (or alone
+  // on a device above alone_threshold). Counts each window in stats().
+  absl::Status SortSegments(absl::Span<uint64_t> keys, absl::Span<const size_t> offsets) override;
+  // Keys in page-locked memory (reused across jobs), queued at Start like SortSegments' windows
+  // but without waiting: the job's windows join a segmented launch, move by DMA both ways, and
+  // Wait collects them. Below job_cpu_threshold keys: sorted on the CPU at Start. A job still
+  // queued when waited for is taken back and sorted by the caller (stats().withdrawn_jobs).
+  std::unique_ptr<core::SegmentSortJob> NewSegmentSortJob(size_t size) override;
+  size_t DeviceJobKeys() const override { return options_.job_cpu_threshold; }
   absl::Status Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                          std::vector<core::HistogramEntry>* out) override;
   absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights, uint64_t step,
@@ -97,6 +121,14 @@ class GpuPool final : public core::Accelerator {
  private:
   struct Job;
   class PoolSketch;
+  class PoolSortJob;
+  // Page-locked host memory for a job's keys; data is null when none could be allocated.
+  struct PinnedBlock {
+    uint64_t* data = nullptr;
+    size_t capacity = 0;  // keys
+  };
+  PinnedBlock AcquirePinned(size_t keys);
+  void ReleasePinned(PinnedBlock block);
   struct Device {
     std::unique_ptr<GpuAccelerator> accelerator;
     std::thread worker;
@@ -112,8 +144,13 @@ class GpuPool final : public core::Accelerator {
   GpuAccelerator* NextDevice();
   void CountWindowFallback(const GpuAccelerator* device);
   bool ShouldFail();
+  // `segments`: the windows within `keys` (empty: one).
   absl::Status Queue(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
-                     GpuAccelerator** device);
+                     absl::Span<const size_t> segments, GpuAccelerator** device);
+  // Hands `job` to the workers (false when the pool is stopping; the job is then not queued).
+  bool Enqueue(Job* job);
+  // Takes `job` back if no worker has taken it yet.
+  bool Withdraw(Job* job);
 
   const GpuPoolOptions options_;
   std::vector<int> ordinals_;
@@ -125,6 +162,10 @@ class GpuPool final : public core::Accelerator {
   std::atomic<size_t> next_device_{0};
   std::atomic<int> inject_failures_{0};
   std::atomic<uint64_t> cpu_windows_{0}, gpu_windows_{0}, launches_{0}, fallbacks_{0};
+  std::atomic<uint64_t> withdrawn_jobs_{0};
+
+  absl::Mutex pinned_mu_;
+  std::vector<PinnedBlock> free_pinned_ ABSL_GUARDED_BY(pinned_mu_);
 
   absl::Mutex mu_;
   std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);

@@ -85,8 +85,18 @@ ABSL_FLAG(int64_t, gpu_cpu_threshold, 65536,
           "GPU (a queued window holds its ingest thread for the linger and the round trip, which "
           "costs more than sorting it: bench/E2E_RESULTS.md); in [0, 2^30]");
 ABSL_FLAG(int64_t, gpu_linger_us, 100,
-          "how long a GPU worker waits for more windows to sort in one launch, in microseconds; "
-          "in [0, 10^6]");
+          "how long a GPU worker waits for more windows to sort in one launch while fewer than "
+          "16384 keys are queued, in microseconds; in [0, 10^6]");
+ABSL_FLAG(int64_t, gpu_job_min_keys, 65536,
+          "a quantile summary hands an unweighted batch's windows to the GPU pool in jobs of up to "
+          "16384 keys when this is at most its job size; smaller jobs, and every job under the "
+          "default, sort on the ingest thread (measured 0.8-1.2x the CPU end to end, "
+          "bench/E2E_RESULTS.md); in [0, 2^30]");
+ABSL_FLAG(int64_t, gpu_launch_max_keys, int64_t{1} << 22,
+          "the most keys of queued windows a GPU worker sorts in one launch; in [2^12, 2^30]");
+ABSL_FLAG(int, gpu_streams_per_device, 4,
+          "GPU workers per device, each with its own CUDA stream and buffers, so one launch's "
+          "copies overlap another's sort; in [1, 16]");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
@@ -107,9 +117,27 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu_linger_us must be in [0, 10^6] microseconds, got ", linger_us));
   }
+  const int streams = absl::GetFlag(FLAGS_gpu_streams_per_device);
+  if (streams < 1 || streams > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_streams_per_device must be in [1, 16], got ", streams));
+  }
+  const int64_t job_min = absl::GetFlag(FLAGS_gpu_job_min_keys);
+  if (job_min < 0 || job_min > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_job_min_keys must be in [0, 2^30] keys, got ", job_min));
+  }
+  const int64_t launch_max = absl::GetFlag(FLAGS_gpu_launch_max_keys);
+  if (launch_max < (int64_t{1} << 12) || launch_max > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_launch_max_keys must be in [2^12, 2^30] keys, got ", launch_max));
+  }
   if (spec == "none") return absl::OkStatus();
 #ifdef STREAMSTATS_HAVE_GPU
   streamstats::gpu::GpuPoolOptions options;
+  options.streams_per_device = streams;
+  options.batch_max_keys = static_cast<size_t>(launch_max);
+  options.job_cpu_threshold = static_cast<size_t>(job_min);
   options.cpu_threshold = static_cast<size_t>(absl::GetFlag(FLAGS_gpu_cpu_threshold));
   options.linger = absl::Microseconds(absl::GetFlag(FLAGS_gpu_linger_us));
   if (spec != "auto") {

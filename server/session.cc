@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "core/common/serialization.h"
 #include "core/parallel/partitioned.h"
+#include "core/quantiles/quantile_summary.h"
 #include "core/sketches/count_min.h"
 #include "core/sketches/pbf.h"
 
@@ -132,6 +133,13 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
   }
   if (window >= threshold) {
     return absl::StrCat(accelerator.name(), ": windows of ", window, " keys sorted there");
+  }
+  const uint64_t job = core::QuantileSummary::JobKeys(window);
+  if (o.kind == SummaryKind::kQuantiles && job >= accelerator.DeviceJobKeys()) {
+    // core/quantiles/quantile_summary.h: an unweighted batch's windows go in jobs, not one by one.
+    return absl::StrCat(accelerator.name(), ": windows of ", window, " keys sorted there in jobs of ",
+                        job, " keys while ingest goes on (a batch's last job under ",
+                        accelerator.DeviceJobKeys(), " keys and weighted windows on the cpu)");
   }
   return absl::StrCat("cpu: windows of ", window, " keys are below ", accelerator.name(),
                       "'s threshold of ", threshold, " keys");

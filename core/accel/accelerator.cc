@@ -28,6 +28,31 @@ absl::Status Accelerator::SortWindow32(absl::Span<uint32_t> keys) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Keys in a vector, sorted by the accelerator's SortSegments at Start.
+class SynchronousSegmentSortJob final : public SegmentSortJob {
+ public:
+  SynchronousSegmentSortJob(Accelerator* accelerator, size_t size)
+      : accelerator_(accelerator), keys_(size) {}
+  absl::Span<uint64_t> keys() override { return absl::MakeSpan(keys_); }
+  void Start(absl::Span<const size_t> offsets) override {
+    status_ = accelerator_->SortSegments(absl::MakeSpan(keys_), offsets);
+  }
+  absl::Status Wait() override { return status_; }
+
+ private:
+  Accelerator* accelerator_;
+  std::vector<uint64_t> keys_;
+  absl::Status status_;
+};
+
+}  // namespace
+
+std::unique_ptr<SegmentSortJob> Accelerator::NewSegmentSortJob(size_t size) {
+  return std::make_unique<SynchronousSegmentSortJob>(this, size);
+}
+
 std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&) {
   return nullptr;
 }

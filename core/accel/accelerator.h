@@ -58,6 +58,23 @@ struct DeviceSketchSpec {
   uint64_t position = 0;             // PBF: items inserted so far (the next stream position)
 };
 
+// Windows handed to an accelerator to be sorted while the caller does other work, collected by
+// Wait. The keys live in memory the accelerator chose (page-locked on a GPU, so they move by DMA
+// with no staging copy): the caller writes them there, starts the job, and reads them sorted
+// after Wait. Destroying a started job waits for it. Used by one thread.
+class SegmentSortJob {
+ public:
+  virtual ~SegmentSortJob() = default;
+  // The job's keys, to be filled before Start.
+  virtual absl::Span<uint64_t> keys() = 0;
+  // Hands windows keys()[offsets[i], offsets[i + 1]) over, each to be sorted on its own (offsets
+  // ascending, from 0 to keys().size()); returns without waiting for the sort. Once per job.
+  virtual void Start(absl::Span<const size_t> offsets) = 0;
+  // Blocks until the job is done: OK with every window sorted, or an error with keys() in an
+  // unspecified order (the caller redoes the windows on the CPU).
+  virtual absl::Status Wait() = 0;
+};
+
 class Accelerator {
  public:
   virtual ~Accelerator() = default;
@@ -85,6 +102,12 @@ class Accelerator {
   // last position (total weight), positions counted in the weight-expanded order. step >= 1.
   virtual absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                                   uint64_t step, std::vector<RankSampleEntry>* out);
+
+  // A job of `size` keys for SortSegments without waiting (SegmentSortJob). The base class's
+  // sorts at Start with SortSegments, so the caller waits there; the GPU pool queues it.
+  virtual std::unique_ptr<SegmentSortJob> NewSegmentSortJob(size_t size);
+  // The fewest keys a SegmentSortJob must hold to be sorted on a device; SIZE_MAX: never.
+  virtual size_t DeviceJobKeys() const { return std::numeric_limits<size_t>::max(); }
 
   // A device-resident copy of a sketch, or null: the sketch then stays in host memory (always
   // so for the CPU accelerator; the GPU pool returns null when device memory runs out).

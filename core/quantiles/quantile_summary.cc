@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <memory>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -272,13 +274,90 @@ absl::Status QuantileSummary::AppendPending(uint64_t key, uint64_t weight) {
   return pending_keys_.size() >= window_ ? FlushWindow() : absl::OkStatus();
 }
 
+// kDeviceJobKeys: several jobs per batch, so the first comes back and is absorbed while the
+// device sorts the next.// Jobs handed over ahead of the one being absorbed: bounds the keys in flight per caller.
+constexpr size_t kJobsAhead = 8;
+
+void QuantileSummary::CopyStreamKeys(const Batch& batch, size_t begin, size_t from, size_t count,
+                                     uint64_t* out) const {
+  const size_t have = pending_keys_.size();
+  size_t k = 0;
+  for (; k < count && from + k < have; ++k) out[k] = pending_keys_[from + k];
+  const size_t at = begin + (from + k - have);
+  const size_t rest = count - k;
+  if (value_kind_ == ValueKind::kNumeric) {
+    const double* in = batch.values.data() + at;
+    for (size_t j = 0; j < rest; ++j) out[k + j] = ToOrderedBits(in[j]);
+  } else {
+    std::copy_n(batch.keys.data() + at, rest, out + k);
+  }
+}
+
+size_t QuantileSummary::AbsorbWindowsOnDevice(const Batch& batch, size_t begin) {
+  const size_t have = pending_keys_.size();
+  const size_t windows = (have + batch.size() - begin) / window_;
+  if (windows == 0) return 0;
+  const size_t per_job = std::max<size_t>(1, kDeviceJobKeys / window_);
+  struct InFlight {
+    std::unique_ptr<SegmentSortJob> job;
+    size_t first_window;
+    size_t windows;
+  };
+  std::deque<InFlight> in_flight;
+  std::vector<size_t> offsets;
+  size_t next = 0;  // the first window not handed over yet
+  const auto start_next = [&] {
+    const size_t count = std::min(per_job, windows - next);
+    std::unique_ptr<SegmentSortJob> job = accelerator_->NewSegmentSortJob(count * window_);
+    CopyStreamKeys(batch, begin, next * window_, count * window_, job->keys().data());
+    offsets.resize(count + 1);
+    for (size_t w = 0; w <= count; ++w) offsets[w] = w * window_;
+    job->Start(offsets);
+    in_flight.push_back({std::move(job), next, count});
+    next += count;
+  };
+  while (next < windows && in_flight.size() < kJobsAhead) start_next();
+  std::vector<uint64_t> redo;
+  while (!in_flight.empty()) {
+    InFlight f = std::move(in_flight.front());
+    in_flight.pop_front();
+    absl::Span<const uint64_t> sorted = f.job->keys();
+    if (!f.job->Wait().ok()) {
+      // The device may have scribbled: the windows again from their source, on the CPU (which
+      // cannot fail on well-formed spans).
+      redo.resize(f.windows * window_);
+      CopyStreamKeys(batch, begin, f.first_window * window_, redo.size(), redo.data());
+      for (size_t w = 0; w < f.windows; ++w) {
+        SortKeysStably(absl::MakeSpan(redo).subspan(w * window_, window_), {});
+      }
+      sorted = redo;
+    }
+    if (next < windows) start_next();  // the device sorts it while these are absorbed
+    for (size_t w = 0; w < f.windows; ++w) {
+      Absorb(ExactRun{sorted.subspan(w * window_, window_)});
+    }
+  }
+  pending_keys_.clear();
+  pending_weight_ = 0;
+  return windows * window_ - have;
+}
+
 absl::Status QuantileSummary::Update(const Batch& batch) {
   // AppendPending item by item, in runs that end where a window fills: the keys of a run are
   // converted in one loop, and a window is flushed exactly where AppendPending would flush it.
   const size_t n = batch.size();
   const bool weighted = !batch.weights.empty();
   size_t i = 0;
+  // On a device, once no weighted item is pending, the batch's remaining complete windows go
+  // in one call; what is left fills no window.
+  bool together = accelerator_ != CpuAcceleratorInstance() && !weighted &&
+                  JobKeys(window_) >= accelerator_->DeviceJobKeys();
   while (i < n) {
+    if (together && pending_weights_.empty()) {
+      i += AbsorbWindowsOnDevice(batch, i);
+      together = false;
+      if (i == n) break;
+    }
     const size_t have = pending_keys_.size();
     const size_t take = std::min(n - i, have < window_ ? window_ - have : size_t{1});
     pending_keys_.resize(have + take);

@@ -139,6 +139,15 @@ class QuantileSummary final : public Summary {
   static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
                                                               Accelerator* accelerator);
 
+  // Keys per SegmentSortJob on a device (whole windows, at least one; see AbsorbWindowsOnDevice).
+  static constexpr size_t kDeviceJobKeys = size_t{1} << 14;
+  // The keys of this summary's jobs: whole windows, kDeviceJobKeys or one window if larger. An
+  // unweighted batch's windows go in jobs when the accelerator takes jobs this large
+  // (Accelerator::DeviceJobKeys), else window by window as on the CPU.
+  static uint64_t JobKeys(uint64_t window) {
+    return std::max<uint64_t>(window, kDeviceJobKeys / window * window);
+  }
+
   // The allowed gap G(n) = 2⌊ε·n⌋ of the summary of n items.
   uint64_t AllowedGap(uint64_t n) const;
   // For tests and benchmarks: the summary's tuples (without the partial window).
@@ -147,6 +156,15 @@ class QuantileSummary final : public Summary {
 
  private:
   absl::Status FlushWindow();
+  // On a device: the complete windows that the pending items and batch[begin, ...) fill, handed
+  // over in SegmentSortJobs of many windows each (a few jobs ahead, so the device sorts the next
+  // while this thread absorbs the last) and absorbed in order, exactly as FlushWindow would
+  // absorb them one by one; a failed job is redone on the CPU. Unweighted items only (pending
+  // and batch); returns how many of the batch's items it consumed (0 when they fill no window).
+  size_t AbsorbWindowsOnDevice(const Batch& batch, size_t begin);
+  // Keys [from, from + count) of the sequence pending ++ batch[begin, ...), converted, to `out`.
+  void CopyStreamKeys(const Batch& batch, size_t begin, size_t from, size_t count,
+                      uint64_t* out) const;
   // Adds one item to the current window, flushing it when full.
   absl::Status AppendPending(uint64_t key, uint64_t weight);
   // Merges a run (a GK summary or an exact sorted window; its items ordered after equal items of

@@ -516,6 +516,55 @@ TEST(GpuPool, SummariesBuiltThroughThePoolEqualCpuBuiltOnes) {
   EXPECT_GT((*pool)->stats().gpu_windows, 0u);
 }
 
+// A quantile summary hands a batch's complete windows to the pool in SegmentSortJobs (issue 14
+// item 4): windows far below the threshold reach the device in jobs of many, 16 sessions' jobs
+// share launches, injected device failures are redone on the CPU, and every summary equals its
+// CPU-built twin byte for byte.
+TEST(GpuPool, QuantileWindowsGoInJobsAndSessionsShareLaunches) {
+  REQUIRE_GPU();
+  GpuPoolOptions po;
+  po.cpu_threshold = 20000;  // above every window (200 and 2000 keys)
+  auto pool = GpuPool::Create(po);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  (*pool)->InjectFailuresForTesting(2);
+  constexpr int kSessions = 16;
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kSessions; ++t) {
+    threads.emplace_back([&, t] {
+      core::SummaryOptions so;
+      so.kind = core::SummaryKind::kQuantiles;
+      so.quantiles.epsilon = t % 2 == 0 ? 0.01 : 0.001;  // windows of 200 and 2000
+      const core::ValueKind kind = core::ValueKind::kUint64;
+      auto cpu = core::CreateSummary(so, kind, nullptr);
+      auto gpu = core::CreateSummary(so, kind, pool->get());
+      if (!cpu.ok() || !gpu.ok()) {
+        ++mismatches;
+        return;
+      }
+      for (int b = 0; b < 12; ++b) {
+        // Batches of 30,000-41,000 keys (every fifth weighted), one of 150 (no window).
+        const size_t n = b == 6 ? 150 : 30000 + 1000 * static_cast<size_t>(b);
+        std::vector<uint64_t> ids = ZipfIds(n, 1.1, 50000, t * 100 + b);
+        std::vector<uint64_t> w = b % 5 == 4 ? MakeWeights(n, b) : std::vector<uint64_t>{};
+        if (!(*cpu)->Update(U64Batch(ids, w)).ok() || !(*gpu)->Update(U64Batch(ids, w)).ok()) {
+          ++mismatches;
+        }
+      }
+      if ((*gpu)->Serialize() != (*cpu)->Serialize()) ++mismatches;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  const GpuPoolStats s = (*pool)->stats();
+  std::cout << "[ pool ] gpu windows " << s.gpu_windows << ", cpu windows " << s.cpu_windows
+            << ", launches " << s.launches << ", fallbacks " << s.fallbacks
+            << ", jobs withdrawn " << s.withdrawn_jobs << "\n";
+  EXPECT_GT(s.gpu_windows, 1000u);
+  EXPECT_LT(s.launches * 5, s.gpu_windows) << "windows did not go in jobs of many";
+  EXPECT_GE(s.fallbacks, 2u);  // each job of a failed launch counts
+}
+
 TEST(GpuCountMin, AddSequentialEqualsTheSequentialCpuUpdateAndItsEstimates) {
   REQUIRE_GPU();
   core::CountMinOptions o;

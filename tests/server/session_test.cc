@@ -357,17 +357,22 @@ TEST(SessionManager, EverySessionsIngestStepsAsideWhileAQuestionWaitsForAnother)
 
 // An accelerator that sorts on the CPU but says it sends windows of at least `threshold` keys to
 // a device, as the GPU pool does.
+// With `job_keys`, it also says it sends SegmentSortJobs of at least that many keys there.
 class ThresholdAccelerator final : public core::Accelerator {
  public:
-  explicit ThresholdAccelerator(size_t threshold) : threshold_(threshold) {}
+  explicit ThresholdAccelerator(size_t threshold,
+                                size_t job_keys = std::numeric_limits<size_t>::max())
+      : threshold_(threshold), job_keys_(job_keys) {}
   std::string name() const override { return "dev"; }
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
     return core::CpuAcceleratorInstance()->SortWindow(keys, weights);
   }
   size_t DeviceWindowKeys() const override { return threshold_; }
+  size_t DeviceJobKeys() const override { return job_keys_; }
 
  private:
   size_t threshold_;
+  size_t job_keys_;
 };
 
 TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
@@ -385,6 +390,15 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
             V{"dev: windows of 1024 keys sorted there"});
   EXPECT_EQ(placements(&high, v1::VALUE_KIND_NUMERIC, {"quantiles:window=1024"}),
             V{"cpu: windows of 1024 keys are below dev's threshold of 65536 keys"});
+  // The GPU pool takes an unweighted batch's quantile windows in jobs of whole windows.
+  ThresholdAccelerator jobs(65536, 4096);
+  EXPECT_EQ(placements(&jobs, v1::VALUE_KIND_NUMERIC, {"quantiles:window=1000"}),
+            V{"dev: windows of 1000 keys sorted there in jobs of 16000 keys while ingest goes on "
+              "(a batch's last job under 4096 keys and weighted windows on the cpu)"});
+  // Unless its jobs are too small for the device.
+  ThresholdAccelerator big_jobs(65536, 65536);
+  EXPECT_EQ(placements(&big_jobs, v1::VALUE_KIND_NUMERIC, {"quantiles:window=1000"}),
+            V{"cpu: windows of 1000 keys are below dev's threshold of 65536 keys"});
   // This accelerator keeps no sketch on a device (AttachSketch returns null): the table stays
   // in host memory, and GetSession says so rather than naming the device.
   EXPECT_EQ(placements(&low, v1::VALUE_KIND_UINT64,

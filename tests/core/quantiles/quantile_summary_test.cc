@@ -505,3 +505,76 @@ TEST(QuantileSummary, TinyEpsilonIsRefusedAndHeavyWeightsStayCheapAtTheSmallestA
 
 }  // namespace
 }  // namespace streamstats::core
+
+namespace streamstats::core {
+namespace {
+
+// Sorts on the CPU like a device would, counting how the windows arrive; takes jobs of any size.
+// With fail_every = k, every k-th SortSegments call scribbles over its keys and fails.
+class SegmentCountingAccelerator final : public Accelerator {
+ public:
+  std::string name() const override { return "segments"; }
+  size_t DeviceJobKeys() const override { return 0; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
+    ++sort_windows;
+    return CpuAcceleratorInstance()->SortWindow(keys, weights);
+  }
+  absl::Status SortSegments(absl::Span<uint64_t> keys, absl::Span<const size_t> offsets) override {
+    ++segment_calls;
+    most_segments = std::max(most_segments, offsets.size() - 1);
+    if (fail_every > 0 && segment_calls % fail_every == 0) {
+      std::reverse(keys.begin(), keys.end());
+      for (uint64_t& k : keys) k ^= 0x5555;
+      return absl::InternalError("device lost mid-sort");
+    }
+    return CpuAcceleratorInstance()->SortSegments(keys, offsets);
+  }
+  absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights, uint64_t step,
+                          std::vector<RankSampleEntry>* out) override {
+    ++rank_samples;
+    return CpuAcceleratorInstance()->RankSample(keys, weights, step, out);
+  }
+  uint64_t sort_windows = 0, segment_calls = 0, rank_samples = 0;
+  size_t most_segments = 0;
+  uint64_t fail_every = 0;
+};
+
+// On a device, the complete windows of a batch are sorted in one SortSegments call; the summary
+// is byte for byte the CPU's, for batches shorter and longer than a window, and with weighted
+// batches (which keep going window by window) interleaved.
+TEST(QuantileSummary, ADeviceSortsABatchsWindowsInOneCallWithTheCpusResult) {
+  for (ValueKind kind : {ValueKind::kNumeric, ValueKind::kUint64}) {
+    for (const size_t batch : {size_t{37}, size_t{100}, size_t{777}, size_t{25'000}}) {
+      SegmentCountingAccelerator device;
+      // Numeric runs also lose every third job mid-sort: redone on the CPU, nothing different.
+      if (kind == ValueKind::kNumeric) device.fail_every = 3;
+      auto cpu = MakeSummary(0.01, 100, kind);
+      auto on_device = MakeSummary(0.01, 100, kind, true, &device);
+      const auto v = Generate(Dist::kZoomIn, 60'000, kind, 1900 + batch, 100);
+      std::vector<uint64_t> w(v.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = 1 + (i * 13) % 5;
+      size_t calls = 0;
+      for (size_t i = 0; i < v.size(); i += batch, ++calls) {
+        const size_t end = std::min(v.size(), i + batch);
+        // Every seventh batch weighted, the second one first.
+        const std::vector<uint64_t>* weights = calls % 7 == 1 ? &w : nullptr;
+        ASSERT_TRUE(AddBatch(cpu.get(), kind, v, weights, i, end).ok());
+        ASSERT_TRUE(AddBatch(on_device.get(), kind, v, weights, i, end).ok());
+        ASSERT_EQ(on_device->count(), cpu->count());
+      }
+      EXPECT_EQ(on_device->Serialize(), cpu->Serialize()) << "batch " << batch;
+      EXPECT_GT(device.segment_calls, 0u) << "batch " << batch;
+      if (batch >= 777) {
+        // Jobs of 2^14 keys at most: 163 windows of 100.
+        EXPECT_GE(device.most_segments, std::min<size_t>(batch / 100 - 1, 163)) << "batch " << batch;
+      }
+      EXPECT_GT(device.rank_samples, 0u) << "weighted windows go one by one, batch " << batch;
+      ASSERT_TRUE(on_device->Seal().ok());
+      ASSERT_TRUE(cpu->Seal().ok());
+      EXPECT_EQ(on_device->Serialize(), cpu->Serialize()) << "batch " << batch;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamstats::core
