@@ -203,12 +203,17 @@ absl::Status PbfOptions::Validate() const {
   if (!(e.p > 0 && e.p <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("p must be in (0, 1], got ", e.p));
   }
-  return absl::OkStatus();
+  return CheckCapacity(heavy_hitter_capacity, "heavy_hitter_capacity");
 }
 
 PbfParameters PbfOptions::Effective() const {
   if (m != 0) return PbfParameters{m, k, p};
   return ChoosePbfParameters(expected_keys, threshold);
+}
+uint64_t PbfOptions::EffectiveHeavyHitterCapacity() const {
+  if (heavy_hitter_capacity != 0) return heavy_hitter_capacity;
+  const PbfParameters e = Effective();
+  return std::clamp<uint64_t>((e.m + e.k - 1) / e.k, kPbfMinAutoCandidates, kPbfMaxAutoCandidates);
 }
 
 absl::Status PartitionOptions::Validate() const {

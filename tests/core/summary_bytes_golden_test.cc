@@ -7,7 +7,8 @@
 // digest their answers (Frequencies of the first keys, HeavyHitters) and a
 // merge of two halves, since their tables are free to change layout. The quantile digests were
 // re-pinned once, when the summary became one GK summary (issue 15: a new payload layout; the old
-// one still loads, tests/core/quantiles/quantile_serialization_test.cc).
+// one still loads, tests/core/quantiles/quantile_serialization_test.cc). PBF is pinned in its
+// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_heavy_hitters_test.cc).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -113,6 +114,15 @@ SummaryOptions CountSketchOf(double epsilon, uint64_t capacity) {
   o.count_sketch.epsilon = epsilon;
   o.count_sketch.delta = 0.01;
   o.count_sketch.heavy_hitter_capacity = capacity;
+  return o;
+}
+
+SummaryOptions PbfOf(uint64_t keys, uint64_t threshold, uint64_t capacity) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kPbf;
+  o.pbf.expected_keys = keys;
+  o.pbf.threshold = threshold;
+  o.pbf.heavy_hitter_capacity = capacity;
   return o;
 }
 
@@ -296,6 +306,26 @@ TEST(SummaryBytes, AmsAndCountSketchEqualTheirPinnedDigests) {
        ValueKind::kString, true, 2689791290038986586u, false, true},
       {"count_sketch 0.05 merged", CountSketchOf(0.05, 64), ValueKind::kUint64,
        true, 6204460907190008918u, false, true, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// PBF in its payload of version 2 (issue 15: the heavy-hitter candidates after the bits),
+// pinned when the candidates were added: bits, count, candidates in heap order, and answers
+// (Frequencies, HeavyHitters). PBF does not merge.
+TEST(SummaryBytes, PbfEqualsItsPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"pbf 200000 keys threshold 500", PbfOf(200000, 500, 0), ValueKind::kUint64, false,
+       2336488935649495096u, false, true},
+      {"pbf capacity 16 weighted", PbfOf(50000, 2000, 16), ValueKind::kUint64, true,
+       12156050507055050253u, false, true},
+      {"pbf strings", PbfOf(100000, 1000, 64), ValueKind::kString, false,
+       3156465374017386331u, false, true},
+      {"pbf numeric weighted", PbfOf(100000, 1000, 0), ValueKind::kNumeric, true,
+       3599017186620083964u, false, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

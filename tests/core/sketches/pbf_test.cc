@@ -216,15 +216,6 @@ TEST(Pbf, BitsAreAPureFunctionOfSeedPositionAndKey) {
   EXPECT_GT(AsPbf(*d).SetPositions(5), 180u);
 }
 
-TEST(Pbf, MergeAndHeavyHittersAreRejectedWithAReason) {
-  auto a = MustCreate(PbfOpts(4096, 8, 0.3));
-  auto b = MustCreate(PbfOpts(4096, 8, 0.3));
-  const absl::Status merge = a->Merge(*b);
-  EXPECT_EQ(merge.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(merge.message().find("coins"), std::string::npos);
-  EXPECT_EQ(a->HeavyHitters(0.1).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
 TEST(Pbf, SerializationRoundTripsAnswerIdentically) {
   for (ValueKind kind : {ValueKind::kUint64, ValueKind::kString, ValueKind::kNumeric}) {
     auto s = MustCreate(PbfOpts(3000, 16, 0.2), kind);  // m not a multiple of 64
