@@ -151,6 +151,19 @@ void DeserializeCorpus(const fs::path& dir) {
   cs.count_sketch.delta = 0.2;
   cs.count_sketch.heavy_hitter_capacity = 8;
   add("count_sketch_string", ValueKind::kString, 100, cs);
+  // Added after the others (their seeds stay). PBF with heavy-hitter candidates (strings) and a small capacity (payload version 2; pbf_uint64_v1
+  // is the version-1 layout, written before them and kept as it was).
+  SummaryOptions pbf_hh;
+  pbf_hh.kind = SummaryKind::kPbf;
+  pbf_hh.pbf.m = 1024;
+  pbf_hh.pbf.k = 8;
+  pbf_hh.pbf.p = 0.3;
+  pbf_hh.pbf.heavy_hitter_capacity = 4;
+  add("pbf_string_candidates", ValueKind::kString, 100, pbf_hh);
+  SummaryOptions part_pbf = pbf_hh;
+  part_pbf.partition.partitions = 2;
+  part_pbf.partition.scheme = streamstats::core::PartitionScheme::kHash;
+  add("partitioned_hash_pbf", ValueKind::kUint64, 100, part_pbf);
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }
@@ -159,7 +172,7 @@ void SpecCorpus(const fs::path& dir) {
   Write(dir, "text_numeric", "numeric\ncpu\nquantiles:epsilon=0.001\nlossy_counting:epsilon=1e-4,window=8192");
   Write(dir, "text_keys", "keys\nauto\ncount_min:epsilon=0.001,delta=0.01,conservative=true,candidates=64\n"
                           "fcm:epsilon=0.01,delta=0.05,dh=2,dl=3,k=8\nmisra_gries:k=100\n"
-                          "pbf:keys=1000,threshold=10");
+                          "pbf:keys=1000,threshold=10,candidates=32");
   Write(dir, "text_strings", "strings\ngpu\nlossy_counting\npbf:m=4096,k=4,p=0.5");
   Write(dir, "text_signed", "keys\ncpu\nams:epsilon=0.2,delta=0.05\ncount_sketch:epsilon=0.3,candidates=8");
   Write(dir, "text_bad", "numeric\ncpu\nquantiles:epsilon=1.5,window=x\nnope:a=b\ncount_min:epsilon");
