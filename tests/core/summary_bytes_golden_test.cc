@@ -20,9 +20,12 @@
 #include "core/common/hash.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
+#include "tests/core/sketches/pbf_test_util.h"
 
 namespace streamstats::core {
 namespace {
+
+using testing::PbfChosen;
 
 // Keys with a few heavy ones and a long tail; raw mt19937_64 outputs only (the
 // standard distributions are implementation-defined).
@@ -114,15 +117,6 @@ SummaryOptions CountSketchOf(double epsilon, uint64_t capacity) {
   o.count_sketch.epsilon = epsilon;
   o.count_sketch.delta = 0.01;
   o.count_sketch.heavy_hitter_capacity = capacity;
-  return o;
-}
-
-SummaryOptions PbfOf(uint64_t keys, uint64_t threshold, uint64_t capacity) {
-  SummaryOptions o;
-  o.kind = SummaryKind::kPbf;
-  o.pbf.expected_keys = keys;
-  o.pbf.threshold = threshold;
-  o.pbf.heavy_hitter_capacity = capacity;
   return o;
 }
 
@@ -318,13 +312,13 @@ TEST(SummaryBytes, AmsAndCountSketchEqualTheirPinnedDigests) {
 TEST(SummaryBytes, PbfEqualsItsPinnedDigests) {
   // {name, options, kind, weighted, golden, sorted, answers, merged}
   const std::vector<Case> cases = {
-      {"pbf 200000 keys threshold 500", PbfOf(200000, 500, 0), ValueKind::kUint64, false,
+      {"pbf 200000 keys threshold 500", PbfChosen(200000, 500, 0), ValueKind::kUint64, false,
        2336488935649495096u, false, true},
-      {"pbf capacity 16 weighted", PbfOf(50000, 2000, 16), ValueKind::kUint64, true,
+      {"pbf capacity 16 weighted", PbfChosen(50000, 2000, 16), ValueKind::kUint64, true,
        12156050507055050253u, false, true},
-      {"pbf strings", PbfOf(100000, 1000, 64), ValueKind::kString, false,
+      {"pbf strings", PbfChosen(100000, 1000, 64), ValueKind::kString, false,
        3156465374017386331u, false, true},
-      {"pbf numeric weighted", PbfOf(100000, 1000, 0), ValueKind::kNumeric, true,
+      {"pbf numeric weighted", PbfChosen(100000, 1000, 0), ValueKind::kNumeric, true,
        3599017186620083964u, false, true},
   };
   for (const Case& c : cases) {

@@ -153,11 +153,7 @@ void DeserializeCorpus(const fs::path& dir) {
   add("count_sketch_string", ValueKind::kString, 100, cs);
   // Added after the others (their seeds stay). PBF with heavy-hitter candidates (strings) and a small capacity (payload version 2; pbf_uint64_v1
   // is the version-1 layout, written before them and kept as it was).
-  SummaryOptions pbf_hh;
-  pbf_hh.kind = SummaryKind::kPbf;
-  pbf_hh.pbf.m = 1024;
-  pbf_hh.pbf.k = 8;
-  pbf_hh.pbf.p = 0.3;
+  SummaryOptions pbf_hh = pbf;
   pbf_hh.pbf.heavy_hitter_capacity = 4;
   add("pbf_string_candidates", ValueKind::kString, 100, pbf_hh);
   SummaryOptions part_pbf = pbf_hh;

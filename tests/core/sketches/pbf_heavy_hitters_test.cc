@@ -21,36 +21,19 @@
 #include "gtest/gtest.h"
 #include "tests/core/sketch_test_util.h"
 #include "tests/core/sketches/pbf_legacy_fixture.h"
+#include "tests/core/sketches/pbf_test_util.h"
 
 namespace streamstats::core {
 namespace {
 
+using testing::AsPbf;
 using testing::Feed;
 using testing::KeyQuestion;
 using testing::MustCreate;
+using testing::PbfChosen;
+using testing::PbfOpts;
 
 constexpr uint64_t kThreshold = 50;  // T of every filter below
-
-SummaryOptions PbfChosen(uint64_t keys, uint64_t threshold, uint64_t capacity = 0) {
-  SummaryOptions o;
-  o.kind = SummaryKind::kPbf;
-  o.pbf.expected_keys = keys;
-  o.pbf.threshold = threshold;
-  o.pbf.heavy_hitter_capacity = capacity;
-  return o;
-}
-
-SummaryOptions PbfOpts(uint64_t m, uint64_t k, double p, uint64_t capacity = 0) {
-  SummaryOptions o;
-  o.kind = SummaryKind::kPbf;
-  o.pbf.m = m;
-  o.pbf.k = k;
-  o.pbf.p = p;
-  o.pbf.heavy_hitter_capacity = capacity;
-  return o;
-}
-
-const Pbf& AsPbf(const Summary& s) { return dynamic_cast<const Pbf&>(s); }
 
 uint64_t KeyOf(size_t i) { return i * 0x9E3779B97F4A7C15ULL + 77; }
 

@@ -9,32 +9,17 @@
 
 #include "gtest/gtest.h"
 #include "tests/core/sketch_test_util.h"
+#include "tests/core/sketches/pbf_test_util.h"
 
 namespace streamstats::core {
 namespace {
 
+using testing::AsPbf;
 using testing::Feed;
 using testing::KeyQuestion;
 using testing::MustCreate;
-
-SummaryOptions PbfOpts(uint64_t m, uint64_t k, double p) {
-  SummaryOptions o;
-  o.kind = SummaryKind::kPbf;
-  o.pbf.m = m;
-  o.pbf.k = k;
-  o.pbf.p = p;
-  return o;
-}
-
-SummaryOptions PbfChosen(uint64_t keys, uint64_t threshold) {
-  SummaryOptions o;
-  o.kind = SummaryKind::kPbf;
-  o.pbf.expected_keys = keys;
-  o.pbf.threshold = threshold;
-  return o;
-}
-
-const Pbf& AsPbf(const Summary& s) { return dynamic_cast<const Pbf&>(s); }
+using testing::PbfChosen;
+using testing::PbfOpts;
 
 TEST(Pbf, InitializerReproducesItsDocumentedFormula) {
   const double u = PbfOptimalExponent(kPbfTargetFill);
