@@ -211,9 +211,7 @@ PbfParameters PbfOptions::Effective() const {
   return ChoosePbfParameters(expected_keys, threshold);
 }
 uint64_t PbfOptions::EffectiveHeavyHitterCapacity() const {
-  if (heavy_hitter_capacity != 0) return heavy_hitter_capacity;
-  const PbfParameters e = Effective();
-  return std::clamp<uint64_t>((e.m + e.k - 1) / e.k, kPbfMinAutoCandidates, kPbfMaxAutoCandidates);
+  return heavy_hitter_capacity != 0 ? heavy_hitter_capacity : kPbfAutoCandidates;
 }
 
 absl::Status PartitionOptions::Validate() const {

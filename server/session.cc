@@ -176,9 +176,9 @@ std::string HeavyHitterGuarantee(const core::SummaryOptions& o) {
   const core::PbfParameters e = o.pbf.Effective();
   return absl::StrFormat(
       "statistical: candidates (at most %d keys) whose estimate is >= sN, and saturated ones; a "
-      "key of frequency f lies on the wrong side of sN with probability <= "
-      "exp(-k*D(q(sN)||q(f))) (x2 for a miss), q(g) = 1-(1-b)(1-p)^g, b the filter's fill, "
-      "k=%d, p=%g (core/sketches/pbf.h); %s",
+      "key of frequency f < sN is listed with probability <= exp(-k*D(q(sN)||q(f))), q(g) = "
+      "1-(1-b)(1-p)^g, b the filter's fill, k=%d, p=%g; one of f >= (1+x)sN is missed with "
+      "probability <= exp(-64x) + 2exp(-k*D(q(sN)||q(f-x*sN))) (core/sketches/pbf.h); %s",
       o.pbf.EffectiveHeavyHitterCapacity(), e.k, e.p, FrequencyGuarantee(o));
 }
 

@@ -68,6 +68,7 @@ uint64_t PbfThreshold(double q) {
 Pbf::Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerator)
     : options_(options),
       params_(options.Effective()),
+      mod_m_(FastModBelow63::For(params_.m)),
       value_kind_(value_kind),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()),
       words_((params_.m + 63) / 64, 0),
@@ -138,31 +139,45 @@ size_t Pbf::ChunkItems() const {
 absl::Status Pbf::Update(const Batch& batch) {
   const size_t n = batch.size();
   if (n == 0) return absl::OkStatus();
-  scratch_keys_.resize(n);
-  for (size_t i = 0; i < n; ++i) scratch_keys_[i] = KeyAt{KeyIdAt(batch, i), i};
+  // Ids, and the items that draw a token (see the top): probability rho = min(1, c / A) per
+  // unit of weight, A the set's least admitted estimate now, from the item's stream position.
+  const uint64_t admitted = candidates_.LeastAdmitted();
+  const double rate = admitted <= kPbfTokensPerAdmission
+                          ? 1.0
+                          : static_cast<double>(kPbfTokensPerAdmission) /
+                                static_cast<double>(admitted);
+  const uint64_t unit_threshold = PbfThreshold(rate);
+  const uint64_t token_seed = PbfTokenSeed(options_.seed);
+  scratch_ids_.resize(n);
+  scratch_keys_.clear();
+  uint64_t position = count_;
+  for (size_t i = 0; i < n; ++i) {
+    scratch_ids_[i] = KeyIdAt(batch, i);
+    const uint64_t weight = WeightAt(batch, i);
+    const uint64_t threshold = weight == 1 ? unit_threshold : PbfWeightThreshold(rate, weight);
+    if (PbfCoin(token_seed, position, 0, threshold)) scratch_keys_.push_back({scratch_ids_[i], i});
+    position += weight;
+  }
   if (!mirror_.attached()) {
     DeviceSketchSpec spec;
     spec.pbf = &options_;
     spec.position = count_;
     mirror_.TryAttach(accelerator_, spec);
   }
-  if (mirror_.attached()) {
-    scratch_ids_.resize(n);
-    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = scratch_keys_[i].id;
-    if (mirror_.Add(scratch_ids_, batch.weights, nullptr)) {
-      for (size_t i = 0; i < n; ++i) count_ += WeightAt(batch, i);
-      OfferCandidates(batch, /*on_device=*/true);
-      return absl::OkStatus();
-    }
+  if (mirror_.attached() && mirror_.Add(scratch_ids_, batch.weights, nullptr)) {
+    count_ = position;
+    OfferCandidates(batch, /*on_device=*/true);
+    return absl::OkStatus();
   }
-  for (size_t i = 0; i < n; ++i) Insert(scratch_keys_[i].id, WeightAt(batch, i));
+  for (size_t i = 0; i < n; ++i) Insert(scratch_ids_[i], WeightAt(batch, i));
   OfferCandidates(batch, /*on_device=*/false);
   return absl::OkStatus();
 }
 
 void Pbf::OfferCandidates(const Batch& batch, bool on_device) {
-  // The distinct keys in ascending id order, each with its first occurrence (for its string):
-  // the same offers in the same order whether the bits are on the host or a device.
+  // The distinct keys that drew a token, in ascending id order, each with its first such
+  // occurrence (for its string): the same offers in the same order whether the bits are on the
+  // host or a device.
   std::sort(scratch_keys_.begin(), scratch_keys_.end(), [](const KeyAt& a, const KeyAt& b) {
     return a.id != b.id ? a.id < b.id : a.index < b.index;
   });
@@ -171,7 +186,7 @@ void Pbf::OfferCandidates(const Batch& batch, bool on_device) {
                       scratch_keys_.end());
   uint64_t device_set_bits = 0;
   bool counted = false;
-  if (on_device) {
+  if (on_device && !scratch_keys_.empty()) {
     scratch_ids_.resize(scratch_keys_.size());
     for (size_t i = 0; i < scratch_keys_.size(); ++i) scratch_ids_[i] = scratch_keys_[i].id;
     // On failure the mirror has brought the host bits (and set_bits_) up to date and detached.
@@ -233,11 +248,20 @@ uint64_t Pbf::CountSet(uint64_t id, uint64_t need) const {
   const uint64_t k = params_.k;
   // y can still reach `need` while at most k - need of the positions read are clear.
   const uint64_t max_clear = need <= k ? k - need : 0;
-  uint64_t y = 0;
-  for (uint64_t j = 0; j < k; ++j) {
-    const uint64_t pos = PbfPosition(key_hash, j, params_.m);
-    y += (words_[pos >> 6] >> (pos & 63)) & 1;
-    if (j + 1 - y > max_clear) break;
+  const uint64_t* words = words_.data();
+  uint64_t y = 0, j = 0;
+  // Groups of 8 independent loads before each test: the bit reads miss the L1 cache, and a test
+  // after every read (a branch on the loaded bit) let fewer of them overlap.
+  constexpr uint64_t kGroup = 8;
+  for (; j + kGroup <= k; j += kGroup) {
+    uint64_t pos[kGroup];
+    for (uint64_t g = 0; g < kGroup; ++g) pos[g] = PbfPositionFast(key_hash, j + g, mod_m_);
+    for (uint64_t g = 0; g < kGroup; ++g) y += (words[pos[g] >> 6] >> (pos[g] & 63)) & 1;
+    if (j + kGroup - y > max_clear) return y;
+  }
+  for (; j < k; ++j) {
+    const uint64_t pos = PbfPositionFast(key_hash, j, mod_m_);
+    y += (words[pos >> 6] >> (pos & 63)) & 1;
   }
   return y;
 }

@@ -36,48 +36,58 @@
 // mechanism to select items based on a frequency threshold"), querying every distinct key, which
 // its evaluation keeps beside the filter (§II) and a stream cannot. The filter stores no keys,
 // so a HeavyHitterCandidates set (core/sketches/heavy_hitter_candidates.h) of C =
-// heavy_hitter_capacity keys sits beside it (auto: clamp(ceil(m/k), 64, 4096); ceil(m/k) keys at
-// the threshold already set more than half of the bits, past which the estimates stop telling
-// keys apart). At the end of every Update each distinct key of the batch is offered its estimate
-// as Frequencies would answer it then; the set keeps the C largest offers (an estimate of 0
-// never enters). A key's bits are counted only while they can still reach the set's smallest
-// estimate (HeavyHitterCandidates::LeastAdmitted), so once the set is full a light key costs a
-// few dozen bit reads, not k. HeavyHitters(s) re-estimates every candidate against the filter as
-// it stands and lists those with estimate >= s*N, and the saturated ones (y = k: f is only known
-// to be >= lower; upper = N), by estimate descending (ties: id ascending), each with Frequencies'
-// [lower, upper]. InvalidArgument unless 0 < s <= 1 (nothing changes).
+// heavy_hitter_capacity keys (auto 256) sits beside it, holding the C largest estimates offered
+// (never 0). Offers are made at the end of every Update, to the batch's distinct keys that drew
+// a token, each offered its estimate as Frequencies would answer it then. Tokens: each unit of an
+// item's weight draws one with probability rho = min(1, c/A), c = kPbfTokensPerAdmission = 64,
+// A = the set's least admitted estimate (HeavyHitterCandidates::LeastAdmitted) at the Update's
+// start, from a counter-based coin of the item's stream position (PbfTokenSeed). A key that can
+// enter has occurred about A times, so it draws about c tokens while most keys of a skewed
+// stream (seen a few times) draw none: tracking costs a fraction of the inserts once the set
+// holds keys well above c (bench/PBF_HEAVY_HITTERS.md). A key's bits are counted only while
+// they can still reach A, so a light key costs a few dozen bit reads, not k.
+// HeavyHitters(s) re-estimates every candidate against the filter as it stands and lists those
+// with estimate >= s*N, and the saturated ones (y = k: f is only known to be >= lower; upper =
+// N), by estimate descending (ties: id ascending), each with Frequencies' [lower, upper].
+// InvalidArgument unless 0 < s <= 1, or when p = 1 (a plain Bloom filter estimates every key 0);
+// nothing changes.
 // Bound, from the estimator's distribution. Model: a key's k positions are distinct and each is
 // set by the other keys with probability b independently (the usual Bloom filter
 // approximation), so for a key of frequency f
 //     y ~ Binomial(k, q(f)),   q(g) = 1 - (1-b)(1-p)^g,
 // and since f^ grows with y, the key is listed iff y >= k q(theta) (or y = k), theta =
 // ceil(s*N) - 1/2 (the estimate is rounded). Chernoff-Hoeffding, b the fill when asked:
-//     f <  theta (false positive):  P(listed) <=   exp(-k D(q(theta) || q(f)))
-//     f >= theta (false negative):  P(missed) <= 2 exp(-k D(q(theta) || q(f)))   when (*)
-//     D(a || c) = a ln(a/c) + (1-a) ln((1-a)/(1-c)) >= 2 (a-c)^2, so both <= exp(-2k(q(theta)-q(f))^2)
-// (PbfMisclassificationBound). The 2: a key must pass the same test when it is offered after its
-// last occurrence (at a fill <= b, where the bound is smaller) and when asked. (*): at most C-1
-// other keys are ever offered an estimate >= theta; then the set's smallest estimate stays below
-// theta and a key that entered with one >= theta is never evicted. (*) holds when fewer than C
-// keys have f >= theta/2 (there are at most 2/s) and no lighter key is ever estimated at theta,
-// which a key of frequency theta/2 is, per offer, with probability <= exp(-k D(q(theta) ||
-// q(theta/2))). The fill in terms of the parameters: b ~= 1 - exp(-(k/m) sum_x (1 - (1-p)^f_x))
-// <= 1 - exp(-k p N / m). At the initializer's design point (k = 176, b = 0.1, theta = the
-// threshold T): f = 1.5T: 1.3e-4; 1.3T: 0.026; 0.7T: 2.8e-3; 0.5T: 1.5e-9.
+//     f <  theta, false positive:  P(listed) <= exp(-k D(q(theta) || q(f)))
+//     f >= theta, false negative:  P(missed) <= exp(-c sigma) + 2 exp(-k D(q(theta) || q(f - sigma theta)))
+//                                  for any sigma in [0, f/theta - 1], when (*)
+//     D(a || c) = a ln(a/c) + (1-a) ln((1-a)/(1-c)) >= 2 (a-c)^2 (so exp(-kD) <= exp(-2k(a-c)^2))
+// (exp(-k D(...)) is PbfMisclassificationBound). A key is missed only if its last offer was
+// below theta or its estimate when asked is: the last offer follows its last token, after which
+// it occurs fewer than sigma theta more times except with probability (1 - c/theta)^(sigma
+// theta) <= exp(-c sigma) (rho >= c/theta while A < theta), and each test is a binomial tail (the
+// offer's at a fill <= b, where the bound is smaller). (*): at most C-1 other keys are ever
+// offered an estimate >= theta; then A stays below theta and a key that entered with one >=
+// theta is never evicted. (*) holds when fewer than C keys have f >= theta/2 (there are at most
+// 2/s) and no lighter key is estimated at theta, which a key of frequency theta/2 is, per offer,
+// with probability <= exp(-k D(q(theta) || q(theta/2))). The fill in terms of the parameters: b
+// ~= 1 - exp(-(k/m) sum_x (1 - (1-p)^f_x)) <= 1 - exp(-k p N / m). At the initializer's design
+// point (k = 176, b = 0.1, theta = the threshold T): exp(-kD) at f = 1.5T: 1.3e-4; 1.3T: 0.026;
+// 0.7T: 2.8e-3; 0.5T: 1.5e-9; exp(-c sigma) at sigma = 0.15: 6.8e-5.
 // Not guaranteed: (*) when C or more keys are near theta or above (the set keeps the C largest
-// offers); the model where a key's positions collide (m/k small: y is over-dispersed); and
-// thresholds past saturation: above f_sat = f^((k - 1/2)/k) (about 3.5T at the design point) the
-// estimates cannot rank frequencies, every saturated candidate is listed, and a key of frequency
-// f < theta is then a false positive with probability ~ q(f)^k (that of saturating).
-// On a device (below) the batch's distinct keys are counted there (DeviceSketch::
+// offers; the auto C = 256 covers supports down to about 0.8 % in the worst case, far lower on
+// skewed streams); the model where a key's positions collide (m/k small: y is over-dispersed);
+// and thresholds past saturation: above f_sat = f^((k - 1/2)/k) (about 3.5T at the design
+// point) the estimates cannot rank frequencies, every saturated candidate is listed, and a key
+// of frequency f < theta is then a false positive with probability ~ q(f)^k (that of saturating).
+// On a device (below) the host draws the tokens, the token keys are counted there (DeviceSketch::
 // CountSetPositions) and offered on the host in the CPU's order, so the same Updates give the
 // same candidates and answers as the CPU, bit for bit. The candidates, unlike the bits, depend on
 // where the stream is cut into Updates (each offer sees the filter at its cut); a session cuts
 // PBF batches at ChunkItems(), which differs between the host and a device.
 // A filter restored from a payload of version 1 (before heavy hitters) has no candidates: a key
-// is listed again once it occurs after the restore.
+// is listed again once it draws a token after the restore.
 // Space: ceil(m/64)*8 bytes + the candidate set (at most C entries of at most 120 bytes plus the
-// key string) + 24 bytes per item of the largest batch (its ids and distinct keys, reused).
+// key string: 30 KiB for C = 256) + 24 bytes per item of the largest batch (ids, token keys).
 // Not thread-safe; the owning session serializes access.
 #ifndef STREAMSTATS_CORE_SKETCHES_PBF_H_
 #define STREAMSTATS_CORE_SKETCHES_PBF_H_
@@ -103,9 +113,10 @@ namespace streamstats::core {
 inline constexpr uint64_t kPbfMinBits = 64;
 inline constexpr uint64_t kPbfMaxBits = uint64_t{1} << 34;  // 2 GiB
 inline constexpr uint64_t kPbfMaxHashes = 4096;
-// The automatic heavy-hitter capacity, ceil(m/k), is clamped to this range.
-inline constexpr uint64_t kPbfMinAutoCandidates = 64;
-inline constexpr uint64_t kPbfMaxAutoCandidates = 4096;
+// The automatic heavy-hitter capacity (candidate keys).
+inline constexpr uint64_t kPbfAutoCandidates = 256;
+// c: the tokens a key at the candidates' admission level draws, on average (see below).
+inline constexpr uint64_t kPbfTokensPerAdmission = 64;
 
 // The initializer's targets: fill fraction b* of the filter when it holds the expected keys, and
 // relative standard error of the estimate at the threshold frequency.
@@ -144,6 +155,15 @@ STREAMSTATS_HOST_DEVICE inline uint64_t PbfKeyHash(uint64_t seed, uint64_t id) {
 STREAMSTATS_HOST_DEVICE inline uint64_t PbfPosition(uint64_t key_hash, uint64_t j, uint64_t m) {
   return Mix64(key_hash + (j + 1) * hash_internal::kGolden) % m;
 }
+// PbfPosition without a division, for the host's counting loops: the same position. With
+// x = Mix64(...) = 2h + b, h < 2^63: x mod m = (2 (h mod m) + b) mod m, and 2 (h mod m) + b < 2m.
+inline uint64_t PbfPositionFast(uint64_t key_hash, uint64_t j, const FastModBelow63& mod_m) {
+  const uint64_t x = Mix64(key_hash + (j + 1) * hash_internal::kGolden);
+  const uint64_t r = 2 * mod_m(x >> 1) + (x & 1);
+  return r >= mod_m.divisor ? r - mod_m.divisor : r;
+}
+// The seed of the heavy-hitter tokens (independent of the positions and the bits' coins).
+inline uint64_t PbfTokenSeed(uint64_t seed) { return Mix64(seed ^ 0x70CE45EEDULL); }
 // The coin seed derived from the options' seed (so coins and positions are independent).
 STREAMSTATS_HOST_DEVICE inline uint64_t PbfCoinSeed(uint64_t seed) {
   return Mix64(seed ^ 0xC01DC0FFEEULL);
@@ -188,7 +208,7 @@ class Pbf final : public Summary {
   // "m=54457,k=176,p=0.0325887,z=3,seed=…"
   std::string Describe() const override;
 
-  // Inserts the batch, then offers its distinct keys to the candidates (see the top).
+  // Inserts the batch, then offers its distinct token keys to the candidates (see the top).
   absl::Status Update(const Batch& batch) override;
   // On the CPU, items visiting at most 2^16 positions (~0.35 ms; k = 176 costs ~0.9 µs per item
   // on the 2-vCPU dev VM, so 8192 items held a session 7 ms); on a device, the default.
@@ -229,12 +249,13 @@ class Pbf final : public Summary {
   uint64_t CountSet(uint64_t id, uint64_t need) const;
   // AnswerFor(y) at fill `fill` (on a device the host's fill may be stale).
   FrequencyAnswer AnswerAt(uint64_t y, double fill) const;
-  // Offers the distinct keys of `batch` (scratch_keys_ holds (id, index) per item) to the
-  // candidates, from the device's counts when `on_device`, else from the host bits.
+  // Offers the distinct keys of `batch` that drew a token (scratch_keys_: (id, index) of each
+  // such item) to the candidates, from the device's counts when `on_device`, else the host bits.
   void OfferCandidates(const Batch& batch, bool on_device);
 
   PbfOptions options_;
   PbfParameters params_;
+  FastModBelow63 mod_m_;  // positions mod m without a division (PbfPositionFast)
   ValueKind value_kind_;
   Accelerator* accelerator_;
   std::vector<uint64_t> words_;
@@ -242,7 +263,7 @@ class Pbf final : public Summary {
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;
   DeviceMirror mirror_;
-  std::vector<uint64_t> scratch_ids_;  // device batches; then the distinct ids, ascending
+  std::vector<uint64_t> scratch_ids_;  // the batch's ids; then the token keys', ascending
   std::vector<uint64_t> scratch_y_;    // the device's y for them
   struct KeyAt {
     uint64_t id;

@@ -201,6 +201,20 @@ TEST(Pbf, BitsAreAPureFunctionOfSeedPositionAndKey) {
   EXPECT_GT(AsPbf(*d).SetPositions(5), 180u);
 }
 
+// The host's division-free positions are PbfPosition's (the GPU's), for any m Validate allows.
+TEST(Pbf, FastPositionsEqualTheDividingOnes) {
+  std::mt19937_64 rng(47);
+  for (uint64_t m : {uint64_t{64}, uint64_t{65}, uint64_t{1000}, uint64_t{1} << 20, uint64_t{54457},
+                     (uint64_t{1} << 34) - 1, uint64_t{1} << 34, uint64_t{12345678901}}) {
+    const FastModBelow63 mod_m = FastModBelow63::For(m);
+    for (int i = 0; i < 20000; ++i) {
+      const uint64_t key_hash = i < 4 ? ~uint64_t{0} - i : rng();
+      const uint64_t j = rng() % kPbfMaxHashes;
+      ASSERT_EQ(PbfPositionFast(key_hash, j, mod_m), PbfPosition(key_hash, j, m)) << m;
+    }
+  }
+}
+
 TEST(Pbf, SerializationRoundTripsAnswerIdentically) {
   for (ValueKind kind : {ValueKind::kUint64, ValueKind::kString, ValueKind::kNumeric}) {
     auto s = MustCreate(PbfOpts(3000, 16, 0.2), kind);  // m not a multiple of 64
