@@ -8,7 +8,7 @@
 // merge of two halves, since their tables are free to change layout. The quantile digests were
 // re-pinned once, when the summary became one GK summary (issue 15: a new payload layout; the old
 // one still loads, tests/core/quantiles/quantile_serialization_test.cc). PBF is pinned in its
-// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_heavy_hitters_test.cc).
+// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc).
 #include <algorithm>
 #include <cstdint>
 #include <memory>

@@ -113,15 +113,18 @@ void DeserializeCorpus(const fs::path& dir) {
   pbf.pbf.k = 3;
   pbf.pbf.p = 0.5;
   add("pbf_uint64", ValueKind::kUint64, 100, pbf);
-  SummaryOptions part = cm;
+  // Two workers of `o` under `scheme`.
+  auto two_workers = [](SummaryOptions o, streamstats::core::PartitionScheme scheme) {
+    o.partition.partitions = 2;
+    o.partition.scheme = scheme;
+    return o;
+  };
+  SummaryOptions part = two_workers(cm, streamstats::core::PartitionScheme::kBlock);
   part.count_min.conservative = false;
-  part.partition.partitions = 2;
   part.partition.block_items = 16;
   add("partitioned_block_count_min", ValueKind::kUint64, 100, part);
-  SummaryOptions hash = mg;
-  hash.partition.partitions = 2;
-  hash.partition.scheme = streamstats::core::PartitionScheme::kHash;
-  add("partitioned_hash_misra_gries", ValueKind::kUint64, 100, hash);
+  add("partitioned_hash_misra_gries", ValueKind::kUint64, 100,
+      two_workers(mg, streamstats::core::PartitionScheme::kHash));
   SummaryOptions sq;
   sq.kind = SummaryKind::kSlidingQuantiles;
   sq.sliding.epsilon = 0.1;
@@ -156,10 +159,8 @@ void DeserializeCorpus(const fs::path& dir) {
   SummaryOptions pbf_hh = pbf;
   pbf_hh.pbf.heavy_hitter_capacity = 4;
   add("pbf_string_candidates", ValueKind::kString, 100, pbf_hh);
-  SummaryOptions part_pbf = pbf_hh;
-  part_pbf.partition.partitions = 2;
-  part_pbf.partition.scheme = streamstats::core::PartitionScheme::kHash;
-  add("partitioned_hash_pbf", ValueKind::kUint64, 100, part_pbf);
+  add("partitioned_hash_pbf", ValueKind::kUint64, 100,
+      two_workers(pbf_hh, streamstats::core::PartitionScheme::kHash));
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }

@@ -1,5 +1,4 @@
-// The PBF options and the downcast every PBF test uses (pbf_test.cc, pbf_heavy_hitters_test.cc,
-// the golden digests).
+// The PBF options and the downcast the PBF tests use (pbf_test.cc and the golden digests).
 #ifndef STREAMSTATS_TESTS_CORE_SKETCHES_PBF_TEST_UTIL_H_
 #define STREAMSTATS_TESTS_CORE_SKETCHES_PBF_TEST_UTIL_H_
 
