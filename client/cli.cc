@@ -45,7 +45,7 @@ constexpr char kUsage[] =
     "      KIND: quantiles[:epsilon=E,window=W]  lossy_counting[:epsilon=E,window=W]\n"
     "            count_min[:epsilon=E,delta=D,conservative=true,candidates=C]\n"
     "            fcm[:epsilon=E,delta=D,dh=H,dl=L,k=K,conservative=true]  misra_gries[:k=K]\n"
-    "            pbf:keys=N,threshold=F | pbf:m=BITS,k=K,p=P\n"
+    "            pbf:keys=N,threshold=F[,candidates=C] | pbf:m=BITS,k=K,p=P[,candidates=C]\n"
     "            ams[:epsilon=E,delta=D]  count_sketch[:epsilon=E,delta=D,candidates=C]\n"
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"

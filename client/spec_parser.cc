@@ -248,7 +248,7 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
   }
   if (kind == "pbf") {
     v1::PbfSpec* b = spec.mutable_pbf();
-    uint64_t m = 0, k = 0, keys = 0, threshold = 0;
+    uint64_t m = 0, k = 0, keys = 0, threshold = 0, capacity = 0;
     double p = 0;
     bool has_p;
     TAKE(take.Uint("m", &m));
@@ -256,12 +256,14 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
     TAKE(take.Double("p", &p, &has_p));
     TAKE(take.Uint("keys", &keys));
     TAKE(take.Uint("threshold", &threshold));
-    TAKE(take.Done("keys, threshold, m, k, p"));
+    TAKE(take.Uint("candidates", &capacity));
+    TAKE(take.Done("keys, threshold, m, k, p, candidates"));
     b->set_m(m);
     b->set_k(k);
     b->set_p(p);
     b->set_expected_keys(keys);
     b->set_threshold(threshold);
+    b->set_heavy_hitter_capacity(capacity);
     return spec;
   }
   if (kind == "ams") {

@@ -203,12 +203,15 @@ absl::Status PbfOptions::Validate() const {
   if (!(e.p > 0 && e.p <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("p must be in (0, 1], got ", e.p));
   }
-  return absl::OkStatus();
+  return CheckCapacity(heavy_hitter_capacity, "heavy_hitter_capacity");
 }
 
 PbfParameters PbfOptions::Effective() const {
   if (m != 0) return PbfParameters{m, k, p};
   return ChoosePbfParameters(expected_keys, threshold);
+}
+uint64_t PbfOptions::EffectiveHeavyHitterCapacity() const {
+  return heavy_hitter_capacity != 0 ? heavy_hitter_capacity : kPbfAutoCandidates;
 }
 
 absl::Status PartitionOptions::Validate() const {

@@ -208,9 +208,12 @@ struct PbfOptions {
   uint64_t expected_keys = 0;  // expected distinct keys, in [1, 2^40] (when m = 0)
   uint64_t threshold = 0;      // heavy-hitter frequency of interest, in [1, 2^40] (when m = 0)
   double confidence_z = 3;     // [lower, upper] is the z-sigma Wilson interval; in [0.5, 10]
+  uint64_t heavy_hitter_capacity = 0;  // candidate keys kept for heavy hitters; 0 = auto:
+                                       // 256; at most 2^20
   uint64_t seed = kDefaultSketchSeed;  // seed of the positions and the coins
   absl::Status Validate() const;
   PbfParameters Effective() const;  // (m, k, p), chosen when m == 0
+  uint64_t EffectiveHeavyHitterCapacity() const;
 };
 
 // Parallel partitioned ingestion (seed 001 §III); see core/parallel/partitioned.h.

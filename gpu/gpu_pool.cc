@@ -257,6 +257,25 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     return s;
   }
 
+  // The PBF's heavy-hitter candidates are offered from these (core/sketches/pbf.h).
+  absl::Status CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
+                                 uint64_t* set_bits) override {
+    if (pbf_ == nullptr) return core::DeviceSketch::CountSetPositions(ids, y, set_bits);
+    absl::Status s;
+    if (pool_->ShouldFail()) {
+      s = absl::InternalError("injected device failure");
+    } else {
+      s = pbf_->SetPositions(ids, y);
+      if (s.ok()) {
+        absl::StatusOr<uint64_t> bits = pbf_->SetBits();
+        s = bits.status();
+        if (bits.ok()) *set_bits = *bits;
+      }
+    }
+    Account(s);
+    return s;
+  }
+
  private:
   void Account(const absl::Status& s) {
     SketchWork& work = *pool_->sketch_work_[slot_];

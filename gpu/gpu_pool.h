@@ -15,7 +15,8 @@
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
 //  * Sketches (AttachSketch): plain Count-Min and PBF tables of sessions are placed on the
-//    devices round robin (GpuCountMin::AddSequential, GpuPbf::Insert); core/accel/device_mirror.h
+//    devices round robin (GpuCountMin::AddSequential, GpuPbf::Insert, and for the PBF's
+//    heavy-hitter candidates GpuPbf::SetPositions and SetBits after each batch); core/accel/device_mirror.h
 //    keeps the host side exact and takes a failed sketch back to the CPU (counted as a fallback).
 // Thread-safe.
 #ifndef STREAMSTATS_GPU_GPU_POOL_H_

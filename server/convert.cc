@@ -123,6 +123,7 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
         o.pbf.p = b.p();
         o.pbf.expected_keys = b.expected_keys();
         o.pbf.threshold = b.threshold();
+        o.pbf.heavy_hitter_capacity = b.heavy_hitter_capacity();
         break;
       }
       case v1::SummarySpec::kAms: {

@@ -31,7 +31,7 @@ bool AnswersQuantiles(const core::SummaryOptions& o) {
 }
 bool AnswersFrequencies(const core::SummaryOptions& o) { return !AnswersQuantiles(o); }
 bool AnswersHeavyHitters(const core::SummaryOptions& o) {
-  return AnswersFrequencies(o) && o.kind != SummaryKind::kPbf && o.kind != SummaryKind::kAms;
+  return AnswersFrequencies(o) && o.kind != SummaryKind::kAms;
 }
 bool AnswersSecondMoment(const core::SummaryOptions& o) {
   return o.kind == SummaryKind::kAms || o.kind == SummaryKind::kCountSketch;
@@ -179,6 +179,17 @@ std::string QuoteName(absl::string_view name) {
   return shown;
 }
 
+std::string HeavyHitterGuarantee(const core::SummaryOptions& o) {
+  if (o.kind != SummaryKind::kPbf) return FrequencyGuarantee(o);
+  const core::PbfParameters e = o.pbf.Effective();
+  return absl::StrFormat(
+      "statistical: candidates (at most %d keys) whose estimate is >= sN, and saturated ones; a "
+      "key of frequency f < sN is listed with probability <= exp(-k*D(q(sN)||q(f))), q(g) = "
+      "1-(1-b)(1-p)^g, b the filter's fill, k=%d, p=%g; one of f >= (1+x)sN is missed with "
+      "probability <= exp(-64x) + 2exp(-k*D(q(sN)||q(f-x*sN))) (core/sketches/pbf.h); %s",
+      o.pbf.EffectiveHeavyHitterCapacity(), e.k, e.p, FrequencyGuarantee(o));
+}
+
 std::string FrequencyGuarantee(const core::SummaryOptions& o) {
   switch (o.kind) {
     case SummaryKind::kLossyCounting:
@@ -194,8 +205,12 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
     case SummaryKind::kMisraGries:
       return absl::StrFormat("deterministic: f - N/%d <= estimate <= f", o.misra_gries.k + 1);
     case SummaryKind::kPbf:
-      return absl::StrFormat("statistical: [lower, upper] is a %g-sigma interval",
-                             o.pbf.confidence_z);
+      return absl::StrFormat("statistical: [lower, upper] is a %g-sigma interval%s",
+                             o.pbf.confidence_z,
+                             o.partition.partitions > 1
+                                 ? absl::StrFormat(" per worker, summed over %d workers",
+                                                   o.partition.partitions)
+                                 : "");
     case SummaryKind::kAms:
       return absl::StrFormat(
           "F2 (second_moment): |estimate - F2| <= %g*F2 with probability %g; points: "
@@ -649,7 +664,7 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
     r.count = s.count();
     r.kind = s.kind();
     r.name = RoleName(o);
-    r.guarantee = FrequencyGuarantee(o);
+    r.guarantee = HeavyHitterGuarantee(o);
     if (const core::WindowedSummary* w = core::AsWindowed(s); w != nullptr) {
       auto items = w->HeavyHittersOver(support, window);
       if (!items.ok()) return items.status();

@@ -310,6 +310,8 @@ class Session {
 
 // The guarantee a frequency summary gives, in words with its parameters.
 std::string FrequencyGuarantee(const core::SummaryOptions& options);
+// The guarantee of its heavy hitters: the frequency one, but for PBF's selection bound.
+std::string HeavyHitterGuarantee(const core::SummaryOptions& options);
 
 }  // namespace streamstats::server
 

@@ -57,6 +57,11 @@ std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&)
   return nullptr;
 }
 
+absl::Status DeviceSketch::CountSetPositions(absl::Span<const uint64_t>, std::vector<uint64_t>*,
+                                             uint64_t*) {
+  return absl::UnimplementedError("this device sketch is not a PBF");
+}
+
 absl::Status Accelerator::Histogram(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights,
                                     std::vector<HistogramEntry>* out) {
   absl::Status s = SortWindow(keys, weights);

@@ -48,6 +48,11 @@ class DeviceSketch {
                            std::vector<uint64_t>* estimates) = 0;
   // Copies the state out: Count-Min's row-major d x w counters, or the PBF's bit words.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
+  // PBF: y[i] = how many of ids[i]'s k positions are set (Pbf::SetPositions) and *set_bits = the
+  // filter's set bits, as the table now stands: what the heavy-hitter candidates are offered
+  // after a batch, without downloading the filter. Others: Unimplemented (the default).
+  virtual absl::Status CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
+                                         uint64_t* set_bits);
 };
 
 // What to keep on the device; exactly one of the options is set.

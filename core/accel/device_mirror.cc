@@ -23,10 +23,7 @@ bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t
   if (device_ == nullptr) return false;
   if (!device_->Add(ids, weights, estimates).ok()) {
     // The device may hold part of this batch: drop it, rebuild the host copy from the journal.
-    ++failures_;
-    stale_ = true;
-    std::unique_ptr<DeviceSketch> failed = std::move(device_);
-    RefreshLocked();
+    FailLocked();
     return false;
   }
   stale_ = true;
@@ -46,6 +43,24 @@ bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t
     RefreshLocked();
   }
   return true;
+}
+
+bool DeviceMirror::CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
+                                     uint64_t* set_bits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ == nullptr) return false;
+  if (!device_->CountSetPositions(ids, y, set_bits).ok()) {
+    FailLocked();  // the journal holds every batch the device accepted, this one included
+    return false;
+  }
+  return true;
+}
+
+void DeviceMirror::FailLocked() {
+  ++failures_;
+  stale_ = true;
+  std::unique_ptr<DeviceSketch> failed = std::move(device_);
+  RefreshLocked();
 }
 
 void DeviceMirror::Refresh() const {

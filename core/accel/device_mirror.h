@@ -12,6 +12,9 @@
 //  * Update: if !attached(), TryAttach() (uploads the host table); then Add(): true = done on the
 //    device; false = the device failed — the mirror has already brought the host copy up to
 //    date and detached, so apply the batch on the host.
+//  * PBF, after Add: CountSetPositions() asks the device about the batch's keys (true), or, when
+//    it fails, brings the host copy up to date (journal included) and detaches (false): then
+//    count on the host.
 //  * Before reading the host table (queries, Serialize, Merge): Refresh().
 //  * Before changing the host table other than through Add (Merge, Deserialize): Refresh() then
 //    Detach(); the next Update attaches again with the new table.
@@ -57,6 +60,10 @@ class DeviceMirror {
   bool Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
            std::vector<uint64_t>* estimates);
 
+  // DeviceSketch::CountSetPositions on the device copy (see the protocol above).
+  bool CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
+                         uint64_t* set_bits);
+
   // Brings the host table up to date (no-op when it is).
   void Refresh() const;
   // Drops the device copy (after Refresh) and allows the next TryAttach.
@@ -69,6 +76,9 @@ class DeviceMirror {
  private:
   // Requires mu_. Downloads, or after a failed download replays the journal and detaches.
   void RefreshLocked() const;
+  // Requires mu_. After a failed device call: counts it, drops the device copy and rebuilds the
+  // host copy from the journal.
+  void FailLocked();
 
   absl::Span<uint64_t> host_state_;
   ReplayFn replay_;

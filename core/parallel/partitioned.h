@@ -23,7 +23,11 @@
 // Heavy hitters: a key with f >= s*N has, in its group G, f_i >= s_G*N_i in some worker i, where
 // s_G = s*N/N_G (pigeonhole), so asking each worker for support s_G and then summing the
 // candidates' answers over the group keeps every worker's no-false-negative guarantee; keys are
-// reported when their summed upper bound is >= s*N. PBF workers cannot list keys (InvalidArgument).
+// reported when their summed upper bound is >= s*N. PBF workers keep candidates of their own
+// (core/sketches/pbf.h): the worker holding f_i >= s_G*N_i lists the key with that header's
+// statistical bound (theta = s_G*N_i in the worker); the summed upper bound (a z-sigma interval
+// per worker) then keeps it, and may keep keys below s*N that a worker listed. With one worker per
+// hash group (the default groups) this is exactly the worker's own answer.
 // Merge (same options): worker i merges worker i, so it is exact wherever the inner merge is.
 // Space: p times the inner summary, plus a copy of the batch for the hash scheme while updating.
 // Not thread-safe itself (the session serializes access); Update runs its workers in parallel.

@@ -335,7 +335,7 @@ absl::StatusOr<std::vector<HeavyHitter>> CountMin::HeavyHitters(double support) 
   if (absl::Status s = CheckSupport(support); !s.ok()) return s;
   return CandidateHeavyHitters(
       candidates_, value_kind_, support, count_, [this](uint64_t id) { return EstimateId(id); },
-      [this](uint64_t est) { return CountMinAnswer(est, options_.epsilon, count_); });
+      [this](uint64_t, uint64_t est) { return CountMinAnswer(est, options_.epsilon, count_); });
 }
 
 // Payload: u8 value kind | f64 epsilon | f64 delta | u8 conservative | u64 heavy_hitter_capacity |

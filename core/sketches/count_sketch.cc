@@ -122,7 +122,7 @@ absl::StatusOr<std::vector<HeavyHitter>> CountSketch::HeavyHitters(double suppor
   return CandidateHeavyHitters(
       candidates_, value_kind_, lowered, count_,
       [this](uint64_t id) { return ClampedEstimate(id); },
-      [&](uint64_t est) {
+      [&](uint64_t, uint64_t est) {
         return SignedPointAnswer(static_cast<int64_t>(est), options_.epsilon, f2_upper, count_);
       });
 }

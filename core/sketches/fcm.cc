@@ -256,7 +256,7 @@ absl::StatusOr<std::vector<HeavyHitter>> Fcm::HeavyHitters(double support) const
   if (absl::Status s = CheckSupport(support); !s.ok()) return s;
   return CandidateHeavyHitters(
       candidates_, value_kind_, support, count_, [this](uint64_t id) { return EstimateId(id); },
-      [this](uint64_t est) { return FcmAnswer(est, options_.epsilon, count_); });
+      [this](uint64_t, uint64_t est) { return FcmAnswer(est, options_.epsilon, count_); });
 }
 
 // Payload: u8 value kind | f64 epsilon | f64 delta | u64 dh | u64 dl | u64 k | u64 phase_capacity

@@ -71,6 +71,13 @@ class HeavyHitterCandidates {
   bool Ignores(uint64_t estimate) const {
     return (full_ && (capacity_ == 0 || estimate < heap_[0].estimate)) || estimate < floor_;
   }
+  // The least estimate Offer does not drop at once: for capacity >= 1, Ignores(e) iff
+  // e < LeastAdmitted(). Lets a caller skip computing estimates that could not enter (the PBF
+  // stops counting a key's bits once they cannot reach it). 2^64 - 1 for capacity 0.
+  uint64_t LeastAdmitted() const {
+    if (capacity_ == 0) return ~uint64_t{0};
+    return std::max(floor_, full_ ? heap_[0].estimate : uint64_t{0});
+  }
 
   uint64_t capacity() const { return capacity_; }
   // Offers of a smaller estimate are ignored (0 by default: none). For a part of known weight W
@@ -204,9 +211,9 @@ class HeavyHitterCandidates {
   unsigned index_shift_ = 64;                    // 64 - log2(index_.size())
 };
 
-// Shared by CountMin, Fcm and CountSketch: the candidates whose current estimate (re-read through
-// `estimate(id)`) is >= support*N and > 0, by estimate descending, ties by id ascending;
-// `answer(estimate)` builds each one's FrequencyAnswer.
+// Shared by CountMin, Fcm, CountSketch and Pbf: the candidates whose current estimate (re-read
+// through `estimate(id)`) is >= support*N and > 0, by estimate descending, ties by id ascending;
+// `answer(id, estimate)` builds each one's FrequencyAnswer.
 template <typename EstimateFn, typename AnswerFn>
 std::vector<HeavyHitter> CandidateHeavyHitters(const HeavyHitterCandidates& candidates,
                                                ValueKind kind, double support, uint64_t n,
@@ -228,7 +235,7 @@ std::vector<HeavyHitter> CandidateHeavyHitters(const HeavyHitterCandidates& cand
   std::vector<HeavyHitter> out;
   out.reserve(found.size());
   for (const Found& f : found) {
-    out.push_back(MakeHeavyHitter(kind, f.id, f.str, answer(f.estimate)));
+    out.push_back(MakeHeavyHitter(kind, f.id, f.str, answer(f.id, f.estimate)));
   }
   return out;
 }

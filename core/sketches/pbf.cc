@@ -39,6 +39,25 @@ PbfParameters ChoosePbfParameters(uint64_t expected_distinct_keys, uint64_t thre
   return out;
 }
 
+double PbfMisclassificationBound(const PbfParameters& params, double fill, double threshold,
+                                 double frequency) {
+  // 1 - q(g) = (1-b)(1-p)^g, computed directly (no cancellation near q = 1).
+  const double log_keep = std::log1p(-params.p);
+  const double log_clear = std::log1p(-fill);
+  auto clear_at = [&](double g) { return std::exp(log_clear + g * log_keep); };
+  const double a1 = clear_at(threshold), c1 = clear_at(frequency);
+  const double a = 1 - a1, c = 1 - c1;
+  if (a == c) return 1;
+  // x ln(x/y), with 0 ln 0 = 0 and x ln(x/0) = infinity.
+  auto term = [](double x, double y) {
+    if (x <= 0) return 0.0;
+    if (y <= 0) return std::numeric_limits<double>::infinity();
+    return x * std::log(x / y);
+  };
+  const double divergence = term(a, c) + term(a1, c1);
+  return std::min(1.0, std::exp(-static_cast<double>(params.k) * std::max(0.0, divergence)));
+}
+
 uint64_t PbfThreshold(double q) {
   if (!(q < 1)) return ~uint64_t{0};
   if (!(q > 0)) return 0;
@@ -49,9 +68,11 @@ uint64_t PbfThreshold(double q) {
 Pbf::Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerator)
     : options_(options),
       params_(options.Effective()),
+      mod_m_(FastModBelow63::For(params_.m)),
       value_kind_(value_kind),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()),
       words_((params_.m + 63) / 64, 0),
+      candidates_(options.EffectiveHeavyHitterCapacity()),
       mirror_(
           absl::MakeSpan(words_),
           [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
@@ -64,7 +85,9 @@ Pbf::Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerat
           [this] {
             set_bits_ = 0;
             for (uint64_t word : words_) set_bits_ += static_cast<uint64_t>(__builtin_popcountll(word));
-          }) {}
+          }) {
+  candidates_.set_floor(1);  // an estimate of 0 says nothing about a key
+}
 
 void Pbf::set_accelerator(Accelerator* accelerator) {
   mirror_.Detach();
@@ -73,7 +96,8 @@ void Pbf::set_accelerator(Accelerator* accelerator) {
 
 std::string Pbf::Describe() const {
   return absl::StrCat("m=", params_.m, ",k=", params_.k, ",p=", params_.p,
-                      ",z=", options_.confidence_z, ",seed=", options_.seed);
+                      ",z=", options_.confidence_z,
+                      ",heavy_hitter_capacity=", candidates_.capacity(), ",seed=", options_.seed);
 }
 
 uint64_t PbfWeightThreshold(double p, uint64_t weight) {
@@ -115,22 +139,87 @@ size_t Pbf::ChunkItems() const {
 absl::Status Pbf::Update(const Batch& batch) {
   const size_t n = batch.size();
   if (n == 0) return absl::OkStatus();
+  // Ids, and the items that draw a token (see the top): probability rho = min(1, c / A) per
+  // unit of weight, A the set's least admitted estimate now, from the item's stream position.
+  const uint64_t admitted = candidates_.LeastAdmitted();
+  const double rate = admitted <= kPbfTokensPerAdmission
+                          ? 1.0
+                          : static_cast<double>(kPbfTokensPerAdmission) /
+                                static_cast<double>(admitted);
+  const uint64_t unit_threshold = PbfThreshold(rate);
+  const uint64_t token_seed = PbfTokenSeed(options_.seed);
+  scratch_ids_.resize(n);
+  scratch_keys_.clear();
+  uint64_t position = count_;
+  for (size_t i = 0; i < n; ++i) {
+    scratch_ids_[i] = KeyIdAt(batch, i);
+    const uint64_t weight = WeightAt(batch, i);
+    const uint64_t threshold = weight == 1 ? unit_threshold : PbfWeightThreshold(rate, weight);
+    if (PbfCoin(token_seed, position, 0, threshold)) scratch_keys_.push_back({scratch_ids_[i], i});
+    position += weight;
+  }
   if (!mirror_.attached()) {
     DeviceSketchSpec spec;
     spec.pbf = &options_;
     spec.position = count_;
     mirror_.TryAttach(accelerator_, spec);
   }
-  if (mirror_.attached()) {
-    scratch_ids_.resize(n);
-    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-    if (mirror_.Add(scratch_ids_, batch.weights, nullptr)) {
-      for (size_t i = 0; i < n; ++i) count_ += WeightAt(batch, i);
-      return absl::OkStatus();
-    }
+  if (mirror_.attached() && mirror_.Add(scratch_ids_, batch.weights, nullptr)) {
+    count_ = position;
+    OfferCandidates(batch, /*on_device=*/true);
+    return absl::OkStatus();
   }
-  for (size_t i = 0; i < n; ++i) Insert(KeyIdAt(batch, i), WeightAt(batch, i));
+  for (size_t i = 0; i < n; ++i) Insert(scratch_ids_[i], WeightAt(batch, i));
+  OfferCandidates(batch, /*on_device=*/false);
   return absl::OkStatus();
+}
+
+void Pbf::OfferCandidates(const Batch& batch, bool on_device) {
+  // The distinct keys that drew a token, in ascending id order, each with its first such
+  // occurrence (for its string): the same offers in the same order whether the bits are on the
+  // host or a device.
+  std::sort(scratch_keys_.begin(), scratch_keys_.end(), [](const KeyAt& a, const KeyAt& b) {
+    return a.id != b.id ? a.id < b.id : a.index < b.index;
+  });
+  scratch_keys_.erase(std::unique(scratch_keys_.begin(), scratch_keys_.end(),
+                                  [](const KeyAt& a, const KeyAt& b) { return a.id == b.id; }),
+                      scratch_keys_.end());
+  uint64_t device_set_bits = 0;
+  bool counted = false;
+  if (on_device && !scratch_keys_.empty()) {
+    scratch_ids_.resize(scratch_keys_.size());
+    for (size_t i = 0; i < scratch_keys_.size(); ++i) scratch_ids_[i] = scratch_keys_[i].id;
+    // On failure the mirror has brought the host bits (and set_bits_) up to date and detached.
+    counted = mirror_.CountSetPositions(scratch_ids_, &scratch_y_, &device_set_bits);
+  }
+  const double fill_now = static_cast<double>(counted ? device_set_bits : set_bits_) /
+                          static_cast<double>(params_.m);
+  const uint64_t k = params_.k;
+  // need = the fewest set positions whose estimate the set admits (k + 1: none); the estimate
+  // grows with y, so a key below it is skipped without an offer, its count cut short on the host.
+  uint64_t admitted = 0, need = 0;
+  bool stale = true;
+  for (size_t i = 0; i < scratch_keys_.size(); ++i) {
+    if (stale || candidates_.LeastAdmitted() != admitted) {
+      admitted = candidates_.LeastAdmitted();
+      uint64_t lo = 0, hi = k + 1;
+      while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (AnswerAt(mid, fill_now).estimate >= admitted) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      need = lo;
+      stale = false;
+    }
+    if (need > k) continue;
+    const KeyAt& key = scratch_keys_[i];
+    const uint64_t y = counted ? scratch_y_[i] : CountSet(key.id, need);
+    if (y < need) continue;
+    candidates_.Offer(key.id, AnswerAt(y, fill_now).estimate, KeyStringAt(batch, key.index));
+  }
 }
 
 absl::Status Pbf::Merge(const Summary&) {
@@ -143,17 +232,36 @@ absl::Status Pbf::Merge(const Summary&) {
 }
 
 size_t Pbf::MemoryBytes() const {
-  return sizeof(*this) + (words_.capacity() + scratch_ids_.capacity()) * sizeof(uint64_t) +
+  return sizeof(*this) +
+         (words_.capacity() + scratch_ids_.capacity() + scratch_y_.capacity()) * sizeof(uint64_t) +
+         scratch_keys_.capacity() * sizeof(KeyAt) + candidates_.MemoryBytes() +
          mirror_.MemoryBytes();
 }
 
 uint64_t Pbf::SetPositions(uint64_t id) const {
   mirror_.Refresh();
+  return CountSet(id, 0);
+}
+
+uint64_t Pbf::CountSet(uint64_t id, uint64_t need) const {
   const uint64_t key_hash = PbfKeyHash(options_.seed, id);
-  uint64_t y = 0;
-  for (uint64_t j = 0; j < params_.k; ++j) {
-    const uint64_t pos = PbfPosition(key_hash, j, params_.m);
-    y += (words_[pos >> 6] >> (pos & 63)) & 1;
+  const uint64_t k = params_.k;
+  // y can still reach `need` while at most k - need of the positions read are clear.
+  const uint64_t max_clear = need <= k ? k - need : 0;
+  const uint64_t* words = words_.data();
+  uint64_t y = 0, j = 0;
+  // Groups of 8 independent loads before each test: the bit reads miss the L1 cache, and a test
+  // after every read (a branch on the loaded bit) let fewer of them overlap.
+  constexpr uint64_t kGroup = 8;
+  for (; j + kGroup <= k; j += kGroup) {
+    uint64_t pos[kGroup];
+    for (uint64_t g = 0; g < kGroup; ++g) pos[g] = PbfPositionFast(key_hash, j + g, mod_m_);
+    for (uint64_t g = 0; g < kGroup; ++g) y += (words[pos[g] >> 6] >> (pos[g] & 63)) & 1;
+    if (j + kGroup - y > max_clear) return y;
+  }
+  for (; j < k; ++j) {
+    const uint64_t pos = PbfPositionFast(key_hash, j, mod_m_);
+    y += (words[pos >> 6] >> (pos & 63)) & 1;
   }
   return y;
 }
@@ -171,18 +279,20 @@ double Pbf::RawEstimate(uint64_t y) const {
   return std::log((1 - q) / clear) / log_keep;
 }
 
-FrequencyAnswer Pbf::AnswerFor(uint64_t y) const {
+FrequencyAnswer Pbf::AnswerFor(uint64_t y) const { return AnswerAt(y, fill()); }
+
+FrequencyAnswer Pbf::AnswerAt(uint64_t y, double fill) const {
   const double n = static_cast<double>(count_);
   const double k = static_cast<double>(params_.k);
   auto estimate_of_q = [&](double q) {  // f^ as a function of y/k, in [0, N]
-    const double clear = 1 - fill();
+    const double clear = 1 - fill;
     if (q >= 1 || clear <= 0) return n;
     if (1 - q >= clear) return 0.0;
     const double f = std::log((1 - q) / clear) / std::log1p(-params_.p);
     return std::min(n, f);
   };
   FrequencyAnswer a;
-  if (fill() >= 1) {
+  if (fill >= 1) {
     a.lower = 0;
     a.estimate = a.upper = count_;
     return a;
@@ -205,22 +315,51 @@ FrequencyAnswer Pbf::AnswerFor(uint64_t y) const {
 
 absl::StatusOr<std::vector<FrequencyAnswer>> Pbf::Frequencies(const Keys& keys) const {
   if (absl::Status s = CheckKeysKind(keys, value_kind_, "pbf"); !s.ok()) return s;
+  mirror_.Refresh();
+  const double fill_now = fill();
   std::vector<FrequencyAnswer> out;
   out.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) out.push_back(AnswerFor(SetPositions(KeyIdAt(keys, i))));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.push_back(AnswerAt(CountSet(KeyIdAt(keys, i), 0), fill_now));
+  }
   return out;
 }
 
-absl::StatusOr<std::vector<HeavyHitter>> Pbf::HeavyHitters(double) const {
-  return absl::InvalidArgumentError(
-      "pbf summaries store no keys, so they cannot list heavy hitters; ask for the frequencies "
-      "of given keys and compare them with the threshold");
+absl::StatusOr<std::vector<HeavyHitter>> Pbf::HeavyHitters(double support) const {
+  if (absl::Status s = CheckSupport(support); !s.ok()) return s;
+  if (params_.p >= 1) {
+    return absl::InvalidArgumentError(
+        "a pbf with p = 1 is a plain Bloom filter: it estimates every key's frequency as 0, so it "
+        "lists no heavy hitters; create it with p < 1 (or from keys and threshold)");
+  }
+  mirror_.Refresh();
+  const double fill_now = fill();
+  // Selected by the estimate, or by N when saturated (y = k: only f >= lower is known); the
+  // saturated estimate is the largest there is, so the order stays by estimate.
+  return CandidateHeavyHitters(
+      candidates_, value_kind_, support, count_,
+      [&](uint64_t id) {
+        const uint64_t y = CountSet(id, 0);
+        return y >= params_.k ? count_ : AnswerAt(y, fill_now).estimate;
+      },
+      [&](uint64_t id, uint64_t) { return AnswerAt(CountSet(id, 0), fill_now); });
 }
 
-// Payload: u8 value kind | u64 m | u64 k | f64 p | u64 expected_keys | u64 threshold | f64 z |
-// u64 seed (the options as given) | u64 count | u64 set bits | ceil(m/64) u64 words.
+// Payload, version 2: u8 0xFF (kFormatMarker) | u8 2 (payload version) | u8 value kind | u64 m |
+// u64 k | f64 p | u64 expected_keys | u64 threshold | f64 z | u64 seed | u64
+// heavy_hitter_capacity (the options as given) | u64 count | u64 set bits | ceil(m/64) u64 words |
+// candidates (HeavyHitterCandidates::Serialize, strings for string keys).
+// Version 1 (before heavy hitters) had no marker, version, capacity or candidates. Its first byte
+// is a value kind (1 to 3), never 0xFF, so both load.
+namespace {
+constexpr uint8_t kFormatMarker = 0xFF;
+constexpr uint8_t kPayloadVersion = 2;
+}  // namespace
+
 std::string Pbf::Serialize() const {
   ByteWriter w;
+  w.Put<uint8_t>(kFormatMarker);
+  w.Put<uint8_t>(kPayloadVersion);
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<uint64_t>(options_.m);
   w.Put<uint64_t>(options_.k);
@@ -229,23 +368,35 @@ std::string Pbf::Serialize() const {
   w.Put<uint64_t>(options_.threshold);
   w.Put<double>(options_.confidence_z);
   w.Put<uint64_t>(options_.seed);
+  w.Put<uint64_t>(options_.heavy_hitter_capacity);
   w.Put<uint64_t>(count_);
   mirror_.Refresh();
   w.Put<uint64_t>(set_bits_);
   for (uint64_t word : words_) w.Put<uint64_t>(word);
+  candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kPbf), w.bytes());
 }
 
 absl::StatusOr<std::unique_ptr<Summary>> Pbf::Deserialize(absl::string_view payload,
                                                           Accelerator* accelerator) {
   ByteReader r(payload);
-  uint8_t kind_byte;
-  ValueKind value_kind;
+  uint8_t kind_byte = 0;
+  ValueKind value_kind = ValueKind::kUint64;
   PbfOptions o;
-  uint64_t count, set_bits;
-  if (!r.Get(&kind_byte) || !r.Get(&o.m) || !r.Get(&o.k) || !r.Get(&o.p) ||
-      !r.Get(&o.expected_keys) || !r.Get(&o.threshold) || !r.Get(&o.confidence_z) ||
-      !r.Get(&o.seed) || !r.Get(&count) || !r.Get(&set_bits)) {
+  uint64_t count = 0, set_bits = 0;
+  if (!r.Get(&kind_byte)) return Corrupt("pbf header truncated");
+  const bool versioned = kind_byte == kFormatMarker;  // else version 1: the byte is the value kind
+  if (versioned) {
+    uint8_t version = 0;
+    if (!r.Get(&version) || !r.Get(&kind_byte)) return Corrupt("pbf header truncated");
+    if (version != kPayloadVersion) {
+      return Corrupt(absl::StrCat("pbf payload version ", version, " (this build reads 1 and ",
+                                  kPayloadVersion, ")"));
+    }
+  }
+  if (!r.Get(&o.m) || !r.Get(&o.k) || !r.Get(&o.p) || !r.Get(&o.expected_keys) ||
+      !r.Get(&o.threshold) || !r.Get(&o.confidence_z) || !r.Get(&o.seed) ||
+      (versioned && !r.Get(&o.heavy_hitter_capacity)) || !r.Get(&count) || !r.Get(&set_bits)) {
     return Corrupt("pbf header truncated");
   }
   if (!ValueKindFromByte(kind_byte, &value_kind)) return Corrupt("pbf: bad value kind");
@@ -254,7 +405,10 @@ absl::StatusOr<std::unique_ptr<Summary>> Pbf::Deserialize(absl::string_view payl
   }
   const uint64_t m = o.Effective().m;
   const uint64_t words = (m + 63) / 64;
-  if (r.remaining() != words * sizeof(uint64_t)) return Corrupt("pbf bit array has the wrong size");
+  if (versioned ? r.remaining() < words * sizeof(uint64_t)
+                : r.remaining() != words * sizeof(uint64_t)) {
+    return Corrupt("pbf bit array has the wrong size");
+  }
   auto pbf = std::make_unique<Pbf>(o, value_kind, accelerator);
   uint64_t popcount = 0;
   for (uint64_t& word : pbf->words_) {
@@ -269,6 +423,18 @@ absl::StatusOr<std::unique_ptr<Summary>> Pbf::Deserialize(absl::string_view payl
   if (set_bits / pbf->params_.k > count) return Corrupt("pbf: more bits set than inserts allow");
   pbf->count_ = count;
   pbf->set_bits_ = set_bits;
+  if (versioned) {
+    if (!pbf->candidates_.Deserialize(value_kind == ValueKind::kString, &r)) {
+      return Corrupt("pbf heavy-hitter candidates");
+    }
+    // Offers are estimates in [1, N] (the floor keeps 0 out).
+    bool in_range = true;
+    pbf->candidates_.ForEach([&](uint64_t, uint64_t estimate, absl::string_view) {
+      in_range = in_range && estimate >= 1 && estimate <= count;
+    });
+    if (!in_range) return Corrupt("pbf: a candidate's estimate is outside [1, N]");
+    if (r.remaining() != 0) return Corrupt("pbf: trailing bytes");
+  }
   return std::unique_ptr<Summary>(std::move(pbf));
 }
 

@@ -1,4 +1,5 @@
-// Probabilistic Bloom Filter (Yao et al.; seed 002 §I–II, §VI, Table 1).
+// Probabilistic Bloom Filter (Yao et al.; seed 002 §I–II, §VI, Table 1), with §VI's heavy-hitter
+// selection over a bounded candidate set.
 //
 // m bits, k hash positions per key. Insert of key x at stream position n (the total weight before
 // it) visits x's positions pos_j = PbfPosition(x, j), j < k, and sets bit pos_j iff coin (n, j)
@@ -28,9 +29,71 @@
 // same coins for the same positions (both streams start at position 0), so a key inserted at the
 // same position in both flips identical coins and the OR under-counts it; and the OR's bits differ
 // from what inserting the concatenated stream sets, breaking the CPU/GPU bit-equality contract.
-// Partitioned ingestion (core/parallel/partitioned.h) sums per-worker estimates instead.
-// HeavyHitters: InvalidArgument (the filter stores no keys); ask Frequencies for given keys.
-// Space: ceil(m/64)*8 bytes. Not thread-safe; the owning session serializes access.
+// Partitioned ingestion (core/parallel/partitioned.h) sums per-worker estimates instead. The
+// candidates (below) do not merge either: Merge changes nothing, candidates included.
+//
+// Heavy hitters. Seed 002 §VI selects items by their estimate ("the frequency value provides a
+// mechanism to select items based on a frequency threshold"), querying every distinct key, which
+// its evaluation keeps beside the filter (§II) and a stream cannot. The filter stores no keys,
+// so a HeavyHitterCandidates set (core/sketches/heavy_hitter_candidates.h) of C =
+// heavy_hitter_capacity keys (auto 256) sits beside it, holding the C largest estimates offered
+// (never 0). Offers are made at the end of every Update, to the batch's distinct keys that drew
+// a token, each offered its estimate as Frequencies would answer it then. Tokens: each unit of an
+// item's weight draws one with probability rho = min(1, c/A), c = kPbfTokensPerAdmission = 64,
+// A = the set's least admitted estimate (HeavyHitterCandidates::LeastAdmitted) at the Update's
+// start, from a counter-based coin of the item's stream position (PbfTokenSeed). A key that can
+// enter has occurred about A times, so it draws about c tokens while most keys of a skewed
+// stream (seen a few times) draw none. A key's bits are counted only while they can still reach
+// A, so a light key costs a few dozen bit reads, not k. Measured on 4·10^6 Zipf(1.1) keys, one
+// core of the 2-vCPU dev VM: 267 -> 403 ns per item in the session's chunks (+51 %, +22 % in
+// batches of 8192) for keys = 10^6, T = 1000, C = 256; +210 % with C = 2048, whose admission
+// level stays low (bench/PBF_HEAVY_HITTERS.md).
+// HeavyHitters(s) re-estimates every candidate against the filter as it stands and lists those
+// with estimate >= s*N, and the saturated ones (y = k: f is only known to be >= lower; upper =
+// N), by estimate descending (ties: id ascending), each with Frequencies' [lower, upper].
+// InvalidArgument unless 0 < s <= 1, or when p = 1 (a plain Bloom filter estimates every key 0);
+// nothing changes.
+// Bound, from the estimator's distribution. Model: a key's k positions are distinct and each is
+// set by the other keys with probability b independently (the usual Bloom filter
+// approximation), so for a key of frequency f
+//     y ~ Binomial(k, q(f)),   q(g) = 1 - (1-b)(1-p)^g,
+// and since f^ grows with y, the key is listed iff y >= k q(theta) (or y = k), theta =
+// ceil(s*N) - 1/2 (the estimate is rounded). Chernoff-Hoeffding, b the fill when asked:
+//     f <  theta, false positive:  P(listed) <= exp(-k D(q(theta) || q(f)))
+//     f >= theta, false negative:  P(missed) <= exp(-c sigma) + 2 exp(-k D(q(theta) || q(f - sigma theta)))
+//                                  for any sigma in [0, f/theta - 1], when (*)
+//     D(a || c) = a ln(a/c) + (1-a) ln((1-a)/(1-c)) >= 2 (a-c)^2 (so exp(-kD) <= exp(-2k(a-c)^2))
+// (exp(-k D(...)) is PbfMisclassificationBound). A key is missed only if its last offer was
+// below theta or its estimate when asked is: the last offer follows its last token, after which
+// it occurs fewer than sigma theta more times except with probability (1 - c/theta)^(sigma
+// theta) <= exp(-c sigma) (rho >= c/theta while A < theta), and each test is a binomial tail (the
+// offer's at a fill <= b, where the bound is smaller). (*): at most C-1 other keys are ever
+// offered an estimate >= theta* = min(theta, f_sat), f_sat = f^((k - 1/2)/k) the estimate of a
+// saturated key (about 3.5T at the design point); then A stays below theta* and a key that
+// entered with one >= theta* is never evicted. Below saturation (*) holds when fewer than C keys
+// have f >= theta/2 (there are at most 2/s) and no lighter key is estimated at theta, which a
+// key of frequency theta/2 is, per offer, with probability <= exp(-k D(q(theta) || q(theta/2)));
+// above it, when fewer than C keys saturate. The fill in terms of the parameters: b
+// ~= 1 - exp(-(k/m) sum_x (1 - (1-p)^f_x)) <= 1 - exp(-k p N / m). At the initializer's design
+// point (k = 176, b = 0.1, theta = the threshold T): exp(-kD) at f = 1.5T: 1.3e-4; 1.3T: 0.026;
+// 0.7T: 2.8e-3; 0.5T: 1.5e-9; exp(-c sigma) at sigma = 0.15: 6.8e-5.
+// Not guaranteed: (*) when C or more keys are near theta or above (the set keeps the C largest
+// offers; the auto C = 256 covers supports down to about 0.8 % in the worst case, far lower on
+// skewed streams); the model where a key's positions collide (m/k small: y is over-dispersed);
+// and thresholds past saturation: above f_sat the estimates cannot rank frequencies, every
+// saturated candidate is listed, a key of frequency f < theta is then a false positive with
+// probability ~ q(f)^k (that of saturating), and once C keys saturate the set keeps C of them
+// by id, not the heaviest (bench/PBF_HEAVY_HITTERS.md shows both).
+// On a device (below) the host draws the tokens, the token keys are counted there (DeviceSketch::
+// CountSetPositions) and offered on the host in the CPU's order, so the same Updates give the
+// same candidates and answers as the CPU, bit for bit. The candidates, unlike the bits, depend on
+// where the stream is cut into Updates (each offer sees the filter at its cut); a session cuts
+// PBF batches at ChunkItems(), which differs between the host and a device.
+// A filter restored from a payload of version 1 (before heavy hitters) has no candidates: a key
+// is listed again once it draws a token after the restore.
+// Space: ceil(m/64)*8 bytes + the candidate set (at most C entries of at most 120 bytes plus the
+// key string: 30 KiB for C = 256) + 24 bytes per item of the largest batch (ids, token keys).
+// Not thread-safe; the owning session serializes access.
 #ifndef STREAMSTATS_CORE_SKETCHES_PBF_H_
 #define STREAMSTATS_CORE_SKETCHES_PBF_H_
 
@@ -47,6 +110,7 @@
 #include "core/common/hash.h"
 #include "core/common/host_device.h"
 #include "core/common/types.h"
+#include "core/sketches/heavy_hitter_candidates.h"
 #include "core/summary.h"
 
 namespace streamstats::core {
@@ -54,6 +118,10 @@ namespace streamstats::core {
 inline constexpr uint64_t kPbfMinBits = 64;
 inline constexpr uint64_t kPbfMaxBits = uint64_t{1} << 34;  // 2 GiB
 inline constexpr uint64_t kPbfMaxHashes = 4096;
+// The automatic heavy-hitter capacity (candidate keys).
+inline constexpr uint64_t kPbfAutoCandidates = 256;
+// c: the tokens a key at the candidates' admission level draws, on average (see below).
+inline constexpr uint64_t kPbfTokensPerAdmission = 64;
 
 // The initializer's targets: fill fraction b* of the filter when it holds the expected keys, and
 // relative standard error of the estimate at the threshold frequency.
@@ -92,6 +160,15 @@ STREAMSTATS_HOST_DEVICE inline uint64_t PbfKeyHash(uint64_t seed, uint64_t id) {
 STREAMSTATS_HOST_DEVICE inline uint64_t PbfPosition(uint64_t key_hash, uint64_t j, uint64_t m) {
   return Mix64(key_hash + (j + 1) * hash_internal::kGolden) % m;
 }
+// PbfPosition without a division, for the host's counting loops: the same position. With
+// x = Mix64(...) = 2h + b, h < 2^63: x mod m = (2 (h mod m) + b) mod m, and 2 (h mod m) + b < 2m.
+inline uint64_t PbfPositionFast(uint64_t key_hash, uint64_t j, const FastModBelow63& mod_m) {
+  const uint64_t x = Mix64(key_hash + (j + 1) * hash_internal::kGolden);
+  const uint64_t r = 2 * mod_m(x >> 1) + (x & 1);
+  return r >= mod_m.divisor ? r - mod_m.divisor : r;
+}
+// The seed of the heavy-hitter tokens (independent of the positions and the bits' coins).
+inline uint64_t PbfTokenSeed(uint64_t seed) { return Mix64(seed ^ 0x70CE45EEDULL); }
 // The coin seed derived from the options' seed (so coins and positions are independent).
 STREAMSTATS_HOST_DEVICE inline uint64_t PbfCoinSeed(uint64_t seed) {
   return Mix64(seed ^ 0xC01DC0FFEEULL);
@@ -106,6 +183,12 @@ STREAMSTATS_HOST_DEVICE inline bool PbfCoin(uint64_t coin_seed, uint64_t positio
 uint64_t PbfThreshold(double q);
 // The threshold of an item of weight w: its coins come up with probability 1 − (1 − p)^w.
 uint64_t PbfWeightThreshold(double p, uint64_t weight);
+
+// The binomial model's bound above on listing a key of frequency `frequency` on the wrong side of
+// `threshold` (theta) for a filter with `params` and fill `fill`: exp(-k D(q(theta) || q(f))),
+// 1 when the two are equal.
+double PbfMisclassificationBound(const PbfParameters& params, double fill, double threshold,
+                                 double frequency);
 
 // Inserts one item of weight `weight` at stream position `position` into the bit words of a
 // filter with `params` and hash seed `seed`; returns how many bits it newly set. What Pbf::Update
@@ -130,11 +213,12 @@ class Pbf final : public Summary {
   // "m=54457,k=176,p=0.0325887,z=3,seed=…"
   std::string Describe() const override;
 
+  // Inserts the batch, then offers its distinct token keys to the candidates (see the top).
   absl::Status Update(const Batch& batch) override;
   // On the CPU, items visiting at most 2^16 positions (~0.35 ms; k = 176 costs ~0.9 µs per item
   // on the 2-vCPU dev VM, so 8192 items held a session 7 ms); on a device, the default.
   size_t ChunkItems() const override;
-  // Always InvalidArgument (see the top of this file).
+  // Always InvalidArgument, changing nothing (see the top of this file).
   absl::Status Merge(const Summary& other) override;
 
   uint64_t count() const override { return count_; }
@@ -143,6 +227,8 @@ class Pbf final : public Summary {
   void set_accelerator(Accelerator* accelerator) override;
 
   absl::StatusOr<std::vector<FrequencyAnswer>> Frequencies(const Keys& keys) const override;
+  // The candidates with estimate >= support*N, and the saturated ones (see the top);
+  // InvalidArgument unless 0 < support <= 1.
   absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const override;
 
   // y for a key id: how many of its k positions are set.
@@ -153,6 +239,8 @@ class Pbf final : public Summary {
   double RawEstimate(uint64_t y) const;
   double fill() const;  // b
   const PbfParameters& parameters() const { return params_; }
+  const PbfOptions& options() const { return options_; }
+  const HeavyHitterCandidates& candidates() const { return candidates_; }
   const std::vector<uint64_t>& words() const {
     mirror_.Refresh();
     return words_;
@@ -162,16 +250,31 @@ class Pbf final : public Summary {
 
  private:
   void Insert(uint64_t id, uint64_t weight);
+  // y for a key id on the host bits, or any count below `need` once `need` cannot be reached.
+  uint64_t CountSet(uint64_t id, uint64_t need) const;
+  // AnswerFor(y) at fill `fill` (on a device the host's fill may be stale).
+  FrequencyAnswer AnswerAt(uint64_t y, double fill) const;
+  // Offers the distinct keys of `batch` that drew a token (scratch_keys_: (id, index) of each
+  // such item) to the candidates, from the device's counts when `on_device`, else the host bits.
+  void OfferCandidates(const Batch& batch, bool on_device);
 
   PbfOptions options_;
   PbfParameters params_;
+  FastModBelow63 mod_m_;  // positions mod m without a division (PbfPositionFast)
   ValueKind value_kind_;
   Accelerator* accelerator_;
   std::vector<uint64_t> words_;
   uint64_t set_bits_ = 0;
   uint64_t count_ = 0;
+  HeavyHitterCandidates candidates_;
   DeviceMirror mirror_;
-  std::vector<uint64_t> scratch_ids_;  // device batches
+  std::vector<uint64_t> scratch_ids_;  // the batch's ids; then the token keys', ascending
+  std::vector<uint64_t> scratch_y_;    // the device's y for them
+  struct KeyAt {
+    uint64_t id;
+    uint64_t index;  // of the key's first occurrence in the batch (its string)
+  };
+  std::vector<KeyAt> scratch_keys_;
 };
 
 }  // namespace streamstats::core

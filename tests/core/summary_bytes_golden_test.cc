@@ -7,7 +7,8 @@
 // digest their answers (Frequencies of the first keys, HeavyHitters) and a
 // merge of two halves, since their tables are free to change layout. The quantile digests were
 // re-pinned once, when the summary became one GK summary (issue 15: a new payload layout; the old
-// one still loads, tests/core/quantiles/quantile_serialization_test.cc).
+// one still loads, tests/core/quantiles/quantile_serialization_test.cc). PBF is pinned in its
+// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -19,9 +20,12 @@
 #include "core/common/hash.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
+#include "tests/core/sketches/pbf_test_util.h"
 
 namespace streamstats::core {
 namespace {
+
+using testing::PbfChosen;
 
 // Keys with a few heavy ones and a long tail; raw mt19937_64 outputs only (the
 // standard distributions are implementation-defined).
@@ -296,6 +300,26 @@ TEST(SummaryBytes, AmsAndCountSketchEqualTheirPinnedDigests) {
        ValueKind::kString, true, 2689791290038986586u, false, true},
       {"count_sketch 0.05 merged", CountSketchOf(0.05, 64), ValueKind::kUint64,
        true, 6204460907190008918u, false, true, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// PBF in its payload of version 2 (issue 15: the heavy-hitter candidates after the bits),
+// pinned when the candidates were added: bits, count, candidates in heap order, and answers
+// (Frequencies, HeavyHitters). PBF does not merge.
+TEST(SummaryBytes, PbfEqualsItsPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"pbf 200000 keys threshold 500", PbfChosen(200000, 500, 0), ValueKind::kUint64, false,
+       13052982869540110451u, false, true},
+      {"pbf capacity 16 weighted", PbfChosen(50000, 2000, 16), ValueKind::kUint64, true,
+       5733350677721261045u, false, true},
+      {"pbf strings", PbfChosen(100000, 1000, 64), ValueKind::kString, false,
+       1087259244300620695u, false, true},
+      {"pbf numeric weighted", PbfChosen(100000, 1000, 0), ValueKind::kNumeric, true,
+       14882830248613373958u, false, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

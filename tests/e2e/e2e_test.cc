@@ -252,6 +252,19 @@ TEST_F(EndToEnd, SketchSessionsAnswerFromEverySummaryThroughTheCli) {
   EXPECT_NE(r.out.find("flow-0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("flow-1"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("single-"), std::string::npos) << r.out;
+  // Issue 15: the PBF (4 hash-partitioned workers) lists the planted flows from its candidates.
+  r = Shell(server.Cli("heavy-hitters flows --support=0.1 --summary=pbf"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("flow-0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("flow-1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("single-"), std::string::npos) << r.out;
+  r = Shell(server.Cli("--json heavy-hitters flows --support=0.1 --summary=pbf"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("\"summary\": \"pbf\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"Zmxvdy0w\""), std::string::npos) << r.out;  // "flow-0" (bytes: base64)
+  EXPECT_NE(r.out.find("\"Zmxvdy0x\""), std::string::npos) << r.out;  // "flow-1"
+  EXPECT_EQ(r.out.find("c2luZ2xl"), std::string::npos) << r.out;        // "single"
+  EXPECT_EQ(JsonNumbers(r.out, "estimate").size(), 2u) << r.out;
   r = Shell(server.Cli("session create bad --type=strings --summary=count_min:epsilon=2"));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("INVALID_ARGUMENT"), std::string::npos) << r.out;

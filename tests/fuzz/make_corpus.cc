@@ -113,15 +113,18 @@ void DeserializeCorpus(const fs::path& dir) {
   pbf.pbf.k = 3;
   pbf.pbf.p = 0.5;
   add("pbf_uint64", ValueKind::kUint64, 100, pbf);
-  SummaryOptions part = cm;
+  // Two workers of `o` under `scheme`.
+  auto two_workers = [](SummaryOptions o, streamstats::core::PartitionScheme scheme) {
+    o.partition.partitions = 2;
+    o.partition.scheme = scheme;
+    return o;
+  };
+  SummaryOptions part = two_workers(cm, streamstats::core::PartitionScheme::kBlock);
   part.count_min.conservative = false;
-  part.partition.partitions = 2;
   part.partition.block_items = 16;
   add("partitioned_block_count_min", ValueKind::kUint64, 100, part);
-  SummaryOptions hash = mg;
-  hash.partition.partitions = 2;
-  hash.partition.scheme = streamstats::core::PartitionScheme::kHash;
-  add("partitioned_hash_misra_gries", ValueKind::kUint64, 100, hash);
+  add("partitioned_hash_misra_gries", ValueKind::kUint64, 100,
+      two_workers(mg, streamstats::core::PartitionScheme::kHash));
   SummaryOptions sq;
   sq.kind = SummaryKind::kSlidingQuantiles;
   sq.sliding.epsilon = 0.1;
@@ -151,6 +154,13 @@ void DeserializeCorpus(const fs::path& dir) {
   cs.count_sketch.delta = 0.2;
   cs.count_sketch.heavy_hitter_capacity = 8;
   add("count_sketch_string", ValueKind::kString, 100, cs);
+  // Added after the others (their seeds stay). PBF with heavy-hitter candidates (strings) and a small capacity (payload version 2; pbf_uint64_v1
+  // is the version-1 layout, written before them and kept as it was).
+  SummaryOptions pbf_hh = pbf;
+  pbf_hh.pbf.heavy_hitter_capacity = 4;
+  add("pbf_string_candidates", ValueKind::kString, 100, pbf_hh);
+  add("partitioned_hash_pbf", ValueKind::kUint64, 100,
+      two_workers(pbf_hh, streamstats::core::PartitionScheme::kHash));
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }
@@ -159,7 +169,7 @@ void SpecCorpus(const fs::path& dir) {
   Write(dir, "text_numeric", "numeric\ncpu\nquantiles:epsilon=0.001\nlossy_counting:epsilon=1e-4,window=8192");
   Write(dir, "text_keys", "keys\nauto\ncount_min:epsilon=0.001,delta=0.01,conservative=true,candidates=64\n"
                           "fcm:epsilon=0.01,delta=0.05,dh=2,dl=3,k=8\nmisra_gries:k=100\n"
-                          "pbf:keys=1000,threshold=10");
+                          "pbf:keys=1000,threshold=10,candidates=32");
   Write(dir, "text_strings", "strings\ngpu\nlossy_counting\npbf:m=4096,k=4,p=0.5");
   Write(dir, "text_signed", "keys\ncpu\nams:epsilon=0.2,delta=0.05\ncount_sketch:epsilon=0.3,candidates=8");
   Write(dir, "text_bad", "numeric\ncpu\nquantiles:epsilon=1.5,window=x\nnope:a=b\ncount_min:epsilon");

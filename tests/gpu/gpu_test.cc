@@ -596,7 +596,8 @@ TEST(GpuCountMin, AddSequentialEqualsTheSequentialCpuUpdateAndItsEstimates) {
 }
 
 // Count-Min and PBF sessions through the pool keep their tables on the device and still equal
-// the CPU-built summaries (table, candidates, answers), also when device calls fail midway.
+// the CPU-built summaries (table, candidates, answers, heavy hitters), also when device calls
+// fail midway.
 TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   REQUIRE_GPU();
   auto pool = GpuPool::Create(GpuPoolOptions{});
@@ -631,6 +632,18 @@ TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures)
       }
       EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize())
           << "kind " << static_cast<int>(kind) << " inject " << inject_at;
+      // Heavy hitters too (the PBF's candidates were offered from the device's counts).
+      auto ha = (*cpu)->HeavyHitters(0.005);
+      auto hg = (*gpu)->HeavyHitters(0.005);
+      ASSERT_TRUE(ha.ok() && hg.ok()) << ha.status() << " " << hg.status();
+      EXPECT_FALSE(ha->empty());
+      ASSERT_EQ(ha->size(), hg->size());
+      for (size_t i = 0; i < ha->size(); ++i) {
+        EXPECT_EQ((*ha)[i].key, (*hg)[i].key);
+        EXPECT_EQ((*ha)[i].frequency.estimate, (*hg)[i].frequency.estimate);
+        EXPECT_EQ((*ha)[i].frequency.lower, (*hg)[i].frequency.lower);
+        EXPECT_EQ((*ha)[i].frequency.upper, (*hg)[i].frequency.upper);
+      }
       EXPECT_EQ((*pool)->stats().fallbacks - fallbacks_before, inject_at >= 0 ? 1u : 0u);
     }
   }

@@ -639,5 +639,65 @@ TEST(SessionManager, SnapshotsRestoreAmsAndCountSketchExactly) {
   }
 }
 
+// Issue 15: PBF sessions answer heavy-hitter questions, alone and hash-partitioned, with PBF's
+// selection bound in the answer; a bad support is refused; a snapshot restores the candidates.
+TEST(SessionManager, PbfSessionsListPlantedHeavyHittersAndRestoreThem) {
+  std::vector<std::string> strings;
+  for (int h = 0; h < 5; ++h) strings.insert(strings.end(), 1000 + 500 * h, "flow-" + std::to_string(h));
+  for (int i = 0; i < 20000; ++i) strings.push_back("single-" + std::to_string(i));
+  std::shuffle(strings.begin(), strings.end(), std::mt19937_64(15));
+  const std::vector<std::string> planted = {"flow-0", "flow-1", "flow-2", "flow-3", "flow-4"};
+  for (uint32_t partitions : {1u, 4u}) {
+    SCOPED_TRACE(partitions);
+    const std::string dir = ::testing::TempDir() + "/streamstats_pbf_hh_test";
+    std::filesystem::remove_all(dir);
+    v1::SessionSpec spec;
+    spec.set_name("flows");
+    spec.set_value_kind(v1::VALUE_KIND_STRING);
+    *spec.add_summaries() = *client::ParseSummarySpec("pbf:keys=20000,threshold=500,candidates=256");
+    if (partitions > 1) {
+      spec.mutable_partitioning()->set_partitions(partitions);
+      spec.mutable_partitioning()->set_scheme(v1::Partitioning::SCHEME_HASH);
+    }
+    auto config = ConfigFromSpec(spec);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->summaries[0].pbf.heavy_hitter_capacity, 256u);
+    std::vector<std::string> before;
+    {
+      SessionManager m({.data_dir = dir});
+      auto s = m.Create("default", *config);
+      ASSERT_TRUE(s.ok()) << s.status();
+      for (size_t off = 0; off < strings.size(); off += 5000) {
+        core::Batch b;
+        b.kind = core::ValueKind::kString;
+        b.strings = absl::MakeConstSpan(strings).subspan(off, std::min<size_t>(5000, strings.size() - off));
+        ASSERT_TRUE((*s)->Ingest(b, "", off / 5000 + 1).ok());
+      }
+      auto hh = (*s)->HeavyHitters(0.02, "");  // s*N = 600; the planted flows have 1,000 or more
+      ASSERT_TRUE(hh.ok()) << hh.status();
+      EXPECT_EQ(hh->name, "pbf");
+      EXPECT_EQ(hh->count, strings.size());
+      EXPECT_NE(hh->guarantee.find("exp(-k*D(q(sN)||q(f)))"), std::string::npos) << hh->guarantee;
+      for (const core::HeavyHitter& h : hh->items) before.push_back(h.str);
+      std::vector<std::string> sorted = before;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(sorted, planted);
+      for (double bad : {0.0, 1.5, -1.0}) {
+        EXPECT_EQ((*s)->HeavyHitters(bad, "").status().code(), StatusCode::kInvalidArgument) << bad;
+      }
+      ASSERT_TRUE(m.SaveAll().ok());
+    }
+    SessionManager restored({.data_dir = dir});
+    ASSERT_TRUE(restored.LoadAll(ConfigFromSpecBytes).ok());
+    auto s = restored.Get("default", "flows");
+    ASSERT_TRUE(s.ok());
+    auto after = (*s)->HeavyHitters(0.02, "");
+    ASSERT_TRUE(after.ok()) << after.status();
+    std::vector<std::string> names;
+    for (const core::HeavyHitter& h : after->items) names.push_back(h.str);
+    EXPECT_EQ(names, before);
+  }
+}
+
 }  // namespace
 }  // namespace streamstats::server
