@@ -397,13 +397,11 @@ void GpuPool::WorkerLoop(Device* device) {
       }
       continue;
     }
-    std::vector<uint64_t> keys(starts.back()), weights(weighted ? starts.back() : 0);
+    // Weighted windows: gathered, sorted with their weights, scattered back on success.
+    std::vector<uint64_t> keys(starts.back()), weights(starts.back());
     for (size_t i = 0; i < batch.size(); ++i) {
       std::copy(batch[i]->keys.begin(), batch[i]->keys.end(), keys.begin() + starts[i]);
-      if (weighted) {
-        std::copy(batch[i]->weights.begin(), batch[i]->weights.end(),
-                  weights.begin() + starts[i]);
-      }
+      std::copy(batch[i]->weights.begin(), batch[i]->weights.end(), weights.begin() + starts[i]);
     }
     absl::Status s = ShouldFail() ? absl::InternalError("injected device failure")
                                   : device->accelerator->SortSegmentsWeighted(
@@ -412,10 +410,7 @@ void GpuPool::WorkerLoop(Device* device) {
       Job* j = batch[i];
       if (s.ok()) {
         std::copy(keys.begin() + starts[i], keys.begin() + starts[i + 1], j->keys.begin());
-        if (weighted) {
-          std::copy(weights.begin() + starts[i], weights.begin() + starts[i + 1],
-                    j->weights.begin());
-        }
+        std::copy(weights.begin() + starts[i], weights.begin() + starts[i + 1], j->weights.begin());
       }
       j->status = s;
       j->device = device->accelerator.get();
