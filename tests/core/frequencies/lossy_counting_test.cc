@@ -340,24 +340,6 @@ TEST(LossyCounting, WorksWithAWindowOfOneItem) {
   FeedAndCheck(UniformKeys(30'000, 300, 172), 0.01, 1, /*checkpoints=*/6);
 }
 
-// Fails on a chosen call, after scribbling over the keys it was given, as a crashed kernel might.
-class FlakyAccelerator : public Accelerator {
- public:
-  explicit FlakyAccelerator(int fail_on_call) : fail_on_call_(fail_on_call) {}
-  std::string name() const override { return "flaky"; }
-  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
-    if (++calls_ == fail_on_call_) {
-      std::fill(keys.begin(), keys.end(), 0);
-      return absl::UnavailableError("flaky accelerator failed");
-    }
-    return CpuAcceleratorInstance()->SortWindow(keys, weights);
-  }
-
- private:
-  int fail_on_call_;
-  int calls_ = 0;
-};
-
 TEST(LossyCounting, LeavesTheSummaryUnchangedWhenTheAcceleratorFails) {
   const std::vector<uint64_t> first = ZipfKeys(150, 50, 1.1, 181);
   const std::vector<uint64_t> second = ZipfKeys(450, 50, 1.1, 182);  // completes 4 windows

@@ -1,6 +1,7 @@
 // Shared by the Lossy Counting tests (lossy_counting_test.cc and
 // lossy_counting_serialization_test.cc): options, batches and keys of every item kind, the
-// deterministic guarantee checked against exact counts, and the test streams.
+// deterministic guarantee checked against exact counts, a failing accelerator and the test
+// streams. The hierarchical heavy hitters' tests use its batches, accelerator and streams too.
 #ifndef STREAMSTATS_TESTS_CORE_FREQUENCIES_LOSSY_COUNTING_TEST_UTIL_H_
 #define STREAMSTATS_TESTS_CORE_FREQUENCIES_LOSSY_COUNTING_TEST_UTIL_H_
 
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "core/accel/accelerator.h"
 #include "core/frequencies/lossy_counting.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
@@ -220,6 +222,26 @@ void FeedAndCheck(const std::vector<K>& stream, double epsilon, uint64_t window,
     }
   }
 }
+
+// ---- Accelerators. ----
+
+// Fails on a chosen call, after scribbling over the keys it was given, as a crashed kernel might.
+class FlakyAccelerator final : public Accelerator {
+ public:
+  explicit FlakyAccelerator(int fail_on_call) : fail_on_call_(fail_on_call) {}
+  std::string name() const override { return "flaky"; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
+    if (++calls_ == fail_on_call_) {
+      std::fill(keys.begin(), keys.end(), 0);
+      return absl::UnavailableError("flaky accelerator failed");
+    }
+    return CpuAcceleratorInstance()->SortWindow(keys, weights);
+  }
+
+ private:
+  int fail_on_call_;
+  int calls_ = 0;
+};
 
 // ---- Streams. ----
 
