@@ -209,7 +209,7 @@ class Counter {
     if (pending >= window_) return Fail("pending window is not below its size");
     pending_keys_.reserve(pending);
     for (uint64_t i = 0; i < pending; ++i) {
-      Key key;
+      Key key{};
       if (!Ops::Get(r, &key)) return Fail("pending key cut short or too long");
       if (!key_ok(key)) return Fail("pending key out of its domain");
       pending_heap_bytes_ += Ops::HeapBytes(key);

@@ -120,7 +120,7 @@ class FlatTable {
     uint64_t total_f = 0;
     Key previous{};
     for (uint64_t i = 0; i < entries; ++i) {
-      Key key;
+      Key key{};
       Entry e;
       if (!Ops::Get(r, &key) || !r->Get(&e.f) || !r->Get(&e.delta)) {
         return Corrupt("lossy_counting table entry cut short or key too long");
