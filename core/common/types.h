@@ -96,7 +96,7 @@ struct HeavyHitter {
 // the answer guarantees).
 struct PrefixQuestion {
   double phi = 0;      // the support: prefixes whose discounted weight may reach phi * N
-  std::string prefix;  // answer only this prefix and the ones below it; empty: the whole hierarchy
+  std::string prefix;  // answer only this prefix and the ones below it; "" or "*": all of them
   int32_t max_depth = -1;  // cut the hierarchy at this depth (levels below the root); -1: no cut
 };
 

@@ -598,7 +598,7 @@ absl::StatusOr<std::vector<PrefixHeavyHitter>> HierarchicalHeavyHitters::PrefixH
   uint64_t int_filter = 0;
   std::string string_filter;
   uint32_t filter_depth = 0;
-  if (!question.prefix.empty()) {
+  if (!question.prefix.empty() && question.prefix != "*") {
     absl::Status s;
     switch (hierarchy_) {
       case HierarchyKind::kIpv4:

@@ -115,7 +115,8 @@ class HierarchicalHeavyHitters final : public Summary {
   // The answer P of the header, by discounted estimate descending (ties: deeper first, then by
   // prefix). question.max_depth >= 0 cuts the hierarchy there (a deeper key counts at its
   // ancestor of that depth; the guarantee holds for the cut hierarchy); question.prefix keeps the
-  // answers at or below that prefix (the others' discounts do not depend on it). InvalidArgument
+  // answers at or below that prefix ("" or "*": the root; the answers below a prefix do not
+  // depend on what lies outside it). InvalidArgument
   // unless epsilon < phi <= 1, max_depth <= depth() and the prefix parses in the hierarchy.
   absl::StatusOr<std::vector<PrefixHeavyHitter>> PrefixHeavyHitters(
       const PrefixQuestion& question) const override;
