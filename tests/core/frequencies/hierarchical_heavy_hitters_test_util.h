@@ -198,24 +198,18 @@ struct Observed {
   uint64_t max_discount_error = 0;  // max over answers of |discounted.estimate - f_P(p)|
 };
 
-// The guarantee of core/frequencies/hierarchical_heavy_hitters.h at one phi and cut (-1: none),
-// against the exact tree. Also: an exact HHH is answered or has an answered non-HHH below it.
-inline testing::AssertionResult SatisfiesGuarantee(const HierarchicalHeavyHitters& s,
-                                                   const ExactTree& tree, double phi,
-                                                   int32_t max_depth = -1,
-                                                   Observed* observed = nullptr) {
+// The guarantee of core/frequencies/hierarchical_heavy_hitters.h for `answers` (a summary's at
+// epsilon, support phi, the hierarchy cut at `cut`), against the exact tree. Also: an exact HHH
+// is answered or has an answered non-HHH below it.
+inline testing::AssertionResult AnswerSatisfiesGuarantee(
+    const std::vector<PrefixHeavyHitter>& answers, double epsilon, const ExactTree& tree,
+    double phi, uint32_t cut, Observed* observed = nullptr) {
   const uint64_t n = tree.n();
-  if (s.count() != n) {
-    return testing::AssertionFailure() << "count() = " << s.count() << ", true N = " << n;
-  }
-  const uint32_t cut = max_depth < 0 ? s.depth() : static_cast<uint32_t>(max_depth);
-  auto answers = s.PrefixHeavyHitters(Question(phi, max_depth));
-  if (!answers.ok()) return testing::AssertionFailure() << answers.status();
-  const long double eps_n = static_cast<long double>(s.epsilon()) * n;
+  const long double eps_n = static_cast<long double>(epsilon) * n;
   const long double phi_n = static_cast<long double>(phi) * n;
   std::vector<bool> in_answer(tree.size(), false);
   std::vector<int> ids;
-  for (const PrefixHeavyHitter& a : *answers) {
+  for (const PrefixHeavyHitter& a : answers) {
     const int id = tree.Id(a.prefix);
     if (id < 0 || tree.DepthOf(id) != a.depth || a.depth > cut) {
       return testing::AssertionFailure() << "answered " << a.prefix << " at depth " << a.depth
@@ -232,8 +226,8 @@ inline testing::AssertionResult SatisfiesGuarantee(const HierarchicalHeavyHitter
     while (p >= 0 && !in_answer[p]) p = tree.Parent(p);
     if (p >= 0) ++right_below[p];
   }
-  for (size_t i = 0; i < answers->size(); ++i) {
-    const PrefixHeavyHitter& a = (*answers)[i];
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const PrefixHeavyHitter& a = answers[i];
     const uint64_t f = tree.Weight(ids[i]);
     const uint64_t fp = discounted[ids[i]];
     const size_t k = right_below[ids[i]];
@@ -254,7 +248,7 @@ inline testing::AssertionResult SatisfiesGuarantee(const HierarchicalHeavyHitter
              << a.discounted.lower << ", " << a.discounted.upper << "] with " << k
              << " answered below, eps*N=" << static_cast<double>(eps_n);
     }
-    if (i > 0 && (*answers)[i - 1].discounted.estimate < a.discounted.estimate) {
+    if (i > 0 && answers[i - 1].discounted.estimate < a.discounted.estimate) {
       return testing::AssertionFailure() << "not sorted by discounted estimate";
     }
     if (observed != nullptr) {
@@ -292,6 +286,20 @@ inline testing::AssertionResult SatisfiesGuarantee(const HierarchicalHeavyHitter
   }
   if (observed != nullptr) observed->answered += ids.size();
   return testing::AssertionSuccess();
+}
+
+// The same for a summary's own answer at phi and max_depth (-1: no cut).
+inline testing::AssertionResult SatisfiesGuarantee(const HierarchicalHeavyHitters& s,
+                                                   const ExactTree& tree, double phi,
+                                                   int32_t max_depth = -1,
+                                                   Observed* observed = nullptr) {
+  if (s.count() != tree.n()) {
+    return testing::AssertionFailure() << "count() = " << s.count() << ", true N = " << tree.n();
+  }
+  auto answers = s.PrefixHeavyHitters(Question(phi, max_depth));
+  if (!answers.ok()) return testing::AssertionFailure() << answers.status();
+  const uint32_t cut = max_depth < 0 ? s.depth() : static_cast<uint32_t>(max_depth);
+  return AnswerSatisfiesGuarantee(*answers, s.epsilon(), tree, phi, cut, observed);
 }
 
 // The supports every check asks about, for a summary of this epsilon.
