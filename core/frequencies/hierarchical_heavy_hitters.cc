@@ -1,6 +1,7 @@
 #include "core/frequencies/hierarchical_heavy_hitters.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -127,7 +128,7 @@ absl::Status ReadKeys(HierarchyKind h, uint32_t max_depth, const Batch& batch,
 
 // The trie of Lossy Counting over a hierarchy (the header's "How"): one hash map per level, every
 // node's ancestors present (full ancestry), the root always. After a compression every leaf has
-// g + delta > T; while T stands still that stays true (g only grows, a new leaf starts at g >= 1,
+// f + delta > T; while T stands still that stays true (f only grows, a new leaf starts at f >= 1,
 // delta = T, and a new inner node has a child), so nothing becomes deletable.
 template <typename Key>
 class PrefixTrie {
@@ -137,7 +138,7 @@ class PrefixTrie {
   using Counted = typename Ops::Counted;
 
   struct Node {
-    uint64_t g = 0;         // weight counted here: its own keys' and its deleted children's
+    uint64_t f = 0;         // weight counted here (the paper's g): its keys' and deleted children's
     uint64_t delta = 0;     // the weight of its subtree before it was (last) created is <= delta
     uint32_t children = 0;  // nodes right below it
   };
@@ -157,22 +158,28 @@ class PrefixTrie {
   }
 
   void Fold(const Segment<Key>& items, uint64_t threshold) {
-    for (size_t i = 0; i < items.size(); ++i) Insert(View(items.keys[i]), items.weight(i), threshold);
+    constexpr size_t kAhead = 8;  // the probe of an address a few ahead overlaps this one's
+    for (size_t i = 0; i < items.size(); ++i) {
+      if constexpr (std::is_same_v<Key, uint64_t>) {
+        if (i + kAhead < items.size()) levels_[kIpv4Depth].prefetch(items.keys[i + kAhead]);
+      }
+      Insert(View(items.keys[i]), items.weight(i), threshold);
+    }
   }
   void Fold(const std::vector<Counted>& window, uint64_t threshold) {
     for (const Counted& c : window) Insert(c.key, c.count, threshold);
   }
 
-  // Deletes, deepest level first, every leaf with g + delta <= t, its g going to its parent
+  // Deletes, deepest level first, every leaf with f + delta <= t, its f going to its parent
   // (which may become a leaf and go too).
   void Compress(uint64_t t) {
     for (uint32_t d = depth_; d >= 1; --d) {
       Level& parents = levels_[d - 1];
       absl::erase_if(levels_[d], [&](const auto& kv) {
         const Node& n = kv.second;
-        if (n.children != 0 || n.g + n.delta > t) return false;
+        if (n.children != 0 || n.f + n.delta > t) return false;
         Node& parent = parents.find(ParentKey(hierarchy_, View(kv.first), d))->second;
-        parent.g += n.g;
+        parent.f += n.f;
         --parent.children;
         heap_bytes_ -= Ops::HeapBytes(kv.first);
         return true;
@@ -184,20 +191,8 @@ class PrefixTrie {
   // most that side's T there and G adds nothing: T joins its delta.
   void Union(const PrefixTrie& other, uint64_t own_threshold, uint64_t other_threshold) {
     for (uint32_t d = 0; d <= depth_; ++d) {
-      const Level& theirs = other.levels_[d];
-      for (auto& [key, n] : levels_[d]) {
-        auto it = theirs.find(key);
-        if (it != theirs.end()) {
-          n.g += it->second.g;
-          n.delta += it->second.delta;
-        } else {
-          n.delta += other_threshold;
-        }
-      }
-      for (const auto& [key, o] : theirs) {
-        auto [it, inserted] = levels_[d].try_emplace(key, Node{o.g, o.delta + own_threshold, 0});
-        if (inserted) heap_bytes_ += Ops::HeapBytes(it->first);
-      }
+      lossy::UnionEntries(other.levels_[d], own_threshold, other_threshold, &levels_[d],
+                          &heap_bytes_);
     }
     CountChildren();
   }
@@ -209,70 +204,46 @@ class PrefixTrie {
     return bytes;
   }
 
-  // Per level, root first: #nodes | (key g delta)* sorted by key.
+  // Per level, root first: #nodes | (key f delta)* sorted by key.
   void Serialize(ByteWriter* w) const {
-    for (const Level& level : levels_) {
-      std::vector<const std::pair<const Key, Node>*> sorted;
-      sorted.reserve(level.size());
-      for (const auto& kv : level) sorted.push_back(&kv);
-      std::sort(sorted.begin(), sorted.end(),
-                [](const auto* x, const auto* y) { return x->first < y->first; });
-      w->Put<uint64_t>(sorted.size());
-      for (const auto* kv : sorted) {
-        Ops::Put(w, kv->first);
-        w->Put<uint64_t>(kv->second.g);
-        w->Put<uint64_t>(kv->second.delta);
-      }
-    }
+    for (const Level& level : levels_) lossy::WriteEntries(level, w);
   }
 
   // Reads what Serialize wrote into a fresh trie, checking the invariants: one root with delta 0,
-  // keys of their level's depth and ascending, every parent present, delta <= T, the g adding up
+  // keys of their level's depth and ascending, every parent present, delta <= T, the f adding up
   // to N exactly (a count moves, it is never dropped) and every leaf above T.
   absl::Status Load(ByteReader* r, uint64_t n_summarized, uint64_t threshold,
                     absl::FunctionRef<bool(const Key&)>) {
     levels_[0].clear();
-    uint64_t total_g = 0;
+    uint64_t total_f = 0;
     for (uint32_t d = 0; d <= depth_; ++d) {
-      uint64_t nodes = 0;
-      if (!r->GetCount(&nodes, 3 * sizeof(uint64_t))) {
-        return Corrupt("hhh trie level size exceeds the bytes left");
-      }
-      if (d == 0 && nodes != 1) return Corrupt("hhh trie does not hold exactly one root");
-      Level& level = levels_[d];
-      level.reserve(nodes);
-      Key previous{};
-      for (uint64_t i = 0; i < nodes; ++i) {
-        Key key{};
-        Node n;
-        if (!Ops::Get(r, &key) || !r->Get(&n.g) || !r->Get(&n.delta)) {
-          return Corrupt("hhh trie node cut short or key too long");
-        }
+      auto admit = [&](const Key& key, const Node& n) {
         if (!KeyFits(hierarchy_, depth_, key, d)) {
           return Corrupt(absl::StrCat("hhh trie key is not a prefix of depth ", d));
         }
-        if (i > 0 && !(previous < key)) return Corrupt("hhh trie keys not ascending");
         if (n.delta > threshold || (d == 0 && n.delta != 0)) {
           return Corrupt("hhh trie node delta exceeds T (or the root's is not 0)");
         }
-        if (n.g > n_summarized - total_g) return Corrupt("hhh trie counts exceed N");
-        total_g += n.g;
-        if (d > 0) {
-          auto parent = levels_[d - 1].find(ParentKey(hierarchy_, View(key), d));
-          if (parent == levels_[d - 1].end()) {
-            return Corrupt("hhh trie node without its parent (full ancestry broken)");
-          }
-          ++parent->second.children;
+        if (n.f > n_summarized - total_f) return Corrupt("hhh trie counts exceed N");
+        total_f += n.f;
+        if (d == 0) return absl::OkStatus();
+        auto parent = levels_[d - 1].find(ParentKey(hierarchy_, View(key), d));
+        if (parent == levels_[d - 1].end()) {
+          return Corrupt("hhh trie node without its parent (full ancestry broken)");
         }
-        auto [it, inserted] = level.try_emplace(key, n);
-        heap_bytes_ += Ops::HeapBytes(it->first);
-        previous = std::move(key);
+        ++parent->second.children;
+        return absl::OkStatus();
+      };
+      if (absl::Status s = lossy::ReadEntries(r, "hhh trie level", admit, &levels_[d], &heap_bytes_);
+          !s.ok()) {
+        return s;
       }
+      if (d == 0 && levels_[0].size() != 1) return Corrupt("hhh trie does not hold exactly one root");
     }
-    if (total_g != n_summarized) return Corrupt("hhh trie counts do not add up to N");
+    if (total_f != n_summarized) return Corrupt("hhh trie counts do not add up to N");
     for (uint32_t d = 1; d <= depth_; ++d) {
       for (const auto& [key, n] : levels_[d]) {
-        if (n.children == 0 && !AddWouldOverflow(n.g, n.delta) && n.g + n.delta <= threshold) {
+        if (n.children == 0 && !AddWouldOverflow(n.f, n.delta) && n.f + n.delta <= threshold) {
           return Corrupt("hhh trie leaf at or below T (a compression would have dropped it)");
         }
       }
@@ -286,7 +257,7 @@ class PrefixTrie {
     uint32_t d = KeyDepth(hierarchy_, key);
     auto [it, inserted] = levels_[d].try_emplace(key, Node{w, threshold, 0});
     if (!inserted) {
-      it->second.g += w;
+      it->second.f += w;
       return;
     }
     heap_bytes_ += Ops::HeapBytes(it->first);
@@ -369,9 +340,9 @@ class HhhCore : public lossy::Counter<Key, PrefixTrie<Key>> {
     absl::flat_hash_map<View, Below> below;
     for (uint32_t d = static_cast<uint32_t>(levels.size()) - 1;; --d) {
       absl::flat_hash_map<View, Below> above;
-      auto visit = [&](View key, uint64_t g, uint64_t delta, const Below& b, uint64_t p) {
-        const uint64_t f = g + p + b.carry;
-        const uint64_t total = g + p + b.total;
+      auto visit = [&](View key, uint64_t counted, uint64_t delta, const Below& b, uint64_t p) {
+        const uint64_t f = counted + p + b.carry;
+        const uint64_t total = counted + p + b.total;
         const bool answered = d <= cut && f + delta >= min_upper &&
                               d >= filter_depth &&
                               AncestorKey(h, key, d, filter_depth) == filter;
@@ -391,7 +362,7 @@ class HhhCore : public lossy::Counter<Key, PrefixTrie<Key>> {
       };
       for (const auto& [key, node] : levels[d]) {
         const View k(key);
-        visit(k, node.g, node.delta, Take(below, k), Take(pending[d], k));
+        visit(k, node.f, node.delta, Take(below, k), Take(pending[d], k));
       }
       // Prefixes absent from the trie with current-window weight below them: delta = T.
       for (const auto& [key, b] : below) visit(key, 0, t, b, Take(pending[d], key));
@@ -430,19 +401,13 @@ HierarchicalHeavyHitters::HierarchicalHeavyHitters(const HierarchicalHeavyHitter
       depth_(options.Depth(value_kind)),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()) {
   if (hierarchy_ == HierarchyKind::kIpv4) {
-    ints_ = std::make_unique<HhhCore<uint64_t>>(epsilon_, window_, hierarchy_, depth_);
+    cores_.ints = std::make_unique<HhhCore<uint64_t>>(epsilon_, window_, hierarchy_, depth_);
   } else {
-    strings_ = std::make_unique<HhhCore<std::string>>(epsilon_, window_, hierarchy_, depth_);
+    cores_.strings = std::make_unique<HhhCore<std::string>>(epsilon_, window_, hierarchy_, depth_);
   }
 }
 
 HierarchicalHeavyHitters::~HierarchicalHeavyHitters() = default;
-
-template <typename Fn>
-decltype(auto) HierarchicalHeavyHitters::Visit(Fn&& fn) const {
-  if (strings_ != nullptr) return fn(*strings_);
-  return fn(*ints_);
-}
 
 std::string HierarchicalHeavyHitters::Describe() const {
   return absl::StrCat("epsilon=", epsilon_, ",window=", window_,
@@ -458,55 +423,43 @@ absl::Status HierarchicalHeavyHitters::Update(const Batch& batch) {
   if (!batch.weights.empty() && batch.weights.size() != batch.size()) {
     return absl::InvalidArgumentError("weights must be empty or one per item");
   }
-  const bool ipv4_text = ints_ != nullptr && value_kind_ == ValueKind::kString;
+  const bool ipv4_text = cores_.ints != nullptr && value_kind_ == ValueKind::kString;
   const bool ipv6 = hierarchy_ == HierarchyKind::kIpv6;
   if (absl::Status s = ReadKeys(hierarchy_, depth_, batch, ipv4_text ? &scratch_ints_ : nullptr,
                                 ipv6 ? &scratch_strings_ : nullptr);
       !s.ok()) {
     return s;
   }
-  if (ints_ != nullptr) {
-    return ints_->Add({ipv4_text ? absl::MakeConstSpan(scratch_ints_) : batch.keys, batch.weights},
+  if (cores_.ints != nullptr) {
+    return cores_.ints->Add({ipv4_text ? absl::MakeConstSpan(scratch_ints_) : batch.keys, batch.weights},
                       accelerator_);
   }
-  return strings_->Add(
+  return cores_.strings->Add(
       {ipv6 ? absl::MakeConstSpan(scratch_strings_) : batch.strings, batch.weights},
       accelerator_);
 }
 
 absl::Status HierarchicalHeavyHitters::Merge(const Summary& other) {
-  const auto* o = dynamic_cast<const HierarchicalHeavyHitters*>(&other);
-  if (o == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot merge a ", SummaryKindName(other.kind()), " summary into an hhh summary"));
-  }
-  if (o->value_kind_ != value_kind_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot merge a summary of ", ValueKindName(o->value_kind_),
-                     " items into one of ", ValueKindName(value_kind_), " items"));
-  }
-  if (o->epsilon_ != epsilon_ || o->window_ != window_ || o->hierarchy_ != hierarchy_ ||
-      o->depth_ != depth_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot merge hhh summaries with different parameters: ", Describe(), " vs ",
-        o->Describe()));
-  }
-  if (strings_ != nullptr) return strings_->Merge(*o->strings_, accelerator_);
-  return ints_->Merge(*o->ints_, accelerator_);
+  auto o = lossy::MergeableAs(*this, other, "hhh", [this](const HierarchicalHeavyHitters& o) {
+    return o.epsilon_ == epsilon_ && o.window_ == window_ && o.hierarchy_ == hierarchy_ &&
+           o.depth_ == depth_;
+  });
+  if (!o.ok()) return o.status();
+  return cores_.Merge((*o)->cores_, accelerator_);
 }
 
 uint64_t HierarchicalHeavyHitters::count() const {
-  return Visit([](const auto& core) { return core.count(); });
+  return cores_.count();
 }
 
 size_t HierarchicalHeavyHitters::trie_size() const {
-  return Visit([](const auto& core) { return core.trie_size(); });
+  return cores_.Visit([](const auto& core) { return core.trie_size(); });
 }
 
 size_t HierarchicalHeavyHitters::MemoryBytes() const {
   return sizeof(*this) + scratch_ints_.capacity() * sizeof(uint64_t) +
          scratch_strings_.capacity() * sizeof(std::string) +
-         Visit([](const auto& core) { return core.MemoryBytes(); });
+         cores_.MemoryBytes();
 }
 
 void HierarchicalHeavyHitters::set_accelerator(Accelerator* accelerator) {
@@ -523,7 +476,7 @@ std::string HierarchicalHeavyHitters::Serialize() const {
   w.Put<uint32_t>(depth_);
   w.Put<double>(epsilon_);
   w.Put<uint64_t>(window_);
-  Visit([&w](const auto& core) { core.Serialize(&w); });
+  cores_.Serialize(&w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kHierarchicalHeavyHitters), w.bytes());
 }
 
@@ -561,12 +514,12 @@ absl::StatusOr<std::unique_ptr<Summary>> HierarchicalHeavyHitters::Deserialize(
   auto summary = std::make_unique<HierarchicalHeavyHitters>(options, value_kind, accelerator);
   const HierarchyKind h = summary->hierarchy_;
   absl::Status s;
-  if (summary->ints_ != nullptr) {
-    s = summary->ints_->Load(&r, [h, depth](const uint64_t& key) {
+  if (summary->cores_.ints != nullptr) {
+    s = summary->cores_.ints->Load(&r, [h, depth](const uint64_t& key) {
       return KeyFits(h, depth, key, kIpv4Depth);
     });
   } else {
-    s = summary->strings_->Load(&r, [h, depth](const std::string& key) {
+    s = summary->cores_.strings->Load(&r, [h, depth](const std::string& key) {
       return h == HierarchyKind::kIpv6 ? KeyFits(h, depth, key, kIpv6Depth)
                                        : !key.empty() && KeyFits(h, depth, key, KeyDepth(h, key));
     });
@@ -621,8 +574,8 @@ absl::StatusOr<std::vector<PrefixHeavyHitter>> HierarchicalHeavyHitters::PrefixH
   const uint64_t n = count();
   if (n == 0) return std::vector<PrefixHeavyHitter>();
   const uint64_t min_upper = lossy::CeilTimes(question.phi, n);
-  if (ints_ != nullptr) return ints_->Answer(min_upper, cut, int_filter, filter_depth);
-  return strings_->Answer(min_upper, cut, string_filter, filter_depth);
+  if (cores_.ints != nullptr) return cores_.ints->Answer(min_upper, cut, int_filter, filter_depth);
+  return cores_.strings->Answer(min_upper, cut, string_filter, filter_depth);
 }
 
 }  // namespace streamstats::core

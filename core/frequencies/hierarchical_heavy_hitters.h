@@ -64,6 +64,7 @@
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
 #include "core/common/types.h"
+#include "core/frequencies/lossy_counter.h"
 #include "core/frequencies/prefix_hierarchy.h"
 #include "core/summary.h"
 
@@ -82,17 +83,16 @@ absl::Status ValidateHierarchicalKeys(const HierarchicalHeavyHittersOptions& opt
 
 class HierarchicalHeavyHitters final : public Summary {
  public:
-  // `options` must have passed Validate(value_kind). `accelerator` is not owned; null means the
-  // CPU one.
+  // For uint64 or string keys, with options that passed Validate(value_kind); `accelerator`
+  // sorts IPv4 windows (not owned; null: the CPU one).
   HierarchicalHeavyHitters(const HierarchicalHeavyHittersOptions& options, ValueKind value_kind,
                            Accelerator* accelerator);
   ~HierarchicalHeavyHitters() override;
-
   HierarchicalHeavyHitters(const HierarchicalHeavyHitters&) = delete;
   HierarchicalHeavyHitters& operator=(const HierarchicalHeavyHitters&) = delete;
 
-  // Restores what Serialize wrote; `payload` is the envelope's payload. Anything inconsistent:
-  // DataLossError.
+  // The envelope's payload back into a summary; a payload of another version, or one that breaks
+  // an invariant of the trie (its Load lists them), is DataLossError.
   static absl::StatusOr<std::unique_ptr<Summary>> Deserialize(absl::string_view payload,
                                                               Accelerator* accelerator);
 
@@ -108,6 +108,7 @@ class HierarchicalHeavyHitters final : public Summary {
   absl::Status Merge(const Summary& other) override;
 
   uint64_t count() const override;
+  // The trie, the current window and the scratch of string batches.
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
   void set_accelerator(Accelerator* accelerator) override;
@@ -126,23 +127,19 @@ class HierarchicalHeavyHitters final : public Summary {
   HierarchyKind hierarchy() const { return hierarchy_; }
   uint32_t depth() const { return depth_; }  // levels below the root
   // Whether windows go to the accelerator (IPv4 keys) or stay on the CPU (IPv6, paths).
-  bool sorts_on_accelerator() const { return ints_ != nullptr; }
+  bool sorts_on_accelerator() const { return cores_.ints != nullptr; }
   // Nodes in the trie, the root included (not counting the current window); for space checks.
   size_t trie_size() const;
 
  private:
-  template <typename Fn>
-  decltype(auto) Visit(Fn&& fn) const;
-
   ValueKind value_kind_;
   double epsilon_;
   uint64_t window_;
   HierarchyKind hierarchy_;
   uint32_t depth_;
   Accelerator* accelerator_;
-  // Exactly one is set: ints_ for IPv4, strings_ for IPv6 and paths.
-  std::unique_ptr<HhhCore<uint64_t>> ints_;
-  std::unique_ptr<HhhCore<std::string>> strings_;
+  // ints for IPv4, strings for IPv6 and paths.
+  lossy::CorePair<HhhCore> cores_;
   // Keys read from a string batch (IPv4 text, IPv6 text), reused across batches.
   std::vector<uint64_t> scratch_ints_;
   std::vector<std::string> scratch_strings_;

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -35,12 +36,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/accel/accelerator.h"
 #include "core/common/serialization.h"
 #include "core/common/types.h"
+#include "core/summary.h"
 
 namespace streamstats::core::lossy {
 
@@ -111,6 +114,126 @@ absl::Status WindowHistogram(const Segment<uint64_t>& a, const Segment<uint64_t>
 // The histogram of the window a ++ b, on the CPU (strings never go to the accelerator).
 absl::Status WindowHistogram(const Segment<std::string>& a, const Segment<std::string>& b,
                              Accelerator* accelerator, std::vector<StringCount>* out);
+
+// ---- Tables kept as hash maps from a key to an entry with counts f and delta (f <= the key's
+// flushed count <= f + delta, or its subtree's in a trie). ----
+
+// #entries | (key f delta)* with the keys ascending, so that equal tables write equal bytes.
+template <typename Key, typename Entry>
+void WriteEntries(const absl::flat_hash_map<Key, Entry>& map, ByteWriter* w) {
+  std::vector<const std::pair<const Key, Entry>*> sorted;
+  sorted.reserve(map.size());
+  for (const auto& kv : map) sorted.push_back(&kv);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* x, const auto* y) { return x->first < y->first; });
+  w->Put<uint64_t>(sorted.size());
+  for (const auto* kv : sorted) {
+    KeyOps<Key>::Put(w, kv->first);
+    w->Put<uint64_t>(kv->second.f);
+    w->Put<uint64_t>(kv->second.delta);
+  }
+}
+
+// Reads what WriteEntries wrote into `map` (empty), counting the keys' heap bytes. Keys must
+// ascend; `admit(key, entry)` checks each entry (and may note it elsewhere) before it goes in.
+// `what` names the table in the messages ("lossy_counting table").
+template <typename Key, typename Entry, typename Admit>
+absl::Status ReadEntries(ByteReader* r, absl::string_view what, Admit admit,
+                         absl::flat_hash_map<Key, Entry>* map, size_t* heap_bytes) {
+  uint64_t entries = 0;
+  if (!r->GetCount(&entries, 3 * sizeof(uint64_t))) {
+    return Corrupt(absl::StrCat(what, " size exceeds the bytes left"));
+  }
+  map->reserve(entries);
+  Key previous{};
+  for (uint64_t i = 0; i < entries; ++i) {
+    Key key{};
+    Entry e{};
+    if (!KeyOps<Key>::Get(r, &key) || !r->Get(&e.f) || !r->Get(&e.delta)) {
+      return Corrupt(absl::StrCat(what, " entry cut short or key too long"));
+    }
+    if (i > 0 && !(previous < key)) return Corrupt(absl::StrCat(what, " keys not ascending"));
+    if (absl::Status s = admit(key, e); !s.ok()) return s;
+    auto [it, inserted] = map->try_emplace(key, e);
+    *heap_bytes += KeyOps<Key>::HeapBytes(it->first);
+    previous = std::move(key);
+  }
+  return absl::OkStatus();
+}
+
+// The union of two summaries' tables: an entry on both sides adds its counts; one absent on a
+// side had a count <= that side's T there, so that T joins its delta.
+template <typename Key, typename Entry>
+void UnionEntries(const absl::flat_hash_map<Key, Entry>& other, uint64_t own_threshold,
+                  uint64_t other_threshold, absl::flat_hash_map<Key, Entry>* map,
+                  size_t* heap_bytes) {
+  for (auto& [key, e] : *map) {
+    auto it = other.find(key);
+    if (it != other.end()) {
+      e.f += it->second.f;
+      e.delta += it->second.delta;
+    } else {
+      e.delta += other_threshold;
+    }
+  }
+  for (const auto& [key, e] : other) {
+    Entry added = e;
+    added.delta += own_threshold;
+    auto [it, inserted] = map->try_emplace(key, added);
+    if (inserted) *heap_bytes += KeyOps<Key>::HeapBytes(it->first);
+  }
+}
+
+// The counters a Lossy Counting summary keeps, one per key type: exactly one of `ints` (uint64
+// keys: numeric, uint64, IPv4) and `strings` is set. Core<Key> derives from Counter<Key, ...>.
+template <template <typename> class Core>
+struct CorePair {
+  std::unique_ptr<Core<uint64_t>> ints;
+  std::unique_ptr<Core<std::string>> strings;
+
+  template <typename Fn>
+  decltype(auto) Visit(Fn&& fn) const {
+    if (strings != nullptr) return fn(*strings);
+    return fn(*ints);
+  }
+  uint64_t count() const {
+    return Visit([](const auto& core) { return core.count(); });
+  }
+  size_t MemoryBytes() const {
+    return Visit([](const auto& core) { return core.MemoryBytes(); });
+  }
+  void Serialize(ByteWriter* w) const {
+    Visit([w](const auto& core) { core.Serialize(w); });
+  }
+  // `other` holds the same key type (its summary has the same value kind and parameters).
+  absl::Status Merge(const CorePair& other, Accelerator* accelerator) {
+    if (strings != nullptr) return strings->Merge(*other.strings, accelerator);
+    return ints->Merge(*other.ints, accelerator);
+  }
+};
+
+// Merge's checks: `other` is a T (spec name `name`) of the same value kind as `self` and
+// `same_parameters(*other)`, else InvalidArgument saying which.
+template <typename T, typename SameParameters>
+absl::StatusOr<const T*> MergeableAs(const T& self, const Summary& other, absl::string_view name,
+                                     SameParameters same_parameters) {
+  const auto* o = dynamic_cast<const T*>(&other);
+  if (o == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " cannot merge a ",
+                                                   SummaryKindName(other.kind()), " summary"));
+  }
+  if (o->value_kind() != self.value_kind()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot merge a summary of ", ValueKindName(o->value_kind()),
+                     " items into one of ", ValueKindName(self.value_kind()), " items"));
+  }
+  if (!same_parameters(*o)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot merge ", name,
+                                                   " summaries with different parameters: ",
+                                                   self.Describe(), " vs ", o->Describe()));
+  }
+  return o;
+}
 
 template <typename Key, typename Table>
 class Counter {

@@ -73,21 +73,8 @@ class FlatTable {
     });
   }
 
-  // Absent on one side means "count <= that side's T", so that T joins the entry's delta.
   void Union(const FlatTable& other, uint64_t own_threshold, uint64_t other_threshold) {
-    for (auto& [key, e] : table_) {
-      auto it = other.table_.find(key);
-      if (it != other.table_.end()) {
-        e.f += it->second.f;
-        e.delta += it->second.delta;
-      } else {
-        e.delta += other_threshold;
-      }
-    }
-    for (const auto& [key, e] : other.table_) {
-      auto [it, inserted] = table_.try_emplace(key, Entry{e.f, e.delta + own_threshold});
-      if (inserted) heap_bytes_ += Ops::HeapBytes(it->first);
-    }
+    lossy::UnionEntries(other.table_, own_threshold, other_threshold, &table_, &heap_bytes_);
   }
 
   size_t MemoryBytes() const {
@@ -96,50 +83,22 @@ class FlatTable {
   }
 
   // #entries | (key f delta)* sorted by key.
-  void Serialize(ByteWriter* w) const {
-    std::vector<const std::pair<const Key, Entry>*> sorted;
-    sorted.reserve(table_.size());
-    for (const auto& kv : table_) sorted.push_back(&kv);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto* x, const auto* y) { return x->first < y->first; });
-    w->Put<uint64_t>(sorted.size());
-    for (const auto* kv : sorted) {
-      Ops::Put(w, kv->first);
-      w->Put<uint64_t>(kv->second.f);
-      w->Put<uint64_t>(kv->second.delta);
-    }
-  }
+  void Serialize(ByteWriter* w) const { lossy::WriteEntries(table_, w); }
 
   absl::Status Load(ByteReader* r, uint64_t n_summarized, uint64_t threshold,
                     absl::FunctionRef<bool(const Key&)> key_ok) {
-    uint64_t entries = 0;
-    if (!r->GetCount(&entries, 3 * sizeof(uint64_t))) {
-      return Corrupt("lossy_counting table size exceeds the bytes left");
-    }
-    table_.reserve(entries);
     uint64_t total_f = 0;
-    Key previous{};
-    for (uint64_t i = 0; i < entries; ++i) {
-      Key key{};
-      Entry e;
-      if (!Ops::Get(r, &key) || !r->Get(&e.f) || !r->Get(&e.delta)) {
-        return Corrupt("lossy_counting table entry cut short or key too long");
-      }
-      if (!key_ok(key)) {
-        return Corrupt("lossy_counting table key is not a finite double");
-      }
-      if (i > 0 && !(previous < key)) return Corrupt("lossy_counting table keys not ascending");
+    auto admit = [&](const Key& key, const Entry& e) {
+      if (!key_ok(key)) return Corrupt("lossy_counting table key is not a finite double");
       if (e.f == 0 || e.delta > threshold || AddWouldOverflow(e.f, e.delta) ||
           e.f + e.delta <= threshold) {
         return Corrupt("lossy_counting table entry violates 0 < f, delta <= T < f + delta");
       }
       if (e.f > n_summarized - total_f) return Corrupt("lossy_counting table counts exceed N");
       total_f += e.f;
-      auto [it, inserted] = table_.try_emplace(key, e);
-      heap_bytes_ += Ops::HeapBytes(it->first);
-      previous = std::move(key);
-    }
-    return absl::OkStatus();
+      return absl::OkStatus();
+    };
+    return lossy::ReadEntries(r, "lossy_counting table", admit, &table_, &heap_bytes_);
   }
 
  private:
@@ -216,19 +175,13 @@ LossyCounting::LossyCounting(const LossyCountingOptions& options, ValueKind valu
       window_(options.EffectiveWindow()),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()) {
   if (value_kind_ == ValueKind::kString) {
-    strings_ = std::make_unique<LossyCountingCore<std::string>>(epsilon_, window_);
+    cores_.strings = std::make_unique<LossyCountingCore<std::string>>(epsilon_, window_);
   } else {
-    ints_ = std::make_unique<LossyCountingCore<uint64_t>>(epsilon_, window_);
+    cores_.ints = std::make_unique<LossyCountingCore<uint64_t>>(epsilon_, window_);
   }
 }
 
 LossyCounting::~LossyCounting() = default;
-
-template <typename Fn>
-decltype(auto) LossyCounting::Visit(Fn&& fn) const {
-  if (strings_ != nullptr) return fn(*strings_);
-  return fn(*ints_);
-}
 
 std::string LossyCounting::Describe() const {
   return absl::StrCat("epsilon=", epsilon_, ",window=", window_);
@@ -247,46 +200,34 @@ absl::Status LossyCounting::Update(const Batch& batch) {
     case ValueKind::kNumeric: {
       std::vector<uint64_t> bits(batch.values.size());
       std::transform(batch.values.begin(), batch.values.end(), bits.begin(), ToOrderedBits);
-      return ints_->Add({bits, batch.weights}, accelerator_);
+      return cores_.ints->Add({bits, batch.weights}, accelerator_);
     }
     case ValueKind::kUint64:
-      return ints_->Add({batch.keys, batch.weights}, accelerator_);
+      return cores_.ints->Add({batch.keys, batch.weights}, accelerator_);
     case ValueKind::kString:
-      return strings_->Add({batch.strings, batch.weights}, accelerator_);
+      return cores_.strings->Add({batch.strings, batch.weights}, accelerator_);
   }
   return absl::InvalidArgumentError("unknown value kind");
 }
 
 absl::Status LossyCounting::Merge(const Summary& other) {
-  const auto* o = dynamic_cast<const LossyCounting*>(&other);
-  if (o == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot merge a ", SummaryKindName(other.kind()),
-                                                   " summary into a lossy_counting summary"));
-  }
-  if (o->value_kind_ != value_kind_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot merge a summary of ", ValueKindName(o->value_kind_),
-                     " items into one of ", ValueKindName(value_kind_), " items"));
-  }
-  if (o->epsilon_ != epsilon_ || o->window_ != window_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot merge lossy_counting summaries with different parameters: ", Describe(), " vs ",
-        o->Describe()));
-  }
-  if (strings_ != nullptr) return strings_->Merge(*o->strings_, accelerator_);
-  return ints_->Merge(*o->ints_, accelerator_);
+  auto o = lossy::MergeableAs(*this, other, "lossy_counting", [this](const LossyCounting& o) {
+    return o.epsilon_ == epsilon_ && o.window_ == window_;
+  });
+  if (!o.ok()) return o.status();
+  return cores_.Merge((*o)->cores_, accelerator_);
 }
 
 uint64_t LossyCounting::count() const {
-  return Visit([](const auto& core) { return core.count(); });
+  return cores_.count();
 }
 
 size_t LossyCounting::table_size() const {
-  return Visit([](const auto& core) { return core.table_size(); });
+  return cores_.Visit([](const auto& core) { return core.table_size(); });
 }
 
 size_t LossyCounting::MemoryBytes() const {
-  return sizeof(*this) + Visit([](const auto& core) { return core.MemoryBytes(); });
+  return sizeof(*this) + cores_.MemoryBytes();
 }
 
 void LossyCounting::set_accelerator(Accelerator* accelerator) {
@@ -299,7 +240,7 @@ std::string LossyCounting::Serialize() const {
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<double>(epsilon_);
   w.Put<uint64_t>(window_);
-  Visit([&w](const auto& core) { core.Serialize(&w); });
+  cores_.Serialize(&w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kLossyCounting), w.bytes());
 }
 
@@ -327,11 +268,11 @@ absl::StatusOr<std::unique_ptr<Summary>> LossyCounting::Deserialize(absl::string
   auto summary = std::make_unique<LossyCounting>(options, value_kind, accelerator);
   absl::Status s;
   if (value_kind == ValueKind::kString) {
-    s = summary->strings_->Load(&r, [](const std::string&) { return true; });
+    s = summary->cores_.strings->Load(&r, [](const std::string&) { return true; });
   } else if (value_kind == ValueKind::kNumeric) {
-    s = summary->ints_->Load(&r, IsCanonicalNumericKey);
+    s = summary->cores_.ints->Load(&r, IsCanonicalNumericKey);
   } else {
-    s = summary->ints_->Load(&r, [](const uint64_t&) { return true; });
+    s = summary->cores_.ints->Load(&r, [](const uint64_t&) { return true; });
   }
   if (!s.ok()) return s;
   if (r.remaining() != 0) {
@@ -346,18 +287,18 @@ absl::StatusOr<std::vector<FrequencyAnswer>> LossyCounting::Frequencies(const Ke
   answers.reserve(keys.size());
   switch (value_kind_) {
     case ValueKind::kNumeric: {
-      const auto pending = ints_->CountPending();
-      for (double v : keys.values) answers.push_back(ints_->Answer(ToOrderedBits(v), pending));
+      const auto pending = cores_.ints->CountPending();
+      for (double v : keys.values) answers.push_back(cores_.ints->Answer(ToOrderedBits(v), pending));
       break;
     }
     case ValueKind::kUint64: {
-      const auto pending = ints_->CountPending();
-      for (uint64_t k : keys.keys) answers.push_back(ints_->Answer(k, pending));
+      const auto pending = cores_.ints->CountPending();
+      for (uint64_t k : keys.keys) answers.push_back(cores_.ints->Answer(k, pending));
       break;
     }
     case ValueKind::kString: {
-      const auto pending = strings_->CountPending();
-      for (const std::string& k : keys.strings) answers.push_back(strings_->Answer(k, pending));
+      const auto pending = cores_.strings->CountPending();
+      for (const std::string& k : keys.strings) answers.push_back(cores_.strings->Answer(k, pending));
       break;
     }
   }
@@ -374,15 +315,15 @@ absl::StatusOr<std::vector<HeavyHitter>> LossyCounting::HeavyHitters(double supp
       (static_cast<long double>(support) - static_cast<long double>(epsilon_)) *
       static_cast<long double>(count());
   std::vector<HeavyHitter> out;
-  if (strings_ != nullptr) {
-    for (const auto& [key, answer] : strings_->HeavyHitters(min_lower)) {
+  if (cores_.strings != nullptr) {
+    for (const auto& [key, answer] : cores_.strings->HeavyHitters(min_lower)) {
       HeavyHitter& h = out.emplace_back();
       h.str = std::string(key);
       h.frequency = answer;
     }
     return out;
   }
-  for (const auto& [key, answer] : ints_->HeavyHitters(min_lower)) {
+  for (const auto& [key, answer] : cores_.ints->HeavyHitters(min_lower)) {
     HeavyHitter& h = out.emplace_back();
     if (value_kind_ == ValueKind::kNumeric) {
       h.value = FromOrderedBits(key);

@@ -26,7 +26,6 @@ namespace streamstats::core {
 namespace {
 
 using namespace hhh_test;  // NOLINT: the reference, the guarantee and the streams
-using lossy_counting_test::FlakyAccelerator;
 
 #define HHH_ASSERT_OK(expr)                    \
   do {                                         \
@@ -409,23 +408,12 @@ TEST(HierarchicalHeavyHitters, OptionsRefuseHierarchiesTheKeysCannotHave) {
 }
 
 TEST(HierarchicalHeavyHitters, LeavesTheSummaryUnchangedWhenTheAcceleratorFails) {
-  const std::vector<uint64_t> first = ZipfAddresses(150, 50, 1.1, 61);
-  const std::vector<uint64_t> second = ZipfAddresses(450, 50, 1.1, 62);  // completes 4 windows
-  HierarchicalHeavyHitters reference(HhhOptions(0.05, 100), ValueKind::kUint64, nullptr);
-  HHH_ASSERT_OK(reference.Update(MakeBatch(absl::MakeConstSpan(first), {})));
-  HHH_ASSERT_OK(reference.Update(MakeBatch(absl::MakeConstSpan(second), {})));
-
-  FlakyAccelerator flaky(/*fail_on_call=*/4);  // call 1 flushes `first`; fails mid-`second`
-  HierarchicalHeavyHitters s(HhhOptions(0.05, 100), ValueKind::kUint64, &flaky);
-  HHH_ASSERT_OK(s.Update(MakeBatch(absl::MakeConstSpan(first), {})));
-  const std::string before = s.Serialize();
-  EXPECT_EQ(s.Update(MakeBatch(absl::MakeConstSpan(second), {})).code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(s.Serialize(), before);
-  // Retried on the CPU it ends where a clean run ends.
-  s.set_accelerator(CpuAcceleratorInstance());
-  HHH_ASSERT_OK(s.Update(MakeBatch(absl::MakeConstSpan(second), {})));
-  EXPECT_EQ(s.Serialize(), reference.Serialize());
+  lossy_counting_test::ExpectAtomicWhenTheAcceleratorFails(
+      [](Accelerator* accelerator) {
+        return std::make_unique<HierarchicalHeavyHitters>(HhhOptions(0.05, 100),
+                                                          ValueKind::kUint64, accelerator);
+      },
+      ZipfAddresses(150, 50, 1.1, 61), ZipfAddresses(450, 50, 1.1, 62));
 }
 
 // ---- Merges. ----

@@ -311,36 +311,28 @@ inline std::vector<double> Supports(double epsilon) {
   return out;
 }
 
-// Feeds `stream` (keys of the summary's kind) in randomly sized batches (0 to 3 windows, so
-// windows straddle batches) and checks the guarantee at every support and at the full and a
-// shallower cut, at `checkpoints` evenly spaced points, mostly mid-window.
+// Feeds `stream` (keys of the summary's kind) as lossy_counting_test::FeedInRandomBatches does
+// and checks the guarantee at every support and at the full and a shallower cut.
 template <typename K>
 void FeedAndCheck(const std::vector<K>& stream, const HierarchicalHeavyHittersOptions& options,
                   ValueKind kind, int checkpoints = 3, uint64_t seed = 1) {
   HierarchicalHeavyHitters s(options, kind, nullptr);
   SCOPED_TRACE(s.Describe());
-  Exact<K> exact;
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<size_t> batch_size(0, 3 * s.window());
-  size_t pos = 0;
-  int next = 1;
-  while (pos < stream.size()) {
-    const size_t len = std::min(batch_size(rng), stream.size() - pos);
-    const absl::Status st = s.Update(MakeBatch(absl::MakeConstSpan(stream).subspan(pos, len), {}));
-    ASSERT_TRUE(st.ok()) << st;
-    for (size_t i = pos; i < pos + len; ++i) ++exact[stream[i]];
-    pos += len;
-    while (next <= checkpoints && pos * checkpoints >= next * stream.size()) {
-      const ExactTree tree(s.hierarchy(), exact);
-      const int32_t cut = static_cast<int32_t>(std::min<uint32_t>(s.depth() / 2, 2));
-      for (double phi : Supports(s.epsilon())) {
-        ASSERT_TRUE(SatisfiesGuarantee(s, tree, phi)) << "after " << pos << " items";
-      }
-      ASSERT_TRUE(SatisfiesGuarantee(s, tree, 3 * s.epsilon(), cut))
-          << "after " << pos << " items, cut at " << cut;
-      ++next;
-    }
-  }
+  lossy_counting_test::FeedInRandomBatches(
+      stream, s.window(), checkpoints, seed,
+      [&s](absl::Span<const K> items) {
+        const absl::Status st = s.Update(MakeBatch(items, {}));
+        ASSERT_TRUE(st.ok()) << st;
+      },
+      [&s](const Exact<K>& exact, size_t pos) {
+        const ExactTree tree(s.hierarchy(), exact);
+        const int32_t cut = static_cast<int32_t>(std::min<uint32_t>(s.depth() / 2, 2));
+        for (double phi : Supports(s.epsilon())) {
+          ASSERT_TRUE(SatisfiesGuarantee(s, tree, phi)) << "after " << pos << " items";
+        }
+        ASSERT_TRUE(SatisfiesGuarantee(s, tree, 3 * s.epsilon(), cut))
+            << "after " << pos << " items, cut at " << cut;
+      });
 }
 
 // ---- Streams. ----
