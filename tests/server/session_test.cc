@@ -305,6 +305,11 @@ TEST(Session, ChunksAreAsSmallAsTheCostliestSummaryAsks) {
   auto lc = *Session::Create(Config("lc", {"lossy_counting"}, v1::VALUE_KIND_UINT64), nullptr);
   ASSERT_TRUE(lc->Ingest(kb, "", 1).ok());
   EXPECT_EQ(lc->chunks_applied(), (k.size() + 8191) / 8192);
+  // With hierarchical heavy hitters: their 2048.
+  auto hhh = *Session::Create(Config("hhh", {"lossy_counting", "hhh"}, v1::VALUE_KIND_UINT64),
+                              nullptr);
+  ASSERT_TRUE(hhh->Ingest(kb, "", 1).ok());
+  EXPECT_EQ(hhh->chunks_applied(), (k.size() + 2047) / 2048);
 }
 
 TEST(QueryTurns, IngestStepsAsideWhileAQuestionWaitsAndNoLongerThanItsBound) {
