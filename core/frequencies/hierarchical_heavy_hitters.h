@@ -104,10 +104,10 @@ class HierarchicalHeavyHitters final : public Summary {
   // A key that does not read in the hierarchy (ValidateHierarchicalKeys) is InvalidArgument and
   // changes nothing; so does an accelerator failure (atomic, as LossyCounting::Update).
   absl::Status Update(const Batch& batch) override;
-  // A quarter of the default: an item costs a node per level it creates (measured 25-200 ns an
-  // IPv4 address, 250-420 ns a path of 1-4 components, against Lossy Counting's 12-47 ns;
-  // bench/HHH_RESULTS.md), so a chunk of 2048 holds the session lock about as long as 8192
-  // items of Lossy Counting do.
+  // A quarter of the default: an item costs a node per level it creates (measured 20-130 ns an
+  // IPv4 address, 1.9-4.2 times Lossy Counting's, and 210-260 ns a path of 1-4 components on
+  // the 2-vCPU VM; bench/HHH_RESULTS.md), so a chunk of 2048 holds the session lock about as
+  // long as 8192 items of Lossy Counting on the same keys do (IPv4), or less (paths).
   size_t ChunkItems() const override { return kDefaultChunkItems / 4; }
   // Needs the same value kind, epsilon, window, hierarchy and depth. Atomic like Update.
   absl::Status Merge(const Summary& other) override;
