@@ -8,6 +8,7 @@
 //     ranks NAME VALUE... [--last=W|DURATION]
 //     freq NAME [KEY...] [--summary=KIND]          no keys: F2 alone (ams, count_sketch)
 //     heavy-hitters NAME --support=S [--summary=KIND]
+//     hhh NAME --phi=P [--prefix=PREFIX] [--depth=D]   hierarchical heavy hitters
 //
 // Errors print the server's message and exit 1; usage errors exit 2.
 #include <unistd.h>
@@ -47,12 +48,15 @@ constexpr char kUsage[] =
     "            fcm[:epsilon=E,delta=D,dh=H,dl=L,k=K,conservative=true]  misra_gries[:k=K]\n"
     "            pbf:keys=N,threshold=F[,candidates=C] | pbf:m=BITS,k=K,p=P[,candidates=C]\n"
     "            ams[:epsilon=E,delta=D]  count_sketch[:epsilon=E,delta=D,candidates=C]\n"
+    "            hhh[:epsilon=E,window=W,hierarchy=ipv4|ipv6|path,max_depth=D]\n"
+    "              (keys: uint64 = IPv4 addresses; strings = paths, or IPv4/IPv6 text)\n"
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
     "  quantiles NAME PHI... [--last=W|DURATION]      (window sessions: 1000, 300s, 5m, 1h)\n"
     "  ranks NAME VALUE... [--last=W|DURATION]\n"
     "  freq NAME [KEY...] [--summary=KIND] [--last=...]   no KEY: F2 (ams, count_sketch)\n"
     "  heavy-hitters NAME --support=S [--summary=KIND] [--last=...]\n"
+    "  hhh NAME --phi=P [--prefix=10.0.0.0/8|eu/fr] [--depth=D]   hierarchical heavy hitters\n"
     "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
     "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051; the token to $STREAMSTATS_TOKEN.\n";
 
@@ -479,6 +483,45 @@ int HeavyHittersCommand(Client& client, const Args& args, bool json) {
   return 0;
 }
 
+int HhhCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() != 2) return Usage("hhh needs exactly one NAME");
+  double phi;
+  if (!absl::SimpleAtod(args.Get("phi"), &phi)) {
+    return Usage("hhh needs --phi=P with P in (epsilon, 1]");
+  }
+  v1::GetHierarchicalHeavyHittersRequest request;
+  request.set_session(p[1]);
+  request.set_phi(phi);
+  request.set_prefix(args.Get("prefix"));
+  if (args.Has("depth")) {
+    uint32_t depth;
+    if (!absl::SimpleAtoi(args.Get("depth"), &depth)) {
+      return Usage("--depth must be a non-negative integer (levels below the root)");
+    }
+    request.set_max_depth(depth);
+  }
+  auto r = client.GetHierarchicalHeavyHitters(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("N=%llu  hhh %s, %u levels, phi=%g  max error=%llu (%s)\n",
+              static_cast<unsigned long long>(r->count()), r->hierarchy().c_str(), r->depth(),
+              r->phi(), static_cast<unsigned long long>(r->max_error()), r->guarantee().c_str());
+  for (const auto& x : r->prefixes()) {
+    std::printf("  %s  depth=%u  discounted=%llu in [%llu, %llu]  total in [%llu, %llu]\n",
+                x.prefix().c_str(), x.depth(),
+                static_cast<unsigned long long>(x.discounted().estimate()),
+                static_cast<unsigned long long>(x.discounted().lower()),
+                static_cast<unsigned long long>(x.discounted().upper()),
+                static_cast<unsigned long long>(x.total().lower()),
+                static_cast<unsigned long long>(x.total().upper()));
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
@@ -528,6 +571,7 @@ int Main(int argc, char** argv) {
   if (command == "ranks") return RanksCommand(*client, args, json);
   if (command == "freq") return FreqCommand(*client, args, json);
   if (command == "heavy-hitters") return HeavyHittersCommand(*client, args, json);
+  if (command == "hhh") return HhhCommand(*client, args, json);
   if (command == "bench") return BenchCommand(server, args.options, std::cout, std::cerr);
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }

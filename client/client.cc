@@ -121,6 +121,12 @@ absl::StatusOr<v1::GetHeavyHittersResponse> Client::GetHeavyHitters(
   STREAMSTATS_UNARY(GetHeavyHitters, v1::GetHeavyHittersRequest, v1::GetHeavyHittersResponse, r)
 }
 
+absl::StatusOr<v1::GetHierarchicalHeavyHittersResponse> Client::GetHierarchicalHeavyHitters(
+    const v1::GetHierarchicalHeavyHittersRequest& r) {
+  STREAMSTATS_UNARY(GetHierarchicalHeavyHitters, v1::GetHierarchicalHeavyHittersRequest,
+                    v1::GetHierarchicalHeavyHittersResponse, r)
+}
+
 #undef STREAMSTATS_UNARY
 
 std::unique_ptr<IngestStream> Client::StartIngest() {

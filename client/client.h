@@ -63,6 +63,8 @@ class Client {
   absl::StatusOr<v1::GetFrequenciesResponse> GetFrequencies(const v1::GetFrequenciesRequest& request);
   absl::StatusOr<v1::GetHeavyHittersResponse> GetHeavyHitters(
       const v1::GetHeavyHittersRequest& request);
+  absl::StatusOr<v1::GetHierarchicalHeavyHittersResponse> GetHierarchicalHeavyHitters(
+      const v1::GetHierarchicalHeavyHittersRequest& request);
 
   std::unique_ptr<IngestStream> StartIngest();
 

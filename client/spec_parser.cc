@@ -1,8 +1,11 @@
 #include "client/spec_parser.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -68,6 +71,21 @@ class Taker {
       return absl::InvalidArgumentError(
           absl::StrCat(kind_, ": ", name, " must be true or false, got '", it->second, "'"));
     }
+    params_.erase(it);
+    return absl::OkStatus();
+  }
+  // One of `choices` (index into *out); absent leaves *out alone.
+  absl::Status Choice(const std::string& name, const std::vector<std::string>& choices,
+                      size_t* out) {
+    auto it = params_.find(name);
+    if (it == params_.end()) return absl::OkStatus();
+    auto found = std::find(choices.begin(), choices.end(), it->second);
+    if (found == choices.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(kind_, ": ", name, " must be one of ",
+                                                     absl::StrJoin(choices, ", "), ", got '",
+                                                     it->second, "'"));
+    }
+    *out = static_cast<size_t>(found - choices.begin());
     params_.erase(it);
     return absl::OkStatus();
   }
@@ -291,11 +309,31 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
     c->set_heavy_hitter_capacity(capacity);
     return spec;
   }
+  if (kind == "hhh") {
+    v1::HierarchicalHeavyHittersSpec* h = spec.mutable_hierarchical_heavy_hitters();
+    double epsilon = 0;
+    bool has_epsilon;
+    uint64_t window = 0, max_depth = 0;
+    size_t hierarchy = 0;  // the enum's values in order: auto, ipv4, ipv6, path
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Uint("window", &window));
+    TAKE(take.Choice("hierarchy", {"auto", "ipv4", "ipv6", "path"}, &hierarchy));
+    TAKE(take.Uint("max_depth", &max_depth));
+    TAKE(take.Done("epsilon, window, hierarchy, max_depth"));
+    if (max_depth > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat("hhh: max_depth too large: ", max_depth));
+    }
+    if (has_epsilon) h->set_epsilon(epsilon);
+    h->set_window_items(window);
+    h->set_hierarchy(static_cast<v1::HierarchicalHeavyHittersSpec::Hierarchy>(hierarchy));
+    h->set_max_depth(static_cast<uint32_t>(max_depth));
+    return spec;
+  }
 #undef TAKE
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown summary '", kind,
       "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf, ams, "
-      "count_sketch)"));
+      "count_sketch, hhh)"));
 }
 
 }  // namespace streamstats::client

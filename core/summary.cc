@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/serialization.h"
+#include "core/frequencies/hierarchical_heavy_hitters.h"
 #include "core/frequencies/lossy_counting.h"
 #include "core/frequencies/misra_gries.h"
 #include "core/parallel/partitioned.h"
@@ -77,6 +78,8 @@ const char* SummaryKindName(SummaryKind kind) {
       return "ams";
     case SummaryKind::kCountSketch:
       return "count_sketch";
+    case SummaryKind::kHierarchicalHeavyHitters:
+      return "hhh";
   }
   return "unknown";
 }
@@ -96,6 +99,10 @@ absl::StatusOr<std::vector<HeavyHitter>> Summary::HeavyHitters(double) const {
 absl::StatusOr<SecondMomentAnswer> Summary::SecondMoment() const {
   return Unanswerable(*this, "second-moment (F2) questions");
 }
+absl::StatusOr<std::vector<PrefixHeavyHitter>> Summary::PrefixHeavyHitters(
+    const PrefixQuestion&) const {
+  return Unanswerable(*this, "hierarchical heavy-hitter questions");
+}
 
 absl::Status QuantileOptions::Validate() const {
   if (absl::Status s = ValidateEpsilon(epsilon); !s.ok()) return s;
@@ -111,6 +118,66 @@ absl::Status LossyCountingOptions::Validate() const {
 }
 uint64_t LossyCountingOptions::EffectiveWindow() const {
   return window_items != 0 ? window_items : AutoWindow(1 / epsilon, 4096, uint64_t{1} << 20);
+}
+
+absl::Status HierarchicalHeavyHittersOptions::Validate(ValueKind value_kind) const {
+  if (absl::Status s = ValidateEpsilon(epsilon); !s.ok()) return s;
+  if (absl::Status s = ValidateWindow(window_items); !s.ok()) return s;
+  if (value_kind == ValueKind::kNumeric) {
+    return absl::InvalidArgumentError(
+        "hierarchical heavy hitters need uint64 keys (read as IPv4 addresses) or string keys "
+        "(paths, IPv4 or IPv6 text); numeric values have no hierarchy");
+  }
+  if (static_cast<uint8_t>(hierarchy) > static_cast<uint8_t>(HierarchyKind::kPath)) {
+    return absl::InvalidArgumentError("hierarchy must be auto, ipv4, ipv6 or path");
+  }
+  const HierarchyKind h = EffectiveHierarchy(value_kind);
+  if (value_kind == ValueKind::kUint64 && h != HierarchyKind::kIpv4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "uint64 keys are read as IPv4 addresses: hierarchy must be ipv4 (or auto), got ",
+        HierarchyKindName(h)));
+  }
+  switch (h) {
+    case HierarchyKind::kIpv4:
+      if (max_depth != 0 && max_depth != kIpv4Depth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the ipv4 hierarchy has 4 levels (/8, /16, /24, /32): max_depth must be 0 or 4, got ",
+            max_depth));
+      }
+      break;
+    case HierarchyKind::kIpv6:
+      if (max_depth != 0 && max_depth != kIpv6Depth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the ipv6 hierarchy has 8 levels (/16, /32, ..., /128): max_depth must be 0 or 8, "
+            "got ",
+            max_depth));
+      }
+      break;
+    default:
+      if (max_depth > kMaxPathDepth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "max_depth must be 0 (16) or in [1, ", kMaxPathDepth, "] for paths, got ", max_depth));
+      }
+      break;
+  }
+  return absl::OkStatus();
+}
+uint64_t HierarchicalHeavyHittersOptions::EffectiveWindow() const {
+  return window_items != 0 ? window_items : AutoWindow(1 / epsilon, 4096, uint64_t{1} << 20);
+}
+HierarchyKind HierarchicalHeavyHittersOptions::EffectiveHierarchy(ValueKind value_kind) const {
+  if (hierarchy != HierarchyKind::kAuto) return hierarchy;
+  return value_kind == ValueKind::kUint64 ? HierarchyKind::kIpv4 : HierarchyKind::kPath;
+}
+uint32_t HierarchicalHeavyHittersOptions::Depth(ValueKind value_kind) const {
+  switch (EffectiveHierarchy(value_kind)) {
+    case HierarchyKind::kIpv4:
+      return kIpv4Depth;
+    case HierarchyKind::kIpv6:
+      return kIpv6Depth;
+    default:
+      return max_depth != 0 ? max_depth : 16;
+  }
 }
 
 absl::Status SlidingWindowOptions::Validate() const {
@@ -167,6 +234,8 @@ absl::Status SummaryOptions::Validate(ValueKind value_kind) const {
       return ams.Validate();
     case SummaryKind::kCountSketch:
       return count_sketch.Validate();
+    case SummaryKind::kHierarchicalHeavyHitters:
+      return hhh.Validate(value_kind);
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       if (value_kind == ValueKind::kString) {
@@ -216,6 +285,9 @@ absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& opt
     case SummaryKind::kCountSketch:
       return std::unique_ptr<Summary>(
           new CountSketch(options.count_sketch, value_kind, accelerator));
+    case SummaryKind::kHierarchicalHeavyHitters:
+      return std::unique_ptr<Summary>(
+          new HierarchicalHeavyHitters(options.hhh, value_kind, accelerator));
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       return std::unique_ptr<Summary>(
@@ -254,6 +326,8 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
       return Ams::Deserialize(env->payload, accelerator);
     case SummaryKind::kCountSketch:
       return CountSketch::Deserialize(env->payload, accelerator);
+    case SummaryKind::kHierarchicalHeavyHitters:
+      return HierarchicalHeavyHitters::Deserialize(env->payload, accelerator);
     case SummaryKind::kPartitioned:
       return PartitionedSummary::Deserialize(env->payload, accelerator);
     case SummaryKind::kSlidingQuantiles:
@@ -316,6 +390,13 @@ absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
       break;
     case ValueKind::kUint64:
       break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBatchFor(const SummaryOptions& options, const Batch& batch) {
+  if (options.kind == SummaryKind::kHierarchicalHeavyHitters) {
+    return ValidateHierarchicalKeys(options.hhh, batch);
   }
   return absl::OkStatus();
 }

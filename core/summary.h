@@ -21,6 +21,7 @@
 #include "core/accel/accelerator.h"
 #include "core/common/hash.h"
 #include "core/common/types.h"
+#include "core/frequencies/prefix_hierarchy.h"
 
 namespace streamstats::core {
 
@@ -43,6 +44,8 @@ enum class SummaryKind : uint16_t {
   // The signed sketches (seed 001 §IV; core/sketches/ams.h, core/sketches/count_sketch.h).
   kAms = 11,
   kCountSketch = 12,
+  // Hierarchical heavy hitters (seed 000 §5.4; core/frequencies/hierarchical_heavy_hitters.h).
+  kHierarchicalHeavyHitters = 13,
 };
 
 const char* SummaryKindName(SummaryKind kind);
@@ -101,6 +104,9 @@ class Summary {
   virtual absl::StatusOr<std::vector<HeavyHitter>> HeavyHitters(double support) const;
   // F2, the second frequency moment of everything added (AMS and Count Sketch).
   virtual absl::StatusOr<SecondMomentAnswer> SecondMoment() const;
+  // Hierarchical heavy hitters (HierarchicalHeavyHitters).
+  virtual absl::StatusOr<std::vector<PrefixHeavyHitter>> PrefixHeavyHitters(
+      const PrefixQuestion& question) const;
 };
 
 // Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
@@ -117,6 +123,24 @@ struct LossyCountingOptions {
   uint64_t window_items = 0;  // items per window; 0 = auto: clamp(ceil(1/epsilon), 4096, 2^20)
   absl::Status Validate() const;
   uint64_t EffectiveWindow() const;
+};
+
+// Hierarchical heavy hitters: Lossy Counting over a trie of prefixes (Cormode, Korn, Muthukrishnan &
+// Srivastava 2003, full ancestry; seed 000 §5.4); see core/frequencies/hierarchical_heavy_hitters.h.
+// The hierarchies and their levels: core/frequencies/prefix_hierarchy.h.
+struct HierarchicalHeavyHittersOptions {
+  double epsilon = 0.001;     // error as a fraction of N, in [1e-6, 0.5]
+  uint64_t window_items = 0;  // items per window; 0 = auto: clamp(ceil(1/epsilon), 4096, 2^20)
+  // kAuto: ipv4 for uint64 keys, path for string keys. uint64 keys take ipv4 only; numeric
+  // items none.
+  HierarchyKind hierarchy = HierarchyKind::kAuto;
+  // Levels below the root. path: the most components a key may have, in [1, 32]; 0 = 16.
+  // ipv4 (4 levels) and ipv6 (8): 0 or exactly their depth.
+  uint32_t max_depth = 0;
+  absl::Status Validate(ValueKind value_kind) const;
+  uint64_t EffectiveWindow() const;
+  HierarchyKind EffectiveHierarchy(ValueKind value_kind) const;
+  uint32_t Depth(ValueKind value_kind) const;  // levels below the root
 };
 
 // Count-Min (Cormode & Muthukrishnan 2005; seed 001 §IV); see core/sketches/count_min.h.
@@ -265,6 +289,7 @@ struct SummaryOptions {
   PbfOptions pbf;
   AmsOptions ams;
   CountSketchOptions count_sketch;
+  HierarchicalHeavyHittersOptions hhh;
   PartitionOptions partition;  // partitions > 1: count_min, fcm, misra_gries and pbf only
   SlidingWindowOptions sliding;  // kSlidingQuantiles, kSlidingFrequencies
   TimeWindowOptions time_window;  // kTimeWindow
@@ -283,6 +308,11 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
 // Checks a batch before any summary sees it: the payload matches `kind`, values are finite,
 // string keys are at most kMaxStringKeyBytes, weights are empty or one positive weight per item.
 absl::Status ValidateBatch(const Batch& batch, ValueKind kind);
+
+// Checks what a summary of `options` needs of a batch's items beyond ValidateBatch: the
+// hierarchical heavy hitters read every key as an address or a path. A session calls it for each
+// of its summaries before it applies a batch, so a batch one summary refuses changes none.
+absl::Status ValidateBatchFor(const SummaryOptions& options, const Batch& batch);
 
 // Checks the keys of a frequency question the same way.
 absl::Status ValidateKeys(const Keys& keys, ValueKind kind);

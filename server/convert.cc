@@ -141,6 +141,32 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
         o.count_sketch.heavy_hitter_capacity = c.heavy_hitter_capacity();
         break;
       }
+      case v1::SummarySpec::kHierarchicalHeavyHitters: {
+        const v1::HierarchicalHeavyHittersSpec& h = s.hierarchical_heavy_hitters();
+        o.kind = core::SummaryKind::kHierarchicalHeavyHitters;
+        if (h.has_epsilon()) o.hhh.epsilon = h.epsilon();
+        o.hhh.window_items = h.window_items();
+        switch (h.hierarchy()) {
+          case v1::HierarchicalHeavyHittersSpec::HIERARCHY_AUTO:
+            o.hhh.hierarchy = core::HierarchyKind::kAuto;
+            break;
+          case v1::HierarchicalHeavyHittersSpec::HIERARCHY_IPV4:
+            o.hhh.hierarchy = core::HierarchyKind::kIpv4;
+            break;
+          case v1::HierarchicalHeavyHittersSpec::HIERARCHY_IPV6:
+            o.hhh.hierarchy = core::HierarchyKind::kIpv6;
+            break;
+          case v1::HierarchicalHeavyHittersSpec::HIERARCHY_PATH:
+            o.hhh.hierarchy = core::HierarchyKind::kPath;
+            break;
+          default:
+            return absl::InvalidArgumentError(
+                "hhh: hierarchy must be HIERARCHY_AUTO, HIERARCHY_IPV4, HIERARCHY_IPV6 or "
+                "HIERARCHY_PATH");
+        }
+        o.hhh.max_depth = h.max_depth();
+        break;
+      }
       default:
         return absl::InvalidArgumentError("a summary spec must name its kind");
     }

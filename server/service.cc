@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -291,6 +292,40 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
   return rpc.Done(absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
+    grpc::CallbackServerContext* ctx, const v1::GetHierarchicalHeavyHittersRequest* request,
+    v1::GetHierarchicalHeavyHittersResponse* response) {
+  RpcScope rpc(metrics_, "GetHierarchicalHeavyHitters", true, ctx);
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
+  if (!session.ok()) return rpc.Done(session.status());
+  core::PrefixQuestion question;
+  question.phi = request->phi();
+  question.prefix = request->prefix();
+  if (request->has_max_depth()) {
+    // Anything past the deepest hierarchy (32 path levels) is refused by the summary as beyond.
+    question.max_depth = static_cast<int32_t>(std::min<uint32_t>(request->max_depth(), 1u << 20));
+  }
+  auto result = (*session)->PrefixHeavyHitters(question);
+  if (!result.ok()) return rpc.Done(result.status());
+  response->set_count(result->count);
+  response->set_epsilon(result->epsilon);
+  response->set_phi(result->phi);
+  response->set_hierarchy(result->hierarchy);
+  response->set_depth(result->depth);
+  response->set_max_error(result->max_error);
+  response->set_guarantee(result->guarantee);
+  for (const core::PrefixHeavyHitter& p : result->prefixes) {
+    v1::PrefixHeavyHitter* out = response->add_prefixes();
+    out->set_prefix(p.prefix);
+    out->set_depth(p.depth);
+    FillFrequency(p.discounted, out->mutable_discounted());
+    FillFrequency(p.total, out->mutable_total());
+  }
+  return rpc.Done(absl::OkStatus());
+}
+
 // One Ingest stream. Batches are applied on the executor in order, one at a time; while one is
 // applied the next is read (kReadAhead), so a single stream keeps its ingest thread
 // busy instead of waiting a read's round trip through gRPC after every batch. The stream's own
@@ -458,7 +493,7 @@ class StreamStatsService::IngestReactor final
     }
     // Refuse a malformed batch before it spends the tenant's rate quota.
     if (batch->size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
-    if (absl::Status s = core::ValidateBatch(*batch, session_->config().value_kind); !s.ok()) {
+    if (absl::Status s = session_->Validate(*batch); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("batch ", request_.sequence(), ": ", s.message()));
     }
     if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch->size()); !s.ok()) {

@@ -33,7 +33,9 @@ using StreamStatsCallbackBase = v1::StreamStats::WithCallbackMethod_CreateSessio
         v1::StreamStats::WithCallbackMethod_DeleteSession<v1::StreamStats::WithRawCallbackMethod_Ingest<
             v1::StreamStats::WithCallbackMethod_GetQuantiles<v1::StreamStats::WithCallbackMethod_GetRanks<
                 v1::StreamStats::WithCallbackMethod_GetFrequencies<
-                    v1::StreamStats::WithCallbackMethod_GetHeavyHitters<v1::StreamStats::Service>>>>>>>>>;
+                    v1::StreamStats::WithCallbackMethod_GetHeavyHitters<
+                        v1::StreamStats::WithCallbackMethod_GetHierarchicalHeavyHitters<
+                            v1::StreamStats::Service>>>>>>>>>>;
 
 class StreamStatsService final : public StreamStatsCallbackBase {
  public:
@@ -75,6 +77,9 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   grpc::ServerUnaryReactor* GetHeavyHitters(grpc::CallbackServerContext* ctx,
                                             const v1::GetHeavyHittersRequest* request,
                                             v1::GetHeavyHittersResponse* response) override;
+  grpc::ServerUnaryReactor* GetHierarchicalHeavyHitters(
+      grpc::CallbackServerContext* ctx, const v1::GetHierarchicalHeavyHittersRequest* request,
+      v1::GetHierarchicalHeavyHittersResponse* response) override;
 
  private:
   class IngestReactor;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/common/serialization.h"
+#include "core/frequencies/hierarchical_heavy_hitters.h"
 #include "core/parallel/partitioned.h"
 #include "core/quantiles/quantile_summary.h"
 #include "core/sketches/count_min.h"
@@ -29,7 +30,12 @@ bool AnswersQuantiles(const core::SummaryOptions& o) {
   return o.kind == SummaryKind::kQuantiles || o.kind == SummaryKind::kSlidingQuantiles ||
          (o.kind == SummaryKind::kTimeWindow && o.time_window.inner == SummaryKind::kQuantiles);
 }
-bool AnswersFrequencies(const core::SummaryOptions& o) { return !AnswersQuantiles(o); }
+bool AnswersPrefixes(const core::SummaryOptions& o) {
+  return o.kind == SummaryKind::kHierarchicalHeavyHitters;
+}
+bool AnswersFrequencies(const core::SummaryOptions& o) {
+  return !AnswersQuantiles(o) && !AnswersPrefixes(o);
+}
 bool AnswersHeavyHitters(const core::SummaryOptions& o) {
   return AnswersFrequencies(o) && o.kind != SummaryKind::kAms;
 }
@@ -77,14 +83,16 @@ bool MergesInParts(const core::SummaryOptions& o) {
     case SummaryKind::kFcm:
     case SummaryKind::kLossyCounting:
     case SummaryKind::kMisraGries:
+    case SummaryKind::kHierarchicalHeavyHitters:
       return true;
     default:
       return false;
   }
 }
 
-// Parts use the session's accelerator. On the GPU pool, a quantile or Lossy Counting part sends
-// its windows there as the session's own summary does (the pool keeps no state for them); a
+// Parts use the session's accelerator. On the GPU pool, a quantile, Lossy Counting or IPv4
+// hierarchical heavy-hitter part sends its windows there as the session's own summary does (the
+// pool keeps no state for them); a
 // Count-Min or FCM table would live on the device (core/accel/device_mirror.h), one more per
 // batch, so sessions holding one apply their batches one at a time there.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
@@ -121,9 +129,15 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     return pbf->on_device() ? absl::StrCat(accelerator.name(), ": filter on the device")
                             : "cpu: filter in host memory";
   }
+  if (const auto* hhh = dynamic_cast<const core::HierarchicalHeavyHitters*>(&s);
+      hhh != nullptr && !hhh->sorts_on_accelerator()) {
+    return absl::StrCat("cpu: ", core::HierarchyKindName(hhh->hierarchy()),
+                        " keys are counted on the cpu (the device sorts integer keys only)");
+  }
   uint64_t window = 0;
   if (o.kind == SummaryKind::kQuantiles) window = o.quantiles.EffectiveWindow();
   if (o.kind == SummaryKind::kLossyCounting) window = o.lossy_counting.EffectiveWindow();
+  if (o.kind == SummaryKind::kHierarchicalHeavyHitters) window = o.hhh.EffectiveWindow();
   if (window == 0) {
     if (IsWindowed(o)) {
       return absl::StrCat("windows of at least ", threshold, " keys on ", accelerator.name(),
@@ -240,6 +254,14 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
   }
 }
 
+std::string PrefixGuarantee(double epsilon, double phi) {
+  return absl::StrFormat(
+      "deterministic: every prefix not answered has a discounted weight below %gN; every answered "
+      "prefix has its total weight in [lower, upper] with upper - lower <= %gN and at least "
+      "%gN, and its discounted weight in [lower, upper]",
+      phi, epsilon, std::max(0.0, phi - epsilon));
+}
+
 void BatchGate::Enter() {
   MutexLock lock(&mu_);
   while (closing_ > 0) cv_.Wait(&mu_);
@@ -300,7 +322,7 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
                              uint64_t* lsn_out) {
   if (duplicate != nullptr) *duplicate = false;
   if (batch.size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
-  if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
+  if (absl::Status s = Validate(batch); !s.ok()) return s;
   gate_.Enter();
   absl::Cleanup exit_gate = [this] { gate_.Exit(); };
   // Batches being applied, this one included: the first goes to the session's summaries, the
@@ -325,6 +347,14 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (!s.ok()) return s;
   if (duplicate != nullptr) *duplicate = is_duplicate;
   if (lsn_out != nullptr) *lsn_out = lsn;
+  return absl::OkStatus();
+}
+
+absl::Status Session::Validate(const core::Batch& batch) const {
+  if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
+  for (const core::SummaryOptions& o : config_.summaries) {
+    if (absl::Status s = core::ValidateBatchFor(o, batch); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -678,6 +708,30 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
     return r;
   }
   return NoSuchSummary(config_, "heavy-hitter questions");
+}
+
+absl::StatusOr<PrefixHeavyHittersResult> Session::PrefixHeavyHitters(
+    const core::PrefixQuestion& question) const {
+  if (absl::Status s = core::ValidatePhi(question.phi); !s.ok()) return s;
+  QueryLock lock(this);
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    if (!AnswersPrefixes(config_.summaries[i])) continue;
+    const auto* s = dynamic_cast<const core::HierarchicalHeavyHitters*>(summaries_[i].get());
+    if (s == nullptr) break;
+    auto prefixes = s->PrefixHeavyHitters(question);
+    if (!prefixes.ok()) return prefixes.status();
+    PrefixHeavyHittersResult r;
+    r.count = s->count();
+    r.epsilon = s->epsilon();
+    r.phi = question.phi;
+    r.hierarchy = core::HierarchyKindName(s->hierarchy());
+    r.depth = question.max_depth >= 0 ? static_cast<uint32_t>(question.max_depth) : s->depth();
+    r.max_error = static_cast<uint64_t>(static_cast<long double>(r.epsilon) * r.count);
+    r.guarantee = PrefixGuarantee(r.epsilon, r.phi);
+    r.prefixes = *std::move(prefixes);
+    return r;
+  }
+  return NoSuchSummary(config_, "hierarchical heavy-hitter questions (add --summary=hhh)");
 }
 
 std::string Session::Serialize() const {

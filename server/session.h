@@ -5,14 +5,17 @@
 // time is applied to the session's own summaries, in chunks, so that a question waits for at most
 // one chunk. When every summary of the session merges with its bound intact and answers
 // independently of the items' order beyond that bound (quantiles, Count-Min, FCM, Lossy
-// Counting, Misra–Gries; not windows, PBF or partitioned summaries; on the GPU pool not Count-Min
-// or FCM, whose tables live on the device), a batch arriving while another is being applied goes
+// Counting, Misra–Gries, hierarchical heavy hitters; not windows, PBF or partitioned summaries;
+// on the GPU pool not Count-Min or FCM, whose tables live on the device), a batch arriving while
+// another is being applied goes
 // to a fresh part instead, and so does the rest of the batch being applied: an empty summary of
 // the same options, updated without any session lock, then merged into the session's summary
 // under the lock (seed 001 §III's partitioned ingestion, with parts as short-lived as a batch). What the merge does to each
 // answer is in each summary's header: Count-Min's counters are exactly those of one sketch over
-// all batches; conservative update, FCM, Lossy Counting, Misra–Gries and quantiles keep their
-// stated bound, though not bit for bit the answers of one order. One stream's batches never
+// all batches; conservative update, FCM, Lossy Counting, Misra–Gries, quantiles and the
+// hierarchical heavy hitters (a union of tries with T summed, core/frequencies/
+// hierarchical_heavy_hitters.h) keep their stated bound, though not bit for bit the answers of
+// one order. One stream's batches never
 // overlap, so a session fed by one stream (and every replay of the log) applies them one after
 // another, exactly as before. A batch is acknowledged after its merge, so every question after an
 // acknowledgement sees it. Measured: bench/E2E_RESULTS.md, "16 streams into one session".
@@ -131,6 +134,17 @@ struct HeavyHittersResult {
   std::optional<core::WindowCoverage> coverage;
 };
 
+struct PrefixHeavyHittersResult {
+  uint64_t count = 0;
+  double epsilon = 0;
+  double phi = 0;
+  std::string hierarchy;  // "ipv4", "ipv6", "path"
+  uint32_t depth = 0;     // the levels answered
+  uint64_t max_error = 0;  // floor(epsilon * N): the widest total interval
+  std::string guarantee;
+  std::vector<core::PrefixHeavyHitter> prefixes;
+};
+
 // Questions waiting for a session's lock. Ingest steps aside at its chunk boundaries while any
 // question sharing this object waits, so one object shared by every session of a server makes
 // all ingest pause for a question, not only the ingest into the asked session: on cores
@@ -190,6 +204,10 @@ class Session {
   // Logs a validated batch before it is applied; returns its LSN (the WAL append).
   using LogFn = std::function<absl::StatusOr<uint64_t>()>;
 
+  // Checks a batch against the session's value kind and what each summary needs of its keys
+  // (core::ValidateBatch, core::ValidateBatchFor); Ingest does, and callers may first.
+  absl::Status Validate(const core::Batch& batch) const;
+
   // Validates and applies a batch to every summary; an invalid batch changes nothing.
   // With a producer id, a sequence not above that producer's highest applied one is skipped
   // (*duplicate = true) and reported OK with *lsn the producer's latest logged record (the caller
@@ -231,6 +249,10 @@ class Session {
                                                 const core::Window& window = {}) const;
   absl::StatusOr<HeavyHittersResult> HeavyHitters(double support, absl::string_view summary,
                                                   const core::Window& window = {}) const;
+  // From the session's hhh summary (FailedPrecondition without one); phi outside [0, 1] and
+  // what the summary refuses (core/frequencies/hierarchical_heavy_hitters.h) are InvalidArgument.
+  absl::StatusOr<PrefixHeavyHittersResult> PrefixHeavyHitters(
+      const core::PrefixQuestion& question) const;
 
   // Snapshot: the config, the producers' sequences and every summary, checksummed.
   std::string Serialize() const;
@@ -312,6 +334,8 @@ class Session {
 std::string FrequencyGuarantee(const core::SummaryOptions& options);
 // The guarantee of its heavy hitters: the frequency one, but for PBF's selection bound.
 std::string HeavyHitterGuarantee(const core::SummaryOptions& options);
+// The hierarchical heavy hitters' guarantee at support phi, in words.
+std::string PrefixGuarantee(double epsilon, double phi);
 
 }  // namespace streamstats::server
 

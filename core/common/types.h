@@ -92,6 +92,23 @@ struct HeavyHitter {
   FrequencyAnswer frequency;
 };
 
+// A hierarchical heavy-hitter question (core/frequencies/hierarchical_heavy_hitters.h states what
+// the answer guarantees).
+struct PrefixQuestion {
+  double phi = 0;      // the support: prefixes whose discounted weight may reach phi * N
+  std::string prefix;  // answer only this prefix and the ones below it; "" or "*": all of them
+  int32_t max_depth = -1;  // cut the hierarchy at this depth (levels below the root); -1: no cut
+};
+
+// One hierarchical heavy hitter: a prefix with the bounds on its discounted weight (what lies
+// under it and under no other answered prefix below it) and on its total weight.
+struct PrefixHeavyHitter {
+  std::string prefix;  // text: "10.1.0.0/16", "2001:db8::/32", "eu/fr" (core/frequencies/prefix_hierarchy.h)
+  uint32_t depth = 0;  // levels below the root
+  FrequencyAnswer discounted;
+  FrequencyAnswer total;
+};
+
 }  // namespace streamstats::core
 
 #endif  // STREAMSTATS_CORE_COMMON_TYPES_H_

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -11,22 +9,14 @@
 #include "absl/types/span.h"
 #include "core/common/ordered_bits.h"
 #include "core/common/serialization.h"
+#include "core/frequencies/lossy_counter.h"
 
 namespace streamstats::core {
 namespace {
 
-// floor(epsilon * n), exactly. epsilon = m * 2^(exp - 53) with an integer m < 2^53, so the product
-// is a 117-bit integer shifted right. Doing it in floating point could round up past epsilon*n
-// and break "absent items have f <= epsilon*N" by a hair.
-uint64_t FloorEpsilonTimes(double epsilon, uint64_t n) {
-  int exp = 0;
-  const double frac = std::frexp(epsilon, &exp);  // epsilon = frac * 2^exp, frac in [0.5, 1)
-  const uint64_t m = static_cast<uint64_t>(std::ldexp(frac, 53));  // exact
-  const int shift = 53 - exp;  // epsilon <= 0.5, so exp <= 0 and the result fits in 64 bits
-  if (shift >= 128) return 0;
-  const unsigned __int128 product = static_cast<unsigned __int128>(m) * n;
-  return static_cast<uint64_t>(product >> shift);
-}
+using lossy::AddWouldOverflow;
+using lossy::KeyOps;
+using lossy::Segment;
 
 // Numeric tables are keyed by ToOrderedBits(value); a serialized key must be the image of a
 // finite double (and not of -0.0, which maps like +0.0).
@@ -35,164 +25,100 @@ bool IsCanonicalNumericKey(const uint64_t& key) {
   return std::isfinite(v) && ToOrderedBits(v) == key;
 }
 
-bool AddWouldOverflow(uint64_t a, uint64_t b) {
-  return a > std::numeric_limits<uint64_t>::max() - b;
-}
-
-// One distinct string of a window and its total weight; views the window's strings.
-struct StringCount {
-  absl::string_view key;
-  uint64_t count;
-};
-
-// What differs between the key types: how a key is viewed, stored, serialized and counted.
+// The table of Lossy Counting: entries {f, delta} with f <= (true count of flushed windows) <=
+// f + delta; an absent key has a flushed count <= T. After a compression every entry has
+// f + delta > T; while T stands still that stays true (f only grows, and new entries start at
+// f >= 1, delta = T), so nothing becomes deletable.
 template <typename Key>
-struct KeyOps;
+class FlatTable {
+ public:
+  using Ops = KeyOps<Key>;
+  using Counted = typename Ops::Counted;
 
-template <>
-struct KeyOps<uint64_t> {
-  using View = uint64_t;
-  using Counted = HistogramEntry;
-  static void Put(ByteWriter* w, uint64_t key) { w->Put<uint64_t>(key); }
-  static bool Get(ByteReader* r, uint64_t* key) { return r->Get(key); }
-  static size_t HeapBytes(uint64_t) { return 0; }
-};
+  struct Entry {
+    uint64_t f = 0;
+    uint64_t delta = 0;
+  };
 
-template <>
-struct KeyOps<std::string> {
-  using View = absl::string_view;
-  using Counted = StringCount;
-  static void Put(ByteWriter* w, const std::string& key) { w->PutString(key); }
-  static bool Get(ByteReader* r, std::string* key) { return r->GetString(key, kMaxStringKeyBytes); }
-  static size_t HeapBytes(const std::string& s) {
-    static const size_t kInline = std::string().capacity();
-    return s.capacity() > kInline ? s.capacity() + 1 : 0;
-  }
-};
+  const absl::flat_hash_map<Key, Entry>& entries() const { return table_; }
+  size_t size() const { return table_.size(); }
 
-// A run of items: keys with weights (empty: every item weighs 1).
-template <typename Key>
-struct Segment {
-  absl::Span<const Key> keys;
-  absl::Span<const uint64_t> weights;
-
-  size_t size() const { return keys.size(); }
-  uint64_t weight(size_t i) const { return weights.empty() ? 1 : weights[i]; }
-  uint64_t TotalWeight() const {
-    if (weights.empty()) return keys.size();
-    uint64_t total = 0;
-    for (uint64_t w : weights) total += w;
-    return total;
-  }
-  Segment Sub(size_t pos, size_t len) const {
-    return {keys.subspan(pos, len), weights.empty() ? weights : weights.subspan(pos, len)};
-  }
-};
-
-// The histogram of the window a ++ b, on the accelerator. The window is copied first, so a
-// failing accelerator leaves the inputs (our pending window among them) untouched.
-absl::Status WindowHistogram(const Segment<uint64_t>& a, const Segment<uint64_t>& b,
-                             Accelerator* accelerator, std::vector<HistogramEntry>* out) {
-  std::vector<uint64_t> keys;
-  keys.reserve(a.size() + b.size());
-  keys.insert(keys.end(), a.keys.begin(), a.keys.end());
-  keys.insert(keys.end(), b.keys.begin(), b.keys.end());
-  std::vector<uint64_t> weights;
-  if (!a.weights.empty() || !b.weights.empty()) {
-    weights.reserve(keys.size());
-    for (size_t i = 0; i < a.size(); ++i) weights.push_back(a.weight(i));
-    for (size_t i = 0; i < b.size(); ++i) weights.push_back(b.weight(i));
-  }
-  if (absl::Status s = accelerator->Histogram(absl::MakeSpan(keys), absl::MakeSpan(weights), out);
-      !s.ok()) {
-    return s;
-  }
-  // Cheap insurance against a broken backend: the histogram must account for the whole window.
-  uint64_t total = 0;
-  for (const HistogramEntry& e : *out) total += e.count;
-  const uint64_t expected = a.TotalWeight() + b.TotalWeight();
-  if (total != expected) {
-    return absl::InternalError(absl::StrCat("accelerator ", accelerator->name(),
-                                            " returned a histogram of total weight ", total,
-                                            " for a window of weight ", expected));
-  }
-  return absl::OkStatus();
-}
-
-// The histogram of the window a ++ b, on the CPU (strings never go to the accelerator).
-absl::Status WindowHistogram(const Segment<std::string>& a, const Segment<std::string>& b,
-                             Accelerator*, std::vector<StringCount>* out) {
-  std::vector<std::pair<const std::string*, uint64_t>> items;
-  items.reserve(a.size() + b.size());
-  for (size_t i = 0; i < a.size(); ++i) items.push_back({&a.keys[i], a.weight(i)});
-  for (size_t i = 0; i < b.size(); ++i) items.push_back({&b.keys[i], b.weight(i)});
-  std::sort(items.begin(), items.end(),
-            [](const auto& x, const auto& y) { return *x.first < *y.first; });
-  out->clear();
-  for (const auto& [key, weight] : items) {
-    if (!out->empty() && out->back().key == *key) {
-      out->back().count += weight;
-    } else {
-      out->push_back({*key, weight});
+  void Fold(const Segment<Key>& items, uint64_t threshold) {
+    constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
+      const uint64_t w = items.weight(i);
+      auto [it, inserted] = table_.try_emplace(items.keys[i], Entry{w, threshold});
+      if (!inserted) it->second.f += w;
     }
   }
-  return absl::OkStatus();
-}
+
+  void Fold(const std::vector<Counted>& window, uint64_t threshold) {
+    for (const Counted& c : window) {
+      auto [it, inserted] = table_.try_emplace(c.key, Entry{c.count, threshold});
+      if (inserted) {
+        heap_bytes_ += Ops::HeapBytes(it->first);
+      } else {
+        it->second.f += c.count;
+      }
+    }
+  }
+
+  // Drops every entry whose count cannot exceed t.
+  void Compress(uint64_t t) {
+    absl::erase_if(table_, [this, t](const auto& kv) {
+      if (kv.second.f + kv.second.delta > t) return false;
+      heap_bytes_ -= Ops::HeapBytes(kv.first);
+      return true;
+    });
+  }
+
+  void Union(const FlatTable& other, uint64_t own_threshold, uint64_t other_threshold) {
+    lossy::UnionEntries(other.table_, own_threshold, other_threshold, &table_, &heap_bytes_);
+  }
+
+  size_t MemoryBytes() const {
+    constexpr size_t kSlotBytes = sizeof(std::pair<const Key, Entry>) + 1;  // + control byte
+    return table_.capacity() * kSlotBytes + heap_bytes_;
+  }
+
+  // #entries | (key f delta)* sorted by key.
+  void Serialize(ByteWriter* w) const { lossy::WriteEntries(table_, w); }
+
+  absl::Status Load(ByteReader* r, uint64_t n_summarized, uint64_t threshold,
+                    absl::FunctionRef<bool(const Key&)> key_ok) {
+    uint64_t total_f = 0;
+    auto admit = [&](const Key& key, const Entry& e) {
+      if (!key_ok(key)) return Corrupt("lossy_counting table key is not a finite double");
+      if (e.f == 0 || e.delta > threshold || AddWouldOverflow(e.f, e.delta) ||
+          e.f + e.delta <= threshold) {
+        return Corrupt("lossy_counting table entry violates 0 < f, delta <= T < f + delta");
+      }
+      if (e.f > n_summarized - total_f) return Corrupt("lossy_counting table counts exceed N");
+      total_f += e.f;
+      return absl::OkStatus();
+    };
+    return lossy::ReadEntries(r, "lossy_counting table", admit, &table_, &heap_bytes_);
+  }
+
+ private:
+  absl::flat_hash_map<Key, Entry> table_;
+  size_t heap_bytes_ = 0;
+};
 
 }  // namespace
 
 template <typename Key>
-class LossyCountingCore {
+class LossyCountingCore : public lossy::Counter<Key, FlatTable<Key>> {
  public:
-  using Ops = KeyOps<Key>;
-  using View = typename Ops::View;
-  using Counted = typename Ops::Counted;
-  // Pending (current-window) weight per distinct key; views the pending keys.
-  using PendingCounts = absl::flat_hash_map<View, uint64_t>;
+  using Base = lossy::Counter<Key, FlatTable<Key>>;
+  using View = typename Base::View;
+  using PendingCounts = typename Base::PendingCounts;
 
-  LossyCountingCore(double epsilon, uint64_t window) : epsilon_(epsilon), window_(window) {}
+  LossyCountingCore(double epsilon, uint64_t window)
+      : Base(epsilon, window, FlatTable<Key>(), "lossy_counting") {}
 
-  uint64_t count() const { return n_summarized_ + pending_weight_; }
-  size_t table_size() const { return table_.size(); }
-
-  // Appends items; every window they complete is flushed. All accelerator work happens before
-  // the first change, so an error leaves the core unchanged.
-  absl::Status Add(const Segment<Key>& in, Accelerator* accelerator) {
-    if constexpr (std::is_same_v<Key, uint64_t>) {
-      if (accelerator == CpuAcceleratorInstance()) {
-        AddOnHost(in);
-        return absl::OkStatus();
-      }
-    }
-    Plan plan;
-    if (absl::Status s = PlanWindows(in, accelerator, &plan); !s.ok()) return s;
-    Apply(plan, in);
-    return absl::OkStatus();
-  }
-
-  // Folds in `other`'s table, then appends its pending items. Atomic like Add.
-  absl::Status Merge(const LossyCountingCore& other, Accelerator* accelerator) {
-    if (&other == this) {
-      const LossyCountingCore copy(*this);
-      return Merge(copy, accelerator);
-    }
-    const Segment<Key> in{other.pending_keys_, other.pending_weights_};
-    Plan plan;
-    if (absl::Status s = PlanWindows(in, accelerator, &plan); !s.ok()) return s;
-    UnionTables(other);
-    Apply(plan, in);
-    return absl::OkStatus();
-  }
-
-  PendingCounts CountPending() const {
-    PendingCounts counts;
-    if (pending_keys_.empty()) return counts;
-    const Segment<Key> pending{pending_keys_, pending_weights_};
-    for (size_t i = 0; i < pending.size(); ++i) {
-      counts[View(pending_keys_[i])] += pending.weight(i);
-    }
-    return counts;
-  }
+  size_t table_size() const { return this->table().size(); }
 
   FrequencyAnswer Answer(View key, const PendingCounts& pending) const {
     uint64_t p = 0;
@@ -201,13 +127,14 @@ class LossyCountingCore {
       if (it != pending.end()) p = it->second;
     }
     FrequencyAnswer a;
-    auto it = table_.find(key);
-    if (it != table_.end()) {
+    const auto& table = this->table().entries();
+    auto it = table.find(key);
+    if (it != table.end()) {
       a.lower = it->second.f + p;
       a.upper = it->second.f + it->second.delta + p;
     } else {
       a.lower = p;
-      a.upper = threshold_ + p;
+      a.upper = this->threshold() + p;
     }
     a.estimate = a.lower;
     return a;
@@ -217,8 +144,8 @@ class LossyCountingCore {
   // then key ascending. The views live as long as the core is not changed.
   std::vector<std::pair<View, FrequencyAnswer>> HeavyHitters(long double min_lower) const {
     std::vector<std::pair<View, FrequencyAnswer>> found;
-    PendingCounts pending = CountPending();
-    for (const auto& [key, e] : table_) {
+    PendingCounts pending = this->CountPending();
+    for (const auto& [key, e] : this->table().entries()) {
       uint64_t p = 0;
       if (auto it = pending.find(View(key)); it != pending.end()) {
         p = it->second;
@@ -230,7 +157,7 @@ class LossyCountingCore {
     }
     for (const auto& [key, p] : pending) {
       if (static_cast<long double>(p) >= min_lower) {
-        found.push_back({key, {p, p, threshold_ + p}});
+        found.push_back({key, {p, p, this->threshold() + p}});
       }
     }
     std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
@@ -239,289 +166,6 @@ class LossyCountingCore {
     });
     return found;
   }
-
-  size_t MemoryBytes() const {
-    constexpr size_t kSlotBytes = sizeof(std::pair<const Key, Entry>) + 1;  // + control byte
-    return sizeof(*this) + table_.capacity() * kSlotBytes + table_heap_bytes_ +
-           pending_keys_.capacity() * sizeof(Key) + pending_heap_bytes_ +
-           pending_weights_.capacity() * sizeof(uint64_t);
-  }
-
-  // n_summarized | threshold | #entries | (key f delta)* sorted by key | #pending | keys |
-  // #pending weights (0 or #pending) | weights.
-  void Serialize(ByteWriter* w) const {
-    w->Put<uint64_t>(n_summarized_);
-    w->Put<uint64_t>(threshold_);
-    std::vector<const std::pair<const Key, Entry>*> sorted;
-    sorted.reserve(table_.size());
-    for (const auto& kv : table_) sorted.push_back(&kv);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto* x, const auto* y) { return x->first < y->first; });
-    w->Put<uint64_t>(sorted.size());
-    for (const auto* kv : sorted) {
-      Ops::Put(w, kv->first);
-      w->Put<uint64_t>(kv->second.f);
-      w->Put<uint64_t>(kv->second.delta);
-    }
-    w->Put<uint64_t>(pending_keys_.size());
-    for (const Key& key : pending_keys_) Ops::Put(w, key);
-    w->Put<uint64_t>(pending_weights_.size());
-    for (uint64_t weight : pending_weights_) w->Put<uint64_t>(weight);
-  }
-
-  // Reads what Serialize wrote into an empty core, checking every invariant the algorithm keeps.
-  // `key_ok` (may be null) vets each key.
-  absl::Status Load(ByteReader* r, bool (*key_ok)(const Key&)) {
-    uint64_t n_summarized, threshold;
-    if (!r->Get(&n_summarized) || !r->Get(&threshold))
-      return Corrupt("lossy_counting counts cut short");
-    if (threshold > FloorEpsilonTimes(epsilon_, n_summarized)) {
-      return Corrupt("lossy_counting threshold exceeds floor(epsilon * N)");
-    }
-    n_summarized_ = n_summarized;
-    threshold_ = threshold;
-
-    uint64_t entries;
-    if (!r->GetCount(&entries, 3 * sizeof(uint64_t))) {
-      return Corrupt("lossy_counting table size exceeds the bytes left");
-    }
-    table_.reserve(entries);
-    uint64_t total_f = 0;
-    Key previous{};
-    for (uint64_t i = 0; i < entries; ++i) {
-      Key key;
-      Entry e;
-      if (!Ops::Get(r, &key) || !r->Get(&e.f) || !r->Get(&e.delta)) {
-        return Corrupt("lossy_counting table entry cut short or key too long");
-      }
-      if (key_ok != nullptr && !key_ok(key)) {
-        return Corrupt("lossy_counting table key is not a finite double");
-      }
-      if (i > 0 && !(previous < key)) return Corrupt("lossy_counting table keys not ascending");
-      if (e.f == 0 || e.delta > threshold_ || AddWouldOverflow(e.f, e.delta) ||
-          e.f + e.delta <= threshold_) {
-        return Corrupt("lossy_counting table entry violates 0 < f, delta <= T < f + delta");
-      }
-      if (e.f > n_summarized_ - total_f) return Corrupt("lossy_counting table counts exceed N");
-      total_f += e.f;
-      auto [it, inserted] = table_.try_emplace(key, e);
-      table_heap_bytes_ += Ops::HeapBytes(it->first);
-      previous = std::move(key);
-    }
-
-    uint64_t pending;
-    if (!r->GetCount(&pending, sizeof(uint64_t))) {
-      return Corrupt("lossy_counting window size exceeds the bytes left");
-    }
-    if (pending >= window_) return Corrupt("lossy_counting pending window is not below its size");
-    pending_keys_.reserve(pending);
-    for (uint64_t i = 0; i < pending; ++i) {
-      Key key;
-      if (!Ops::Get(r, &key)) return Corrupt("lossy_counting pending key cut short or too long");
-      if (key_ok != nullptr && !key_ok(key)) {
-        return Corrupt("lossy_counting pending key is not a finite double");
-      }
-      pending_heap_bytes_ += Ops::HeapBytes(key);
-      pending_keys_.push_back(std::move(key));
-    }
-    uint64_t weights;
-    if (!r->GetCount(&weights, sizeof(uint64_t))) {
-      return Corrupt("lossy_counting weight count exceeds the bytes left");
-    }
-    if (weights != 0 && weights != pending) {
-      return Corrupt("lossy_counting pending weights must be absent or one per item");
-    }
-    pending_weights_.reserve(weights);
-    uint64_t pending_weight = weights == 0 ? pending : 0;
-    for (uint64_t i = 0; i < weights; ++i) {
-      uint64_t w;
-      if (!r->Get(&w)) return Corrupt("lossy_counting pending weight cut short");
-      // No accepted batch carries a weight above 2^40 (ValidateBatch).
-      if (w == 0 || w > (uint64_t{1} << 40) || AddWouldOverflow(pending_weight, w)) {
-        return Corrupt("lossy_counting pending weight is zero, above 2^40 or overflows");
-      }
-      pending_weight += w;
-      pending_weights_.push_back(w);
-    }
-    if (AddWouldOverflow(n_summarized_, pending_weight) ||
-        n_summarized_ + pending_weight > (uint64_t{1} << 62)) {
-      return Corrupt("lossy_counting N overflows or exceeds 2^62");
-    }
-    pending_weight_ = pending_weight;
-    return absl::OkStatus();
-  }
-
- private:
-  // f <= (true count of flushed windows) <= f + delta.
-  struct Entry {
-    uint64_t f = 0;
-    uint64_t delta = 0;
-  };
-
-  // The histograms of the windows an append completes, computed before anything changes.
-  struct Plan {
-    std::vector<std::vector<Counted>> windows;
-    size_t rest = 0;  // incoming items from here on stay pending
-  };
-
-  absl::Status PlanWindows(const Segment<Key>& in, Accelerator* accelerator, Plan* plan) const {
-    const size_t p = pending_keys_.size();
-    const size_t n = in.size();
-    plan->rest = 0;
-    if (p + n < window_) return absl::OkStatus();
-    const Segment<Key> pending{pending_keys_, pending_weights_};
-    size_t pos = window_ - p;
-    plan->windows.emplace_back();
-    if (absl::Status s =
-            WindowHistogram(pending, in.Sub(0, pos), accelerator, &plan->windows.back());
-        !s.ok()) {
-      return s;
-    }
-    while (n - pos >= window_) {
-      plan->windows.emplace_back();
-      if (absl::Status s = WindowHistogram(Segment<Key>{}, in.Sub(pos, window_), accelerator,
-                                           &plan->windows.back());
-          !s.ok()) {
-        return s;
-      }
-      pos += window_;
-    }
-    plan->rest = pos;
-    return absl::OkStatus();
-  }
-
-  // Cannot fail. The first planned window views the pending keys, so they are cleared only after.
-  void Apply(const Plan& plan, const Segment<Key>& in) {
-    for (const std::vector<Counted>& window : plan.windows) FlushWindow(window);
-    if (!plan.windows.empty()) {
-      pending_keys_.clear();
-      pending_weights_.clear();
-      pending_weight_ = 0;
-      pending_heap_bytes_ = 0;
-    }
-    AppendPending(in.Sub(plan.rest, in.size() - plan.rest));
-  }
-
-  // Add without an accelerator (uint64 and numeric keys on the CPU one, which cannot fail): a
-  // window is folded into the table item by item instead of being sorted into a histogram
-  // first. Folding item by item inserts {weight, T} at a key's first occurrence and adds the
-  // later ones, which is what FlushWindow does with the key's total, and T only changes after
-  // the whole window, so the table, T and every answer are the same. perf before: the window's
-  // radix sort (SortKeysStably) was 44 % of Lossy Counting's time, its run-length encoding and
-  // copies another 17 %.
-  void AddOnHost(const Segment<Key>& in) {
-    size_t pos = 0;
-    while (pending_keys_.size() + (in.size() - pos) >= window_) {
-      const size_t take = window_ - pending_keys_.size();
-      const Segment<Key> pending{pending_keys_, pending_weights_};
-      const Segment<Key> rest = in.Sub(pos, take);
-      FoldIntoTable(pending);
-      FoldIntoTable(rest);
-      const uint64_t weight = pending_weight_ + rest.TotalWeight();
-      pending_keys_.clear();
-      pending_weights_.clear();
-      pending_weight_ = 0;
-      pending_heap_bytes_ = 0;
-      FinishWindow(weight);
-      pos += take;
-    }
-    AppendPending(in.Sub(pos, in.size() - pos));
-  }
-
-  void FoldIntoTable(const Segment<Key>& items) {
-    constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
-      const uint64_t w = items.weight(i);
-      auto [it, inserted] = table_.try_emplace(items.keys[i], Entry{w, threshold_});
-      if (!inserted) it->second.f += w;
-    }
-  }
-
-  void AppendPending(const Segment<Key>& in) {
-    const size_t old_size = pending_keys_.size();
-    pending_keys_.insert(pending_keys_.end(), in.keys.begin(), in.keys.end());
-    for (size_t i = old_size; i < pending_keys_.size(); ++i) {
-      pending_heap_bytes_ += Ops::HeapBytes(pending_keys_[i]);
-    }
-    if (in.weights.empty()) {
-      if (!pending_weights_.empty()) pending_weights_.resize(pending_keys_.size(), 1);
-      pending_weight_ += in.size();
-      return;
-    }
-    // Weights stay implicit until one differs from 1.
-    const bool all_unit =
-        std::all_of(in.weights.begin(), in.weights.end(), [](uint64_t w) { return w == 1; });
-    if (!all_unit || !pending_weights_.empty()) {
-      pending_weights_.resize(old_size, 1);  // materializes the implicit ones, if still implicit
-      pending_weights_.insert(pending_weights_.end(), in.weights.begin(), in.weights.end());
-    }
-    pending_weight_ += in.TotalWeight();
-  }
-
-  void FlushWindow(const std::vector<Counted>& window) {
-    uint64_t weight = 0;
-    for (const Counted& c : window) {
-      weight += c.count;
-      auto [it, inserted] = table_.try_emplace(c.key, Entry{c.count, threshold_});
-      if (inserted) {
-        table_heap_bytes_ += Ops::HeapBytes(it->first);
-      } else {
-        it->second.f += c.count;
-      }
-    }
-    FinishWindow(weight);
-  }
-
-  // After a window of total `weight` was folded into the table: N, T and the compression.
-  void FinishWindow(uint64_t weight) {
-    n_summarized_ += weight;
-    const uint64_t t = std::max(threshold_, FloorEpsilonTimes(epsilon_, n_summarized_));
-    // While T stands still nothing can become deletable: every entry had f + delta > T, f only
-    // grows, and new entries start at f >= 1, delta = T.
-    if (t != threshold_) Compress(t);
-  }
-
-  // Absent on one side means "count <= that side's T", so that T joins the entry's delta.
-  void UnionTables(const LossyCountingCore& other) {
-    const uint64_t own_threshold = threshold_;
-    for (auto& [key, e] : table_) {
-      auto it = other.table_.find(key);
-      if (it != other.table_.end()) {
-        e.f += it->second.f;
-        e.delta += it->second.delta;
-      } else {
-        e.delta += other.threshold_;
-      }
-    }
-    for (const auto& [key, e] : other.table_) {
-      auto [it, inserted] = table_.try_emplace(key, Entry{e.f, e.delta + own_threshold});
-      if (inserted) table_heap_bytes_ += Ops::HeapBytes(it->first);
-    }
-    n_summarized_ += other.n_summarized_;
-    Compress(own_threshold + other.threshold_);
-  }
-
-  // Sets T = t and drops every entry whose count cannot exceed it.
-  void Compress(uint64_t t) {
-    threshold_ = t;
-    absl::erase_if(table_, [this, t](const auto& kv) {
-      if (kv.second.f + kv.second.delta > t) return false;
-      table_heap_bytes_ -= Ops::HeapBytes(kv.first);
-      return true;
-    });
-  }
-
-  double epsilon_;
-  uint64_t window_;
-  uint64_t n_summarized_ = 0;  // total weight of flushed windows
-  uint64_t threshold_ = 0;     // T: no absent item has a flushed count above it
-  absl::flat_hash_map<Key, Entry> table_;
-  size_t table_heap_bytes_ = 0;
-  std::vector<Key> pending_keys_;          // the current window, in arrival order
-  std::vector<uint64_t> pending_weights_;  // empty while every pending weight is 1
-  uint64_t pending_weight_ = 0;
-  size_t pending_heap_bytes_ = 0;
 };
 
 LossyCounting::LossyCounting(const LossyCountingOptions& options, ValueKind value_kind,
@@ -531,19 +175,13 @@ LossyCounting::LossyCounting(const LossyCountingOptions& options, ValueKind valu
       window_(options.EffectiveWindow()),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()) {
   if (value_kind_ == ValueKind::kString) {
-    strings_ = std::make_unique<LossyCountingCore<std::string>>(epsilon_, window_);
+    cores_.strings = std::make_unique<LossyCountingCore<std::string>>(epsilon_, window_);
   } else {
-    ints_ = std::make_unique<LossyCountingCore<uint64_t>>(epsilon_, window_);
+    cores_.ints = std::make_unique<LossyCountingCore<uint64_t>>(epsilon_, window_);
   }
 }
 
 LossyCounting::~LossyCounting() = default;
-
-template <typename Fn>
-decltype(auto) LossyCounting::Visit(Fn&& fn) const {
-  if (strings_ != nullptr) return fn(*strings_);
-  return fn(*ints_);
-}
 
 std::string LossyCounting::Describe() const {
   return absl::StrCat("epsilon=", epsilon_, ",window=", window_);
@@ -562,46 +200,34 @@ absl::Status LossyCounting::Update(const Batch& batch) {
     case ValueKind::kNumeric: {
       std::vector<uint64_t> bits(batch.values.size());
       std::transform(batch.values.begin(), batch.values.end(), bits.begin(), ToOrderedBits);
-      return ints_->Add({bits, batch.weights}, accelerator_);
+      return cores_.ints->Add({bits, batch.weights}, accelerator_);
     }
     case ValueKind::kUint64:
-      return ints_->Add({batch.keys, batch.weights}, accelerator_);
+      return cores_.ints->Add({batch.keys, batch.weights}, accelerator_);
     case ValueKind::kString:
-      return strings_->Add({batch.strings, batch.weights}, accelerator_);
+      return cores_.strings->Add({batch.strings, batch.weights}, accelerator_);
   }
   return absl::InvalidArgumentError("unknown value kind");
 }
 
 absl::Status LossyCounting::Merge(const Summary& other) {
-  const auto* o = dynamic_cast<const LossyCounting*>(&other);
-  if (o == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot merge a ", SummaryKindName(other.kind()),
-                                                   " summary into a lossy_counting summary"));
-  }
-  if (o->value_kind_ != value_kind_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot merge a summary of ", ValueKindName(o->value_kind_),
-                     " items into one of ", ValueKindName(value_kind_), " items"));
-  }
-  if (o->epsilon_ != epsilon_ || o->window_ != window_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot merge lossy_counting summaries with different parameters: ", Describe(), " vs ",
-        o->Describe()));
-  }
-  if (strings_ != nullptr) return strings_->Merge(*o->strings_, accelerator_);
-  return ints_->Merge(*o->ints_, accelerator_);
+  auto o = lossy::MergeableAs(*this, other, "lossy_counting", [this](const LossyCounting& o) {
+    return o.epsilon_ == epsilon_ && o.window_ == window_;
+  });
+  if (!o.ok()) return o.status();
+  return cores_.Merge((*o)->cores_, accelerator_);
 }
 
 uint64_t LossyCounting::count() const {
-  return Visit([](const auto& core) { return core.count(); });
+  return cores_.count();
 }
 
 size_t LossyCounting::table_size() const {
-  return Visit([](const auto& core) { return core.table_size(); });
+  return cores_.Visit([](const auto& core) { return core.table_size(); });
 }
 
 size_t LossyCounting::MemoryBytes() const {
-  return sizeof(*this) + Visit([](const auto& core) { return core.MemoryBytes(); });
+  return sizeof(*this) + cores_.MemoryBytes();
 }
 
 void LossyCounting::set_accelerator(Accelerator* accelerator) {
@@ -614,7 +240,7 @@ std::string LossyCounting::Serialize() const {
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<double>(epsilon_);
   w.Put<uint64_t>(window_);
-  Visit([&w](const auto& core) { core.Serialize(&w); });
+  cores_.Serialize(&w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kLossyCounting), w.bytes());
 }
 
@@ -642,10 +268,11 @@ absl::StatusOr<std::unique_ptr<Summary>> LossyCounting::Deserialize(absl::string
   auto summary = std::make_unique<LossyCounting>(options, value_kind, accelerator);
   absl::Status s;
   if (value_kind == ValueKind::kString) {
-    s = summary->strings_->Load(&r, nullptr);
+    s = summary->cores_.strings->Load(&r, [](const std::string&) { return true; });
+  } else if (value_kind == ValueKind::kNumeric) {
+    s = summary->cores_.ints->Load(&r, IsCanonicalNumericKey);
   } else {
-    s = summary->ints_->Load(&r,
-                             value_kind == ValueKind::kNumeric ? &IsCanonicalNumericKey : nullptr);
+    s = summary->cores_.ints->Load(&r, [](const uint64_t&) { return true; });
   }
   if (!s.ok()) return s;
   if (r.remaining() != 0) {
@@ -660,18 +287,18 @@ absl::StatusOr<std::vector<FrequencyAnswer>> LossyCounting::Frequencies(const Ke
   answers.reserve(keys.size());
   switch (value_kind_) {
     case ValueKind::kNumeric: {
-      const auto pending = ints_->CountPending();
-      for (double v : keys.values) answers.push_back(ints_->Answer(ToOrderedBits(v), pending));
+      const auto pending = cores_.ints->CountPending();
+      for (double v : keys.values) answers.push_back(cores_.ints->Answer(ToOrderedBits(v), pending));
       break;
     }
     case ValueKind::kUint64: {
-      const auto pending = ints_->CountPending();
-      for (uint64_t k : keys.keys) answers.push_back(ints_->Answer(k, pending));
+      const auto pending = cores_.ints->CountPending();
+      for (uint64_t k : keys.keys) answers.push_back(cores_.ints->Answer(k, pending));
       break;
     }
     case ValueKind::kString: {
-      const auto pending = strings_->CountPending();
-      for (const std::string& k : keys.strings) answers.push_back(strings_->Answer(k, pending));
+      const auto pending = cores_.strings->CountPending();
+      for (const std::string& k : keys.strings) answers.push_back(cores_.strings->Answer(k, pending));
       break;
     }
   }
@@ -688,15 +315,15 @@ absl::StatusOr<std::vector<HeavyHitter>> LossyCounting::HeavyHitters(double supp
       (static_cast<long double>(support) - static_cast<long double>(epsilon_)) *
       static_cast<long double>(count());
   std::vector<HeavyHitter> out;
-  if (strings_ != nullptr) {
-    for (const auto& [key, answer] : strings_->HeavyHitters(min_lower)) {
+  if (cores_.strings != nullptr) {
+    for (const auto& [key, answer] : cores_.strings->HeavyHitters(min_lower)) {
       HeavyHitter& h = out.emplace_back();
       h.str = std::string(key);
       h.frequency = answer;
     }
     return out;
   }
-  for (const auto& [key, answer] : ints_->HeavyHitters(min_lower)) {
+  for (const auto& [key, answer] : cores_.ints->HeavyHitters(min_lower)) {
     HeavyHitter& h = out.emplace_back();
     if (value_kind_ == ValueKind::kNumeric) {
       h.value = FromOrderedBits(key);

@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
 #include "core/common/types.h"
+#include "core/frequencies/lossy_counter.h"
 #include "core/summary.h"
 
 namespace streamstats::core {
@@ -82,17 +83,12 @@ class LossyCounting final : public Summary {
   size_t table_size() const;
 
  private:
-  // Calls fn with whichever core this session uses.
-  template <typename Fn>
-  decltype(auto) Visit(Fn&& fn) const;
-
   ValueKind value_kind_;
   double epsilon_;
   uint64_t window_;
   Accelerator* accelerator_;
-  // Exactly one is set: strings_ for string sessions, ints_ otherwise.
-  std::unique_ptr<LossyCountingCore<uint64_t>> ints_;
-  std::unique_ptr<LossyCountingCore<std::string>> strings_;
+  // strings for string sessions, ints otherwise.
+  lossy::CorePair<LossyCountingCore> cores_;
 };
 
 }  // namespace streamstats::core

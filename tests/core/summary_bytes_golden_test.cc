@@ -120,6 +120,14 @@ SummaryOptions CountSketchOf(double epsilon, uint64_t capacity) {
   return o;
 }
 
+SummaryOptions HhhOf(double epsilon, uint64_t window) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kHierarchicalHeavyHitters;
+  o.hhh.epsilon = epsilon;
+  o.hhh.window_items = window;
+  return o;
+}
+
 SummaryOptions MisraGriesOf(uint64_t k) {
   SummaryOptions o;
   o.kind = SummaryKind::kMisraGries;
@@ -127,9 +135,31 @@ SummaryOptions MisraGriesOf(uint64_t k) {
   return o;
 }
 
+// The hierarchical heavy hitters at two supports, whole and cut at depth 2.
+std::string PrefixAnswersText(const Summary& s) {
+  std::string text;
+  for (double phi : {0.01, 0.003}) {
+    for (int32_t cut : {-1, 2}) {
+      PrefixQuestion q;
+      q.phi = phi;
+      q.max_depth = cut;
+      auto answer = s.PrefixHeavyHitters(q);
+      EXPECT_TRUE(answer.ok()) << answer.status();
+      if (!answer.ok()) continue;
+      for (const PrefixHeavyHitter& a : *answer) {
+        absl::StrAppend(&text, "|", a.prefix, ",", a.depth, ",", a.discounted.estimate, ",",
+                        a.discounted.lower, ",", a.discounted.upper, ",", a.total.lower, ",",
+                        a.total.upper);
+      }
+    }
+  }
+  return text;
+}
+
 // Frequencies of keys 0..999 (as the session's kind) and HeavyHitters at two
-// supports, as text.
+// supports, as text (hierarchical heavy hitters: PrefixAnswersText).
 std::string AnswersText(const Summary& s, ValueKind kind) {
+  if (s.kind() == SummaryKind::kHierarchicalHeavyHitters) return PrefixAnswersText(s);
   std::vector<double> values;
   std::vector<uint64_t> ids;
   std::vector<std::string> strings;
@@ -320,6 +350,25 @@ TEST(SummaryBytes, PbfEqualsItsPinnedDigests) {
        1087259244300620695u, false, true},
       {"pbf numeric weighted", PbfChosen(100000, 1000, 0), ValueKind::kNumeric, true,
        14882830248613373958u, false, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// The hierarchical heavy hitters, pinned when they were added (issue 15): bytes and answers
+// (whole and cut at depth 2), also after a merge of two halves. The skewed keys are below 2^32,
+// so uint64 sessions read them as IPv4 addresses; "key-N" strings are one-component paths.
+TEST(SummaryBytes, HierarchicalHeavyHittersEqualTheirPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"hhh 0.001 ipv4", HhhOf(0.001, 0), ValueKind::kUint64, false, 16633849094259295696u, false, true},
+      {"hhh 0.002 window 777 weighted ipv4", HhhOf(0.002, 777), ValueKind::kUint64, true, 17342099680533402126u,
+       false, true},
+      {"hhh 0.001 strings weighted merged", HhhOf(0.001, 0), ValueKind::kString, true, 13377254578436054578u, false,
+       true, true},
+      {"hhh 0.0005 ipv4 merged", HhhOf(0.0005, 3000), ValueKind::kUint64, false, 3584805391166780342u, false, true,
+       true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

@@ -24,7 +24,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/client.h"
 #include "gtest/gtest.h"
+#include "tests/core/frequencies/hierarchical_heavy_hitters_test_util.h"
 #include "tests/e2e/server_process.h"
 
 namespace {
@@ -332,6 +334,115 @@ TEST_F(EndToEnd, SignedSketchesAnswerTheSecondMomentThroughTheCli) {
   RunResult list = Shell(server.Cli("session list"));
   EXPECT_EQ(list.out.find("bad"), std::string::npos) << list.out;
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// Issue 15: hierarchical heavy hitters over gRPC (the client library, checked against the exact
+// reference) and through the CLI with --json and as text: IPv4 keys, paths and IPv6 text; bad
+// keys and bad questions refused with nothing changed; the answers survive a restart.
+TEST_F(EndToEnd, HierarchicalHeavyHittersAnswerOverGrpcAndTheCli) {
+  namespace core = streamstats::core;
+  namespace v1 = streamstats::v1;
+  auto server = std::make_unique<Server>(dir_);
+  ASSERT_EQ(Shell(server->Cli("session create nets --type=keys --summary=hhh:epsilon=0.001")).rc,
+            0);
+  ASSERT_EQ(Shell(server->Cli("session create paths --type=strings --summary=hhh:max_depth=4")).rc,
+            0);
+  ASSERT_EQ(
+      Shell(server->Cli("session create v6 --type=strings --summary=hhh:hierarchy=ipv6")).rc, 0);
+  const std::vector<uint64_t> keys = core::hhh_test::HeavySubnets(100'000, 15);
+  {
+    std::ofstream out(dir_ + "/nets.txt");
+    for (uint64_t k : keys) out << k << "\n";
+    std::ofstream paths(dir_ + "/paths.txt");
+    for (const std::string& p : core::hhh_test::SkewedPaths(20'000, 16)) paths << p << "\n";
+    std::ofstream v6(dir_ + "/v6.txt");
+    for (const std::string& a : core::hhh_test::ZipfIpv6(20'000, 17)) v6 << a << "\n";
+    std::ofstream(dir_ + "/big.txt") << "1\n4294967296\n";
+    std::ofstream(dir_ + "/empty_component.txt") << "eu/fr\neu//fr\n";
+  }
+  ASSERT_EQ(Shell(server->Cli("ingest nets " + dir_ + "/nets.txt --batch=7000")).rc, 0);
+  ASSERT_EQ(Shell(server->Cli("ingest paths " + dir_ + "/paths.txt --batch=5000")).rc, 0);
+  ASSERT_EQ(Shell(server->Cli("ingest v6 " + dir_ + "/v6.txt")).rc, 0);
+
+  // gRPC: the answer holds the guarantee against the exact reference, whole and cut.
+  core::hhh_test::Exact<uint64_t> exact;
+  for (uint64_t k : keys) ++exact[k];
+  const core::hhh_test::ExactTree tree(core::HierarchyKind::kIpv4, exact);
+  auto client = streamstats::client::Client::Connect(server->address());
+  for (int depth : {-1, 2}) {
+    v1::GetHierarchicalHeavyHittersRequest request;
+    request.set_session("nets");
+    request.set_phi(0.04);
+    if (depth >= 0) request.set_max_depth(depth);
+    auto r = client->GetHierarchicalHeavyHitters(request);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->count(), keys.size());
+    EXPECT_EQ(r->hierarchy(), "ipv4");
+    EXPECT_EQ(r->max_error(), 100u);
+    std::vector<core::PrefixHeavyHitter> answer;
+    for (const v1::PrefixHeavyHitter& p : r->prefixes()) {
+      answer.push_back({p.prefix(), p.depth(),
+                        {p.discounted().estimate(), p.discounted().lower(), p.discounted().upper()},
+                        {p.total().estimate(), p.total().lower(), p.total().upper()}});
+    }
+    EXPECT_TRUE(core::hhh_test::AnswerSatisfiesGuarantee(answer, 0.001, tree, 0.04,
+                                                         depth < 0 ? 4 : depth));
+  }
+
+  // The CLI: --json, and text.
+  RunResult r = Shell(server->Cli("--json hhh nets --phi=0.04"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* prefix : {"10.1.0.0/16", "10.1.7.0/24", "10.2.0.0/16", "192.168.0.0/16",
+                             "172.16.0.0/16", "0.0.0.0/0"}) {
+    EXPECT_NE(r.out.find(std::string("\"prefix\": \"") + prefix + "\""), std::string::npos)
+        << prefix << "\n" << r.out;
+  }
+  EXPECT_EQ(JsonNumbers(r.out, "depth").size(), 7u) << r.out;  // the response's and 6 prefixes'
+  EXPECT_NE(r.out.find("\"guarantee\": \"deterministic"), std::string::npos) << r.out;
+  r = Shell(server->Cli("--json hhh nets --phi=0.04 --prefix=10.1.0.0/16"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNumbers(r.out, "depth").size(), 3u) << r.out;  // 10.1/16 and 10.1.7/24
+  r = Shell(server->Cli("hhh paths --phi=0.05 --depth=2"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("hhh path, 2 levels, phi=0.05"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  r1  depth=1  discounted="), std::string::npos) << r.out;
+  r = Shell(server->Cli("hhh v6 --phi=0.05 --prefix=2001:db8::/32"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("/48  depth=3"), std::string::npos) << r.out;  // 2001:db8:S::/48 sites
+  r = Shell(server->Cli("session get v6"));
+  EXPECT_NE(r.out.find("hhh(epsilon=0.001,window=4096,hierarchy=ipv6,depth=8)"),
+            std::string::npos)
+      << r.out;
+
+  // Bad keys change nothing; bad questions say what is wrong.
+  auto expect = [&](const std::string& args, const std::string& text) {
+    RunResult bad = Shell(server->Cli(args));
+    EXPECT_NE(bad.rc, 0) << args;
+    EXPECT_NE(bad.out.find(text), std::string::npos) << args << "\n" << bad.out;
+  };
+  expect("ingest nets " + dir_ + "/big.txt", "key 1 is 4294967296");
+  expect("ingest paths " + dir_ + "/empty_component.txt", "is not a path");
+  expect("ingest v6 " + dir_ + "/paths.txt", "is not an IPv6 address");
+  expect("hhh nets --phi=1.5", "INVALID_ARGUMENT: phi must be in [0, 1]");
+  expect("hhh nets --phi=0.0005", "phi must be in (epsilon, 1]");
+  expect("hhh nets --phi=0.1 --depth=5", "beyond this ipv4 hierarchy's 4 levels");
+  expect("hhh nets --phi=0.1 --prefix=10.1.0.0/12", "levels /0, /8, /16, /24 and /32 only");
+  expect("hhh paths --phi=0.1 --prefix=r1//c2", "is not a path prefix");
+  expect("hhh paths --phi=0.1 --depth=5", "beyond");
+  expect("session create bad --type=keys --summary=hhh:hierarchy=path", "must be ipv4");
+  ASSERT_EQ(Shell(server->Cli("session create q --type=numeric --summary=quantiles")).rc, 0);
+  expect("hhh q --phi=0.1", "FAILED_PRECONDITION");
+  RunResult count = Shell(server->Cli("--json session get nets"));
+  EXPECT_EQ(JsonNumbers(count.out, "count")[0], keys.size()) << count.out;
+  const std::string before = Shell(server->Cli("--json hhh paths --phi=0.02")).out;
+
+  // A restart replays the log: the same answers.
+  EXPECT_EQ(server->Stop(), 0);
+  server = std::make_unique<Server>(dir_);
+  r = Shell(server->Cli("--json hhh paths --phi=0.02"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, before);
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 // Issue 5: a count window through the API: answers over the last W items only, with coverage.

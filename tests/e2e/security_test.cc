@@ -442,6 +442,16 @@ std::map<std::string, grpc::StatusCode> CallEveryRpc(const std::string& address,
     v1::GetHeavyHittersResponse resp;
     out["GetHeavyHitters"] = stub->GetHeavyHitters(&c, r, &resp).error_code();
   }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    v1::GetHierarchicalHeavyHittersRequest r;
+    r.set_session(session);
+    r.set_phi(0.5);
+    v1::GetHierarchicalHeavyHittersResponse resp;
+    out["GetHierarchicalHeavyHitters"] =
+        stub->GetHierarchicalHeavyHitters(&c, r, &resp).error_code();
+  }
   return out;
 }
 
@@ -457,7 +467,7 @@ TEST_F(Tenants, MissingOrUnknownTokensAreUnauthenticatedForEveryRpcIncludingInge
         "Bearer " + alice_token.substr(0, alice_token.size() - 1)}) {
     SCOPED_TRACE("authorization: '" + auth + "'");
     auto codes = CallEveryRpc(server.address(), auth, "data");
-    EXPECT_EQ(codes.size(), 9u);
+    EXPECT_EQ(codes.size(), 10u);
     for (const auto& [rpc, code] : codes) {
       EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
     }

@@ -48,6 +48,17 @@ void Exercise(const Summary& s) {
   (void)s.Frequencies(keys);
   for (double support : {1e-6, 0.01, 0.5, 1.0}) (void)s.HeavyHitters(support);
   (void)s.SecondMoment();
+  for (const char* prefix : {"", "*", "10.0.0.0/8", "0.0.0.0/0", "a", "a/b", "::/0", "bad//"}) {
+    for (int32_t depth : {-1, 0, 2, 64}) {
+      for (double phi : {1e-6, 0.3, 1.0}) {
+        core::PrefixQuestion q;
+        q.phi = phi;
+        q.prefix = prefix;
+        q.max_depth = depth;
+        (void)s.PrefixHeavyHitters(q);
+      }
+    }
+  }
 
   // What we serialize must come back, with the same N.
   const std::string bytes = s.Serialize();

@@ -161,6 +161,13 @@ void DeserializeCorpus(const fs::path& dir) {
   add("pbf_string_candidates", ValueKind::kString, 100, pbf_hh);
   add("partitioned_hash_pbf", ValueKind::kUint64, 100,
       two_workers(pbf_hh, streamstats::core::PartitionScheme::kHash));
+  SummaryOptions hhh;
+  hhh.kind = SummaryKind::kHierarchicalHeavyHitters;
+  hhh.hhh.epsilon = 0.05;
+  hhh.hhh.window_items = 32;
+  add("hhh_uint64", ValueKind::kUint64, 200, hhh);  // keys below 2^32: IPv4 addresses
+  hhh.hhh.max_depth = 4;
+  add("hhh_path_string", ValueKind::kString, 100, hhh);
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }
@@ -172,6 +179,8 @@ void SpecCorpus(const fs::path& dir) {
                           "pbf:keys=1000,threshold=10,candidates=32");
   Write(dir, "text_strings", "strings\ngpu\nlossy_counting\npbf:m=4096,k=4,p=0.5");
   Write(dir, "text_signed", "keys\ncpu\nams:epsilon=0.2,delta=0.05\ncount_sketch:epsilon=0.3,candidates=8");
+  Write(dir, "text_hhh", "strings\nauto\nhhh:epsilon=0.01,window=64,hierarchy=path,max_depth=8\n"
+                         "lossy_counting");
   Write(dir, "text_bad", "numeric\ncpu\nquantiles:epsilon=1.5,window=x\nnope:a=b\ncount_min:epsilon");
   streamstats::v1::SessionSpec spec;
   spec.set_name("latency");
@@ -190,6 +199,13 @@ void SpecCorpus(const fs::path& dir) {
   keys.mutable_partitioning()->set_partitions(4);
   keys.mutable_partitioning()->set_scheme(streamstats::v1::Partitioning::SCHEME_HASH);
   Write(dir, "proto_keys_partitioned", keys.SerializeAsString());
+  streamstats::v1::SessionSpec nets;
+  nets.set_name("nets");
+  nets.set_value_kind(streamstats::v1::VALUE_KIND_STRING);
+  auto* h = nets.add_summaries()->mutable_hierarchical_heavy_hitters();
+  h->set_epsilon(0.01);
+  h->set_hierarchy(streamstats::v1::HierarchicalHeavyHittersSpec::HIERARCHY_IPV6);
+  Write(dir, "proto_hhh_ipv6", nets.SerializeAsString());
 }
 
 void BatchCorpus(const fs::path& dir) {

@@ -495,18 +495,24 @@ TEST(GpuPool, SummariesBuiltThroughThePoolEqualCpuBuiltOnes) {
   po.alone_threshold = 3000;  // some windows batched, some alone (device histogram/sample)
   auto pool = GpuPool::Create(po);
   ASSERT_TRUE(pool.ok());
-  for (core::SummaryKind kind : {core::SummaryKind::kQuantiles, core::SummaryKind::kLossyCounting}) {
+  for (core::SummaryKind kind : {core::SummaryKind::kQuantiles, core::SummaryKind::kLossyCounting,
+                                 core::SummaryKind::kHierarchicalHeavyHitters}) {
     core::SummaryOptions so;
     so.kind = kind;
     so.quantiles.epsilon = 0.001;
     so.quantiles.window_items = 4096;
     so.lossy_counting.epsilon = 0.0005;
     so.lossy_counting.window_items = 4096;
+    so.hhh.epsilon = 0.0005;  // IPv4 windows sorted on the device
+    so.hhh.window_items = 4096;
     auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
     auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
     ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << gpu.status();
     for (int b = 0; b < 20; ++b) {
       std::vector<uint64_t> ids = ZipfIds(3000 + 500 * b, 1.1, 5000, b);
+      if (kind == core::SummaryKind::kHierarchicalHeavyHitters) {
+        for (uint64_t& id : ids) id >>= 32;  // IPv4 addresses
+      }
       std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
       ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
       ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
+#include "tests/core/frequencies/hierarchical_heavy_hitters_test_util.h"
 #include "tests/server/session_test_util.h"
 #include "server/convert.h"
 #include "server/session.h"
@@ -154,6 +155,40 @@ TEST(SessionParts, ConcurrentOwnedBatchesKeepEveryFrequencyBoundAndCountMinsExac
                               [&](const core::HeavyHitter& h) { return h.key == k; }))
           << summary << " missed key " << k << " of count " << f;
     }
+  }
+}
+
+// The hierarchical heavy hitters merge their parts as a union of tries with T summed: the
+// guarantee holds for the whole stream, checked against the exact reference.
+TEST(SessionParts, ConcurrentOwnedBatchesKeepTheHierarchicalHeavyHittersBound) {
+  auto session = *Session::Create(Config("nets", {"hhh:epsilon=0.002"}, v1::VALUE_KIND_UINT64),
+                                  nullptr);
+  constexpr int kBatches = 10;
+  constexpr size_t kItems = 4000;
+  auto make = [&](int t, int b) {
+    OwnedBatch kb;
+    kb.keys = t % 2 == 0 ? core::hhh_test::HeavySubnets(kItems, 100 * t + b)
+                         : core::hhh_test::ZipfAddresses(kItems, 5'000, 1.1, 100 * t + b);
+    if (t % 4 == 1) std::sort(kb.keys.begin(), kb.keys.end());
+    return kb;
+  };
+  IngestConcurrently(*session, kBatches, make);
+  SessionStats stats = session->Stats();
+  EXPECT_EQ(stats.count, uint64_t{kThreads} * kBatches * kItems);
+  EXPECT_GT(stats.part_batches, 0u) << "no batch went to a part: the test tested nothing";
+  core::hhh_test::Exact<uint64_t> exact;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < kBatches; ++b) {
+      for (uint64_t k : make(t, b).keys) ++exact[k];
+    }
+  }
+  const core::hhh_test::ExactTree tree(core::HierarchyKind::kIpv4, exact);
+  for (double phi : {0.003, 0.01, 0.05, 0.3}) {
+    core::PrefixQuestion q;
+    q.phi = phi;
+    auto r = session->PrefixHeavyHitters(q);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(core::hhh_test::AnswerSatisfiesGuarantee(r->prefixes, 0.002, tree, phi, 4));
   }
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/spec_parser.h"
 #include "gtest/gtest.h"
+#include "tests/core/frequencies/hierarchical_heavy_hitters_test_util.h"
 #include "tests/server/session_test_util.h"
 #include "server/convert.h"
 #include "server/session_manager.h"
@@ -304,6 +305,11 @@ TEST(Session, ChunksAreAsSmallAsTheCostliestSummaryAsks) {
   auto lc = *Session::Create(Config("lc", {"lossy_counting"}, v1::VALUE_KIND_UINT64), nullptr);
   ASSERT_TRUE(lc->Ingest(kb, "", 1).ok());
   EXPECT_EQ(lc->chunks_applied(), (k.size() + 8191) / 8192);
+  // With hierarchical heavy hitters: their 2048.
+  auto hhh = *Session::Create(Config("hhh", {"lossy_counting", "hhh"}, v1::VALUE_KIND_UINT64),
+                              nullptr);
+  ASSERT_TRUE(hhh->Ingest(kb, "", 1).ok());
+  EXPECT_EQ(hhh->chunks_applied(), (k.size() + 2047) / 2048);
 }
 
 TEST(QueryTurns, IngestStepsAsideWhileAQuestionWaitsAndNoLongerThanItsBound) {
@@ -404,6 +410,17 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   EXPECT_EQ(placements(&low, v1::VALUE_KIND_UINT64,
                        {"count_min", "lossy_counting:window=4096", "misra_gries"}),
             (V{"cpu: table in host memory", "dev: windows of 4096 keys sorted there", "cpu"}));
+  // Hierarchical heavy hitters: IPv4 windows are sorted on the device like Lossy Counting's;
+  // path and IPv6 keys never leave the CPU, and GetSession says so.
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_UINT64, {"hhh:window=4096"}),
+            V{"dev: windows of 4096 keys sorted there"});
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_STRING, {"hhh"}),
+            V{"cpu: path keys are counted on the cpu (the device sorts integer keys only)"});
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_STRING, {"hhh:hierarchy=ipv6"}),
+            V{"cpu: ipv6 keys are counted on the cpu (the device sorts integer keys only)"});
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_STRING, {"hhh:hierarchy=ipv4,window=8192"}),
+            V{"dev: windows of 8192 keys sorted there"});
+  EXPECT_EQ(placements(nullptr, v1::VALUE_KIND_STRING, {"hhh"}), V{"cpu"});
   SessionConfig partitioned = Config("where", {"count_min"}, v1::VALUE_KIND_UINT64);
   v1::SessionSpec spec;
   spec.ParseFromString(partitioned.spec_bytes);
@@ -696,6 +713,188 @@ TEST(SessionManager, PbfSessionsListPlantedHeavyHittersAndRestoreThem) {
     std::vector<std::string> names;
     for (const core::HeavyHitter& h : after->items) names.push_back(h.str);
     EXPECT_EQ(names, before);
+  }
+}
+
+TEST(SpecParser, ParsesHierarchicalHeavyHittersAndTheServerRefusesBadParametersWithAMessage) {
+  auto h = client::ParseSummarySpec("hhh:epsilon=0.002,window=5000,hierarchy=path,max_depth=8");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->hierarchical_heavy_hitters().epsilon(), 0.002);
+  EXPECT_EQ(h->hierarchical_heavy_hitters().window_items(), 5000u);
+  EXPECT_EQ(h->hierarchical_heavy_hitters().hierarchy(), v1::HierarchicalHeavyHittersSpec::HIERARCHY_PATH);
+  EXPECT_EQ(h->hierarchical_heavy_hitters().max_depth(), 8u);
+  EXPECT_FALSE(client::ParseSummarySpec("hhh").value().hierarchical_heavy_hitters().has_epsilon());
+  auto bad_hierarchy = client::ParseSummarySpec("hhh:hierarchy=ipv5");
+  EXPECT_EQ(bad_hierarchy.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_hierarchy.status().message().find("auto, ipv4, ipv6, path"), std::string::npos)
+      << bad_hierarchy.status();
+  EXPECT_FALSE(client::ParseSummarySpec("hhh:depth=3").ok());
+  SessionManager m({});
+  struct Bad {
+    v1::ValueKind kind;
+    std::string text;
+    std::string message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {v1::VALUE_KIND_NUMERIC, "hhh", "numeric values have no hierarchy"},
+           {v1::VALUE_KIND_UINT64, "hhh:hierarchy=path", "hierarchy must be ipv4 (or auto)"},
+           {v1::VALUE_KIND_UINT64, "hhh:max_depth=5", "max_depth must be 0 or 4, got 5"},
+           {v1::VALUE_KIND_STRING, "hhh:max_depth=40", "max_depth must be 0 (16) or in [1, 32]"},
+           {v1::VALUE_KIND_STRING, "hhh:hierarchy=ipv6,max_depth=16", "must be 0 or 8"},
+           {v1::VALUE_KIND_STRING, "hhh:epsilon=0.9", "hhh: epsilon must be in [1e-06, 0.5]"}}) {
+    v1::SessionSpec spec;
+    spec.set_name("bad");
+    spec.set_value_kind(bad.kind);
+    *spec.add_summaries() = *client::ParseSummarySpec(bad.text);
+    auto config = ConfigFromSpec(spec);
+    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << bad.text;
+    EXPECT_NE(config.status().message().find(bad.message), std::string::npos) << config.status();
+  }
+  // Not with a window.
+  v1::SessionSpec windowed;
+  windowed.set_name("w");
+  windowed.set_value_kind(v1::VALUE_KIND_UINT64);
+  *windowed.add_summaries() = *client::ParseSummarySpec("hhh");
+  windowed.mutable_window()->set_items(1000);
+  EXPECT_EQ(ConfigFromSpec(windowed).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.size(), 0u);
+}
+
+core::Batch Strings(const std::vector<std::string>& k) {
+  core::Batch b;
+  b.kind = core::ValueKind::kString;
+  b.strings = k;
+  return b;
+}
+
+// A batch one summary refuses (a key that is no IPv4 address, a path with an empty component)
+// changes no summary of the session, whichever comes first in the spec.
+TEST(Session, AKeyOutsideTheHierarchyIsRejectedWholeAndChangesNothing) {
+  auto s = *Session::Create(
+      Config("nets", {"lossy_counting:epsilon=0.01", "hhh:epsilon=0.01"}, v1::VALUE_KIND_UINT64),
+      nullptr);
+  std::vector<uint64_t> good(5000);
+  for (size_t i = 0; i < good.size(); ++i) good[i] = 0x0A000000 + i % 300;
+  ASSERT_TRUE(s->Ingest(Keys64(good), "", 1).ok());
+  const std::string before = s->Serialize();
+  std::vector<uint64_t> bad = good;
+  bad[4321] = uint64_t{1} << 32;
+  const absl::Status st = s->Ingest(Keys64(bad), "p", 2);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("key 4321 is 4294967296"), std::string::npos) << st;
+  EXPECT_EQ(s->count(), good.size());
+  EXPECT_EQ(s->Validate(Keys64(bad)).code(), StatusCode::kInvalidArgument);
+  // The producer's sequence was not taken: the corrected batch goes in under it.
+  bad[4321] = 7;
+  EXPECT_TRUE(s->Ingest(Keys64(bad), "p", 2).ok());
+  EXPECT_EQ(s->count(), 2 * good.size());
+  EXPECT_NE(s->Serialize(), before);
+
+  auto paths = *Session::Create(Config("paths", {"hhh:max_depth=3"}, v1::VALUE_KIND_STRING),
+                                nullptr);
+  for (const std::vector<std::string>& batch :
+       {std::vector<std::string>{"eu/fr", "eu//fr"}, std::vector<std::string>{"/eu"},
+        std::vector<std::string>{"a/b/c/d"}, std::vector<std::string>{""}}) {
+    const absl::Status ps = paths->Ingest(Strings(batch), "", 0);
+    EXPECT_EQ(ps.code(), StatusCode::kInvalidArgument) << batch.back();
+    EXPECT_EQ(paths->count(), 0u);
+  }
+  auto v6 = *Session::Create(Config("v6", {"hhh:hierarchy=ipv6"}, v1::VALUE_KIND_STRING), nullptr);
+  EXPECT_EQ(v6->Ingest(Strings({"2001:db8::1", "10.1.2.3"}), "", 0).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(v6->Ingest(Strings({"2001:db8::1", "::ffff:10.1.2.3"}), "", 0).ok());
+}
+
+TEST(Session, HierarchicalHeavyHittersAnswerWithTheirBoundAndRefuseBadQuestions) {
+  auto s = *Session::Create(
+      Config("nets", {"hhh:epsilon=0.01", "count_min"}, v1::VALUE_KIND_UINT64), nullptr);
+  const std::vector<uint64_t> keys = core::hhh_test::HeavySubnets(60'000, 5);
+  ASSERT_TRUE(s->Ingest(Keys64(keys), "", 0).ok());
+  core::PrefixQuestion q;
+  q.phi = 0.05;
+  auto r = s->PrefixHeavyHitters(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->count, keys.size());
+  EXPECT_EQ(r->hierarchy, "ipv4");
+  EXPECT_EQ(r->depth, 4u);
+  EXPECT_EQ(r->max_error, 600u);
+  EXPECT_NE(r->guarantee.find("below 0.05N"), std::string::npos) << r->guarantee;
+  core::hhh_test::Exact<uint64_t> exact;
+  for (uint64_t k : keys) ++exact[k];
+  const core::hhh_test::ExactTree tree(core::HierarchyKind::kIpv4, exact);
+  EXPECT_TRUE(core::hhh_test::AnswerSatisfiesGuarantee(r->prefixes, 0.01, tree, 0.05, 4));
+  q.max_depth = 2;
+  q.prefix = "10.0.0.0/8";
+  r = s->PrefixHeavyHitters(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->depth, 2u);
+  ASSERT_EQ(r->prefixes.size(), 2u);  // 10.1/16 and 10.2/16
+  for (const core::PrefixHeavyHitter& p : r->prefixes) EXPECT_EQ(p.depth, 2u);
+  // Bad questions: a clear status, and nothing else answers them.
+  for (double phi : {-0.1, 1.5, std::nan("")}) {
+    q = {};
+    q.phi = phi;
+    const absl::Status st = s->PrefixHeavyHitters(q).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("phi must be in [0, 1]"), std::string::npos) << st;
+  }
+  q = {};
+  q.phi = 0.005;
+  EXPECT_EQ(s->PrefixHeavyHitters(q).status().code(), StatusCode::kInvalidArgument);
+  q.phi = 0.1;
+  q.max_depth = 5;
+  EXPECT_NE(s->PrefixHeavyHitters(q).status().message().find("beyond"), std::string::npos);
+  q.max_depth = -1;
+  q.prefix = "10.1.0.0/20";
+  EXPECT_EQ(s->PrefixHeavyHitters(q).status().code(), StatusCode::kInvalidArgument);
+  // Frequency and heavy-hitter questions go to Count-Min only.
+  std::vector<uint64_t> asked = {0x0A010203};
+  core::Keys k;
+  k.kind = core::ValueKind::kUint64;
+  k.keys = asked;
+  auto f = s->Frequencies(k, "");
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->results.size(), 1u);
+  EXPECT_EQ(f->results[0].name, "count_min");
+  EXPECT_EQ(s->Frequencies(k, "hhh").status().code(), StatusCode::kFailedPrecondition);
+  auto hh = s->HeavyHitters(0.05, "");
+  ASSERT_TRUE(hh.ok());
+  EXPECT_EQ(hh->name, "count_min");
+  auto none = *Session::Create(Config("cm", {"count_min"}, v1::VALUE_KIND_UINT64), nullptr);
+  q = {};
+  q.phi = 0.1;
+  const absl::Status missing = none->PrefixHeavyHitters(q).status();
+  EXPECT_EQ(missing.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find("--summary=hhh"), std::string::npos) << missing;
+}
+
+TEST(SessionManager, SnapshotsRestoreHierarchicalHeavyHittersExactly) {
+  const std::string dir = ::testing::TempDir() + "/streamstats_hhh_snapshot_test";
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> paths = core::hhh_test::SkewedPaths(30'000, 9);
+  core::PrefixQuestion q;
+  q.phi = 0.02;
+  PrefixHeavyHittersResult before;
+  {
+    SessionManager m({.data_dir = dir});
+    auto s = *m.Create("default", Config("paths", {"hhh:epsilon=0.005"}, v1::VALUE_KIND_STRING));
+    ASSERT_TRUE(s->Ingest(Strings(paths), "", 1).ok());
+    before = *s->PrefixHeavyHitters(q);
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  SessionManager restored({.data_dir = dir});
+  ASSERT_TRUE(restored.LoadAll(ConfigFromSpecBytes).ok());
+  auto s = restored.Get("default", "paths");
+  ASSERT_TRUE(s.ok());
+  auto after = (*s)->PrefixHeavyHitters(q);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->count, before.count);
+  ASSERT_EQ(after->prefixes.size(), before.prefixes.size());
+  ASSERT_FALSE(before.prefixes.empty());
+  for (size_t i = 0; i < before.prefixes.size(); ++i) {
+    EXPECT_EQ(after->prefixes[i].prefix, before.prefixes[i].prefix);
+    EXPECT_EQ(after->prefixes[i].discounted.lower, before.prefixes[i].discounted.lower);
+    EXPECT_EQ(after->prefixes[i].total.upper, before.prefixes[i].total.upper);
   }
 }
 

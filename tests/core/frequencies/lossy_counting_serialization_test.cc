@@ -15,6 +15,7 @@
 #include "core/summary.h"
 #include "gtest/gtest.h"
 #include "tests/core/frequencies/lossy_counting_test_util.h"
+#include "tests/core/serialization_test_util.h"
 
 namespace streamstats::core {
 namespace {
@@ -112,37 +113,15 @@ TEST(LossyCounting, RoundTripsThroughSerializationAndAnswersIdentically) {
 
 TEST(LossyCounting, RejectsEveryTruncationOfASerializedSummary) {
   for (ValueKind kind : {ValueKind::kNumeric, ValueKind::kUint64, ValueKind::kString}) {
-    const std::string bytes = Populated(kind, 0.05, 64, 3'000, 141)->Serialize();
-    for (size_t len = 0; len < bytes.size(); ++len) {
-      EXPECT_EQ(DeserializeSummary(bytes.substr(0, len)).status().code(),
-                absl::StatusCode::kDataLoss)
-          << len;
-    }
-    // The payload on its own too: behind a valid checksum, every cut is still caught.
-    auto env = OpenEnvelope(bytes);
-    ASSERT_TRUE(env.ok());
-    const std::string payload(env->payload);
-    const uint16_t tag = static_cast<uint16_t>(SummaryKind::kLossyCounting);
-    for (size_t len = 0; len < payload.size(); ++len) {
-      EXPECT_EQ(DeserializeSummary(SealEnvelope(tag, payload.substr(0, len))).status().code(),
-                absl::StatusCode::kDataLoss)
-          << len;
-    }
-    EXPECT_EQ(DeserializeSummary(SealEnvelope(tag, payload + '\0')).status().code(),
-              absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(EveryCutIsDataLoss(Populated(kind, 0.05, 64, 3'000, 141)->Serialize()));
   }
 }
 
 TEST(LossyCounting, RejectsRandomByteFlips) {
   std::mt19937_64 rng(151);
   for (ValueKind kind : {ValueKind::kNumeric, ValueKind::kUint64, ValueKind::kString}) {
-    const std::string bytes = Populated(kind, 0.05, 64, 3'000, 152)->Serialize();
-    for (int trial = 0; trial < 3000; ++trial) {
-      std::string bad = bytes;
-      const size_t pos = std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng);
-      bad[pos] = static_cast<char>(bad[pos] ^ std::uniform_int_distribution<int>(1, 255)(rng));
-      EXPECT_EQ(DeserializeSummary(bad).status().code(), absl::StatusCode::kDataLoss) << pos;
-    }
+    EXPECT_TRUE(RandomFlipsAreDataLoss(Populated(kind, 0.05, 64, 3'000, 152)->Serialize(), 3000,
+                                       rng));
   }
 }
 
@@ -150,33 +129,10 @@ TEST(LossyCounting, RejectsRandomByteFlips) {
 // or a summary that itself round-trips; nothing crashes or allocates wildly.
 TEST(LossyCounting, SurvivesCorruptPayloadsUnderAValidChecksum) {
   std::mt19937_64 rng(161);
-  const uint16_t tag = static_cast<uint16_t>(SummaryKind::kLossyCounting);
   for (ValueKind kind : {ValueKind::kNumeric, ValueKind::kUint64, ValueKind::kString}) {
-    const std::string bytes = Populated(kind, 0.05, 64, 3'000, 162)->Serialize();
-    auto env = OpenEnvelope(bytes);
-    ASSERT_TRUE(env.ok());
-    const std::string payload(env->payload);
-    int accepted = 0;
-    for (int trial = 0; trial < 5000; ++trial) {
-      std::string bad = payload;
-      const int flips = std::uniform_int_distribution<int>(1, 4)(rng);
-      for (int f = 0; f < flips; ++f) {
-        const size_t pos = std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng);
-        bad[pos] =
-            static_cast<char>(bad[pos] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
-      }
-      auto restored = DeserializeSummary(SealEnvelope(tag, bad));
-      if (!restored.ok()) {
-        EXPECT_EQ(restored.status().code(), absl::StatusCode::kDataLoss) << restored.status();
-        continue;
-      }
-      ++accepted;
-      // Accepted bytes describe a consistent summary: it re-serializes to itself and answers.
-      EXPECT_EQ((*restored)->Serialize(), SealEnvelope(tag, bad));
-      EXPECT_TRUE((*restored)->HeavyHitters(0.5).ok());
-    }
-    // Some flips (say, in a pending key) are legitimately another valid summary; most are not.
-    EXPECT_LT(accepted, 5000);
+    EXPECT_TRUE(CorruptPayloadsAreDataLossOrConsistent(
+        Populated(kind, 0.05, 64, 3'000, 162)->Serialize(), 5000, rng,
+        [](const Summary& s) { return s.HeavyHitters(0.5).ok(); }));
   }
 }
 

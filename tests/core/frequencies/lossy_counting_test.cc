@@ -340,53 +340,13 @@ TEST(LossyCounting, WorksWithAWindowOfOneItem) {
   FeedAndCheck(UniformKeys(30'000, 300, 172), 0.01, 1, /*checkpoints=*/6);
 }
 
-// Fails on a chosen call, after scribbling over the keys it was given, as a crashed kernel might.
-class FlakyAccelerator : public Accelerator {
- public:
-  explicit FlakyAccelerator(int fail_on_call) : fail_on_call_(fail_on_call) {}
-  std::string name() const override { return "flaky"; }
-  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
-    if (++calls_ == fail_on_call_) {
-      std::fill(keys.begin(), keys.end(), 0);
-      return absl::UnavailableError("flaky accelerator failed");
-    }
-    return CpuAcceleratorInstance()->SortWindow(keys, weights);
-  }
-
- private:
-  int fail_on_call_;
-  int calls_ = 0;
-};
-
 TEST(LossyCounting, LeavesTheSummaryUnchangedWhenTheAcceleratorFails) {
-  const std::vector<uint64_t> first = ZipfKeys(150, 50, 1.1, 181);
-  const std::vector<uint64_t> second = ZipfKeys(450, 50, 1.1, 182);  // completes 4 windows
-  LossyCounting reference(Options(0.05, 100), ValueKind::kUint64, nullptr);
-  LC_ASSERT_OK(reference.Update(MakeBatch(absl::MakeConstSpan(first), {})));
-  LC_ASSERT_OK(reference.Update(MakeBatch(absl::MakeConstSpan(second), {})));
-
-  FlakyAccelerator flaky(/*fail_on_call=*/4);  // call 1 flushes `first`; fails mid-`second`
-  LossyCounting lc(Options(0.05, 100), ValueKind::kUint64, &flaky);
-  LC_ASSERT_OK(lc.Update(MakeBatch(absl::MakeConstSpan(first), {})));
-  const std::string before = lc.Serialize();
-  EXPECT_EQ(lc.Update(MakeBatch(absl::MakeConstSpan(second), {})).code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(lc.Serialize(), before);
-  // The session retries on another accelerator and gets what a clean run gets.
-  lc.set_accelerator(CpuAcceleratorInstance());
-  LC_ASSERT_OK(lc.Update(MakeBatch(absl::MakeConstSpan(second), {})));
-  EXPECT_EQ(lc.Serialize(), reference.Serialize());
-
-  // Merges are atomic the same way.
-  LossyCounting other(Options(0.05, 100), ValueKind::kUint64, nullptr);
-  LC_ASSERT_OK(other.Update(MakeBatch(absl::MakeConstSpan(first).first(90), {})));
-  LC_ASSERT_OK(lc.Update(MakeBatch(absl::MakeConstSpan(second).first(50), {})));
-  FlakyAccelerator flaky_merge(/*fail_on_call=*/1);
-  lc.set_accelerator(&flaky_merge);
-  const std::string before_merge = lc.Serialize();
-  // 50 + 90 pending items fill a window, so the merge must sort one, and that fails.
-  EXPECT_EQ(lc.Merge(other).code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(lc.Serialize(), before_merge);
+  ExpectAtomicWhenTheAcceleratorFails(
+      [](Accelerator* accelerator) {
+        return std::make_unique<LossyCounting>(Options(0.05, 100), ValueKind::kUint64,
+                                               accelerator);
+      },
+      ZipfKeys(150, 50, 1.1, 181), ZipfKeys(450, 50, 1.1, 182));
 }
 
 TEST(LossyCounting, RejectsSupportAtOrBelowEpsilon) {

@@ -1,6 +1,7 @@
 // Shared by the Lossy Counting tests (lossy_counting_test.cc and
 // lossy_counting_serialization_test.cc): options, batches and keys of every item kind, the
-// deterministic guarantee checked against exact counts, and the test streams.
+// deterministic guarantee checked against exact counts, a failing accelerator and the test
+// streams. The hierarchical heavy hitters' tests use its batches, accelerator and streams too.
 #ifndef STREAMSTATS_TESTS_CORE_FREQUENCIES_LOSSY_COUNTING_TEST_UTIL_H_
 #define STREAMSTATS_TESTS_CORE_FREQUENCIES_LOSSY_COUNTING_TEST_UTIL_H_
 
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "core/accel/accelerator.h"
 #include "core/frequencies/lossy_counting.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
@@ -197,28 +199,98 @@ testing::AssertionResult SatisfiesGuarantee(const LossyCounting& lc, const Exact
   return testing::AssertionSuccess();
 }
 
-// Feeds `stream` in randomly sized batches (0 to 3 windows, so windows straddle batches) and
-// checks the guarantee at `checkpoints` evenly spaced points, mostly mid-window.
+// Feeds `stream` to `update(items)` in randomly sized batches (0 to 3 windows, so windows
+// straddle batches) and calls `check(exact counts so far, items so far)` at `checkpoints` evenly
+// spaced points, mostly mid-window. Stops at the first fatal failure.
+template <typename K, typename Update, typename Check>
+void FeedInRandomBatches(const std::vector<K>& stream, uint64_t window, int checkpoints,
+                         uint64_t seed, Update update, Check check) {
+  Exact<K> exact;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> batch_size(0, 3 * window);
+  size_t pos = 0;
+  int next = 1;
+  while (pos < stream.size()) {
+    const size_t len = std::min(batch_size(rng), stream.size() - pos);
+    update(absl::MakeConstSpan(stream).subspan(pos, len));
+    if (testing::Test::HasFatalFailure()) return;
+    for (size_t i = pos; i < pos + len; ++i) ++exact[stream[i]];
+    pos += len;
+    while (next <= checkpoints && pos * checkpoints >= next * stream.size()) {
+      check(exact, pos);
+      if (testing::Test::HasFatalFailure()) return;
+      ++next;
+    }
+  }
+}
+
+// The guarantee checked that way.
 template <typename K>
 void FeedAndCheck(const std::vector<K>& stream, double epsilon, uint64_t window,
                   int checkpoints = 5, uint64_t seed = 1) {
   LossyCounting lc(Options(epsilon, window), KindOf<K>(), nullptr);
   SCOPED_TRACE(lc.Describe());
-  Exact<K> exact;
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<size_t> batch_size(0, 3 * lc.window());
-  size_t pos = 0;
-  int next = 1;
-  while (pos < stream.size()) {
-    const size_t len = std::min(batch_size(rng), stream.size() - pos);
-    LC_ASSERT_OK(lc.Update(MakeBatch(absl::MakeConstSpan(stream).subspan(pos, len), {})));
-    for (size_t i = pos; i < pos + len; ++i) ++exact[stream[i]];
-    pos += len;
-    while (next <= checkpoints && pos * checkpoints >= next * stream.size()) {
-      ASSERT_TRUE(SatisfiesGuarantee(lc, exact)) << "after " << pos << " items";
-      ++next;
+  FeedInRandomBatches(
+      stream, lc.window(), checkpoints, seed,
+      [&lc](absl::Span<const K> items) { LC_ASSERT_OK(lc.Update(MakeBatch(items, {}))); },
+      [&lc](const Exact<K>& exact, size_t pos) {
+        ASSERT_TRUE(SatisfiesGuarantee(lc, exact)) << "after " << pos << " items";
+      });
+}
+
+// ---- Accelerators. ----
+
+// Fails on a chosen call, after scribbling over the keys it was given, as a crashed kernel might.
+class FlakyAccelerator final : public Accelerator {
+ public:
+  explicit FlakyAccelerator(int fail_on_call) : fail_on_call_(fail_on_call) {}
+  std::string name() const override { return "flaky"; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
+    if (++calls_ == fail_on_call_) {
+      std::fill(keys.begin(), keys.end(), 0);
+      return absl::UnavailableError("flaky accelerator failed");
     }
+    return CpuAcceleratorInstance()->SortWindow(keys, weights);
   }
+
+ private:
+  int fail_on_call_;
+  int calls_ = 0;
+};
+
+// What the summaries on lossy_counter.h promise when their accelerator fails, for summaries made
+// by `make(accelerator)` (window 100) of uint64 keys: `first` (150 keys) then `second` (450,
+// completing 4 windows) on an accelerator that fails mid-`second` leave the summary as it was,
+// and `second` retried on the CPU ends where a clean run ends; a merge that must sort a window
+// on a failing accelerator changes nothing either.
+template <typename Make>
+void ExpectAtomicWhenTheAcceleratorFails(Make make, absl::Span<const uint64_t> first,
+                                         absl::Span<const uint64_t> second) {
+  auto reference = make(nullptr);
+  LC_ASSERT_OK(reference->Update(MakeBatch(first, {})));
+  LC_ASSERT_OK(reference->Update(MakeBatch(second, {})));
+
+  FlakyAccelerator flaky(/*fail_on_call=*/4);  // call 1 flushes `first`; fails mid-`second`
+  auto s = make(&flaky);
+  LC_ASSERT_OK(s->Update(MakeBatch(first, {})));
+  const std::string before = s->Serialize();
+  EXPECT_EQ(s->Update(MakeBatch(second, {})).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s->Serialize(), before);
+  // The session retries on another accelerator and gets what a clean run gets.
+  s->set_accelerator(CpuAcceleratorInstance());
+  LC_ASSERT_OK(s->Update(MakeBatch(second, {})));
+  EXPECT_EQ(s->Serialize(), reference->Serialize());
+
+  // Merges are atomic the same way.
+  auto other = make(nullptr);
+  LC_ASSERT_OK(other->Update(MakeBatch(first.first(90), {})));
+  LC_ASSERT_OK(s->Update(MakeBatch(second.first(50), {})));
+  FlakyAccelerator flaky_merge(/*fail_on_call=*/1);
+  s->set_accelerator(&flaky_merge);
+  const std::string before_merge = s->Serialize();
+  // 50 + 90 pending items fill a window, so the merge must sort one, and that fails.
+  EXPECT_EQ(s->Merge(*other).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s->Serialize(), before_merge);
 }
 
 // ---- Streams. ----
