@@ -351,6 +351,41 @@ absl::Status GpuCountMin::AddSequential(absl::Span<const uint64_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status GpuCountMin::AddConservativeBatch(absl::Span<const uint64_t> ids,
+                                               absl::Span<const uint64_t> weights,
+                                               std::vector<uint64_t>* estimates) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  if (!options_.conservative) {
+    return absl::FailedPreconditionError("AddConservativeBatch is the conservative update only");
+  }
+  const size_t n = ids.size();
+  estimates->assign(n, 0);
+  if (n == 0) return absl::OkStatus();
+  SketchDevice& d = *dev_;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
+  // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
+  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
+  d.timer.Begin(d.stream);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
+                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToDevice,
+                                                   d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(
+      UpdateInternal(d.ids.get(), weights.empty() ? nullptr : d.weights.get(), n, true));
+  STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(d.seq_keys.get(), n, d.out.get()));
+  d.timer.End(d.stream);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
+                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                                   d.stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  d.timer.Collect();
+  std::memcpy(estimates->data(), d.host_a.get(), n * sizeof(uint64_t));
+  count_ += SumWeights(ids, weights);
+  return absl::OkStatus();
+}
+
 GpuWorkStats GpuCountMin::work_stats() const {
   return GpuWorkStats{dev_->timer.seconds(), dev_->bytes_copied};
 }
@@ -360,37 +395,6 @@ absl::Status GpuCountMin::DownloadTo(absl::Span<uint64_t> table) {
     return absl::InvalidArgumentError("GPU Count-Min: the table has the wrong size");
   }
   return detail::DownloadAll(*dev_, table_, table);
-}
-
-void ConservativeBatchReference(const core::CountMinOptions& options,
-                                absl::Span<const uint64_t> ids,
-                                absl::Span<const uint64_t> weights, std::vector<uint64_t>* table) {
-  const uint64_t d = options.Depth(), w = options.Width();
-  std::vector<core::PairwiseHash> rows;
-  for (uint64_t r = 0; r < d; ++r) rows.push_back(core::MakePairwiseHash(options.seed, r));
-  std::vector<std::pair<uint64_t, uint64_t>> agg;  // (id, total weight), ascending id
-  for (size_t i = 0; i < ids.size(); ++i) agg.push_back({ids[i], weights.empty() ? 1 : weights[i]});
-  std::sort(agg.begin(), agg.end());
-  std::vector<std::pair<uint64_t, uint64_t>> unique;
-  for (const auto& [id, wt] : agg) {
-    if (!unique.empty() && unique.back().first == id) {
-      unique.back().second += wt;
-    } else {
-      unique.push_back({id, wt});
-    }
-  }
-  std::vector<uint64_t> targets;
-  for (const auto& [id, wt] : unique) {
-    uint64_t low = std::numeric_limits<uint64_t>::max();
-    for (uint64_t r = 0; r < d; ++r) low = std::min(low, (*table)[r * w + rows[r](id) % w]);
-    targets.push_back(low + wt);
-  }
-  for (size_t i = 0; i < unique.size(); ++i) {
-    for (uint64_t r = 0; r < d; ++r) {
-      uint64_t& c = (*table)[r * w + rows[r](unique[i].first) % w];
-      c = std::max(c, targets[i]);
-    }
-  }
 }
 
 }  // namespace streamstats::gpu

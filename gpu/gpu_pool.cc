@@ -239,8 +239,13 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     if (pool_->ShouldFail()) {
       s = absl::InternalError("injected device failure");
     } else if (cm_ != nullptr) {
-      s = estimates != nullptr ? cm_->AddSequential(ids, weights, estimates)
-                               : absl::InvalidArgumentError("Count-Min needs estimates");
+      if (estimates == nullptr) {
+        s = absl::InvalidArgumentError("Count-Min needs estimates");
+      } else if (cm_->options().conservative) {
+        s = cm_->AddConservativeBatch(ids, weights, estimates);
+      } else {
+        s = cm_->AddSequential(ids, weights, estimates);
+      }
     } else {
       s = estimates == nullptr ? pbf_->Insert(ids, weights)
                                : absl::InvalidArgumentError("PBF inserts return no estimates");
@@ -301,7 +306,7 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
   if (!options_.sketches) return nullptr;
   const size_t slot = next_sketch_device_.fetch_add(1) % ordinals_.size();
   const int ordinal = ordinals_[slot];
-  if (spec.count_min != nullptr && !spec.count_min->conservative) {
+  if (spec.count_min != nullptr) {
     absl::StatusOr<std::unique_ptr<GpuCountMin>> cm = GpuCountMin::Create(*spec.count_min, ordinal);
     if (!cm.ok() || !(*cm)->Load(spec.state, 0).ok()) return nullptr;  // stays on the host
     sketches_.fetch_add(1);

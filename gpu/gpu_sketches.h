@@ -18,7 +18,8 @@
 //    W; for each id, m = the minimum over its (query) rows BEFORE the batch; each of its updated
 //    counters becomes max(counter, m + W). Deterministic (atomicMax commutes); never an
 //    underestimate (m >= f before the batch) and never above the plain sketch's counters. The
-//    host reference ConservativeBatchReference below computes the same table.
+//    host's core::CountMinConservativeBatchAdd computes the same table (sessions use this form
+//    on the device: core/sketches/count_min.h).
 //  * FCM, FcmPhaseMode::kPerBatch: the batch is aggregated on the device; the phase of every
 //    distinct id is read from the detector's state at the start of the batch (a snapshot), then
 //    the detector counts each distinct id once with its total weight (ascending id order). Host
@@ -87,7 +88,14 @@ class GpuCountMin {
   // prefix, then one store per touched cell. What core::CountMin uses through the GPU pool.
   absl::Status AddSequential(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                              std::vector<uint64_t>* estimates);
-  // Kernel time and bytes of AddSequential and DownloadTo so far.
+  // Conservative update in core::CountMinConservativeBatchAdd's batch form (the one batch
+  // aggregated, targets from the table before it, atomicMax), with each item's estimate after
+  // the batch, in one round trip. What core::CountMin (conservative) uses through the GPU pool.
+  absl::Status AddConservativeBatch(absl::Span<const uint64_t> ids,
+                                    absl::Span<const uint64_t> weights,
+                                    std::vector<uint64_t>* estimates);
+  const core::CountMinOptions& options() const { return options_; }
+  // Kernel time and bytes of AddSequential, AddConservativeBatch and DownloadTo so far.
   GpuWorkStats work_stats() const;
 
  private:
@@ -172,12 +180,6 @@ class GpuPbf {
 // Hashes string keys to their ids (core::StringKeyId) on `device`.
 absl::Status HashStringsOnDevice(int device, absl::Span<const std::string> strings,
                                  std::vector<uint64_t>* ids);
-
-// The host reference of the batch conservative update described at the top, applied to a
-// row-major d x w table with core's row hashes (MakePairwiseHash(seed, r)).
-void ConservativeBatchReference(const core::CountMinOptions& options,
-                                absl::Span<const uint64_t> ids,
-                                absl::Span<const uint64_t> weights, std::vector<uint64_t>* table);
 
 }  // namespace streamstats::gpu
 

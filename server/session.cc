@@ -122,8 +122,13 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     return absl::StrCat(p->partitions(), " workers: ", absl::StrJoin(each, "; "));
   }
   if (const auto* cm = dynamic_cast<const core::CountMin*>(&s); cm != nullptr) {
-    return cm->on_device() ? absl::StrCat(accelerator.name(), ": table on the device")
-                           : "cpu: table in host memory";
+    if (!cm->on_device()) return "cpu: table in host memory";
+    // core/sketches/count_min.h: conservative update has no parallel form; the device applies
+    // each batch in the batch form (same bound, a table that depends on the batches' cuts).
+    return absl::StrCat(accelerator.name(), ": table on the device",
+                        cm->options().conservative
+                            ? " (conservative update per batch: targets from the table before it)"
+                            : "");
   }
   if (const auto* pbf = dynamic_cast<const core::Pbf*>(&s); pbf != nullptr) {
     return pbf->on_device() ? absl::StrCat(accelerator.name(), ": filter on the device")

@@ -39,9 +39,11 @@ struct RankSampleEntry {
 class DeviceSketch {
  public:
   virtual ~DeviceSketch() = default;
-  // Count-Min (plain update): adds ids[i] with weights[i] (empty: 1 each) in order; estimates[i]
+  // Count-Min, plain update: adds ids[i] with weights[i] (empty: 1 each) in order; estimates[i]
   // = the minimum over the item's d counters right after its own addition — exactly what the
   // sequential update computes (the heavy-hitter candidates are fed with it).
+  // Count-Min, conservative update: the whole call is one batch of CountMinConservativeBatchAdd
+  // (core/sketches/count_min.h), estimates[i] = ids[i]'s minimum after the batch.
   // PBF: inserts the items at the stream positions that follow the ones already inserted, as
   // Pbf::Update does; `estimates` must be null.
   virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
@@ -57,7 +59,7 @@ class DeviceSketch {
 
 // What to keep on the device; exactly one of the options is set.
 struct DeviceSketchSpec {
-  const CountMinOptions* count_min = nullptr;  // plain update only
+  const CountMinOptions* count_min = nullptr;  // plain or conservative update
   const PbfOptions* pbf = nullptr;
   absl::Span<const uint64_t> state;  // the current table / bit words, uploaded as the start
   uint64_t position = 0;             // PBF: items inserted so far (the next stream position)

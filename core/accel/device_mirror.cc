@@ -14,6 +14,7 @@ void DeviceMirror::TryAttach(Accelerator* accelerator, DeviceSketchSpec spec) {
   stale_ = false;
   journal_ids_.clear();
   journal_weights_.clear();
+  journal_ends_.clear();
   journal_weighted_ = false;
 }
 
@@ -39,6 +40,7 @@ bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t
       journal_weights_.insert(journal_weights_.end(), weights.begin(), weights.end());
     }
   }
+  journal_ends_.push_back(journal_ids_.size());
   if (journal_ids_.size() >= std::max<size_t>(size_t{1} << 16, host_state_.size())) {
     RefreshLocked();
   }
@@ -77,12 +79,23 @@ void DeviceMirror::RefreshLocked() const {
     device_.reset();
     // The host copy is as of the last refresh (a failed Download may have written part of it,
     // so Download writes only on success: see DeviceSketch implementations) plus the journal.
-    replay_(journal_ids_, journal_weights_);
+    const absl::Span<const uint64_t> ids(journal_ids_), weights(journal_weights_);
+    uint64_t weight_after = 0;
+    for (size_t i = 0; i < ids.size(); ++i) weight_after += journal_weighted_ ? weights[i] : 1;
+    size_t begin = 0;
+    for (const size_t end : journal_ends_) {
+      const absl::Span<const uint64_t> batch_weights =
+          journal_weighted_ ? weights.subspan(begin, end - begin) : weights;
+      for (size_t i = begin; i < end; ++i) weight_after -= journal_weighted_ ? weights[i] : 1;
+      replay_(ids.subspan(begin, end - begin), batch_weights, weight_after);
+      begin = end;
+    }
   }
   if (refreshed_) refreshed_();
   stale_ = false;
   journal_ids_.clear();
   journal_weights_.clear();
+  journal_ends_.clear();
   journal_weighted_ = false;
 }
 
@@ -95,7 +108,8 @@ void DeviceMirror::Detach() {
 
 size_t DeviceMirror::MemoryBytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return (journal_ids_.capacity() + journal_weights_.capacity()) * sizeof(uint64_t);
+  return (journal_ids_.capacity() + journal_weights_.capacity()) * sizeof(uint64_t) +
+         journal_ends_.capacity() * sizeof(size_t);
 }
 
 }  // namespace streamstats::core

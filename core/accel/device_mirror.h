@@ -36,11 +36,13 @@ namespace streamstats::core {
 
 class DeviceMirror {
  public:
-  // Applies journaled items to the host table: the summary's CPU update without side effects
-  // (heavy-hitter candidates were fed when the batch went through the device). `weights` is
-  // empty or one per id.
-  using ReplayFn =
-      std::function<void(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights)>;
+  // Applies one journaled batch to the host table as the device applied it: the summary's
+  // update without side effects (heavy-hitter candidates were fed when the batch went through
+  // the device). Called once per batch, in order (a conservative Count-Min's batch form depends
+  // on where batches end). `weights` is empty or one per id; `weight_after` is the total weight of
+  // the journaled batches after this one (the PBF re-inserts at the stream positions it had).
+  using ReplayFn = std::function<void(absl::Span<const uint64_t> ids,
+                                      absl::Span<const uint64_t> weights, uint64_t weight_after)>;
 
   // `host_state` is the summary's table (fixed size for the summary's life); `replay` as above;
   // `refreshed` (optional) runs after the host table was brought up to date (to recompute what
@@ -88,6 +90,7 @@ class DeviceMirror {
   mutable std::unique_ptr<DeviceSketch> device_;
   mutable bool stale_ = false;
   mutable std::vector<uint64_t> journal_ids_, journal_weights_;  // weights: empty or one per id
+  mutable std::vector<size_t> journal_ends_;                      // where each batch ends
   mutable bool journal_weighted_ = false;
   mutable uint64_t failures_ = 0;
 };

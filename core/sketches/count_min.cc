@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/key_id.h"
@@ -32,7 +33,7 @@ CountMin::CountMin(const CountMinOptions& options, ValueKind value_kind, Acceler
       table_(depth_ * width_, 0),
       candidates_(options.EffectiveHeavyHitterCapacity()),
       mirror_(absl::MakeSpan(table_), [this](absl::Span<const uint64_t> ids,
-                                             absl::Span<const uint64_t> weights) {
+                                             absl::Span<const uint64_t> weights, uint64_t) {
         AddToTable(ids, weights);
       }) {
   rows_.reserve(depth_);
@@ -213,12 +214,60 @@ void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                    estimates != nullptr ? estimates->data() : nullptr);
 }
 
+void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
+                                  absl::Span<const uint64_t> ids,
+                                  absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                                  std::vector<uint64_t>* estimates) {
+  const FastModBelow63 mod = FastModBelow63::For(width);
+  const size_t d = rows.size();
+  // (id, total weight) per distinct id, ascending.
+  std::vector<std::pair<uint64_t, uint64_t>> unique(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) unique[i] = {ids[i], weights.empty() ? 1 : weights[i]};
+  std::sort(unique.begin(), unique.end());
+  size_t u = 0;
+  for (size_t i = 0; i < unique.size(); ++i) {
+    if (u > 0 && unique[u - 1].first == unique[i].first) {
+      unique[u - 1].second += unique[i].second;
+    } else {
+      unique[u++] = unique[i];
+    }
+  }
+  unique.resize(u);
+  std::vector<uint64_t> cells(u * d), targets(u);
+  for (size_t j = 0; j < u; ++j) {
+    uint64_t low = std::numeric_limits<uint64_t>::max();
+    for (size_t r = 0; r < d; ++r) {
+      cells[j * d + r] = r * width + mod(rows[r](unique[j].first));
+      low = std::min(low, table[cells[j * d + r]]);
+    }
+    targets[j] = low + unique[j].second;
+  }
+  for (size_t j = 0; j < u; ++j) {
+    for (size_t r = 0; r < d; ++r) {
+      uint64_t& c = table[cells[j * d + r]];
+      c = std::max(c, targets[j]);
+    }
+  }
+  if (estimates == nullptr) return;
+  estimates->resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t j = std::lower_bound(unique.begin(), unique.end(), std::make_pair(ids[i], uint64_t{0})) -
+                     unique.begin();
+    uint64_t low = std::numeric_limits<uint64_t>::max();
+    for (size_t r = 0; r < d; ++r) low = std::min(low, table[cells[j * d + r]]);
+    (*estimates)[i] = low;
+  }
+}
+
 void CountMin::AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
-  CountMinPlainAdd(rows_, width_, ids, weights, absl::MakeSpan(table_), nullptr);
+  if (options_.conservative) {
+    CountMinConservativeBatchAdd(rows_, width_, ids, weights, absl::MakeSpan(table_), nullptr);
+  } else {
+    CountMinPlainAdd(rows_, width_, ids, weights, absl::MakeSpan(table_), nullptr);
+  }
 }
 
 bool CountMin::UpdateOnDevice(const Batch& batch) {
-  if (options_.conservative) return false;
   if (!mirror_.attached()) {
     DeviceSketchSpec spec;
     spec.count_min = &options_;

@@ -34,11 +34,17 @@
 // 22-31 ns per item for d x w = 5 x 2719, candidate capacity 2000, 10^7 Zipf(1.1) uint64 keys
 // (bench/peers_bench on a shared 2-vCPU AMD EPYC VM, one core; about 1.0x DataSketches'
 // count_min_sketch, which keeps no candidates).
-// On an accelerator that keeps sketches on its device (the GPU pool), a plain sketch's table lives
-// there (core/accel/device_mirror.h): batches are added on the device, which also returns each item's
-// sequential estimate for the candidates, so the table, the candidates and every answer equal the
-// CPU's bit for bit; a device failure moves the sketch back to the host without losing a batch.
-// Conservative update stays on the host (sequential by nature: see gpu/gpu_sketches.h).
+// On an accelerator that keeps sketches on its device (the GPU pool), the table lives there
+// (core/accel/device_mirror.h): batches are added on the device; a device failure moves the
+// sketch back to the host without losing a batch.
+//  * Plain: the device also returns each item's sequential estimate for the candidates, so the
+//    table, the candidates and every answer equal the CPU's bit for bit.
+//  * Conservative: the device applies each batch in the batch form of
+//    CountMinConservativeBatchAdd below (sequential update has no parallel form) and returns each
+//    item's estimate after its batch for the candidates. The bound above and the heavy-hitter
+//    statement hold as stated (each offered estimate is >= the key's f then, and <= f + epsilon*N
+//    with the same probability); the table equals the host's batch form applied to the same
+//    batches, not the sequential table, and depends on where batches were cut.
 // Not thread-safe for writers; const methods may run concurrently (the owning session's shared
 // lock).
 #ifndef STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
@@ -68,6 +74,21 @@ namespace streamstats::core {
 void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
+
+// Conservative update in its batch form (what a device applies: issue 15): the batch is
+// aggregated to distinct ids with total weights W; for each id, m = the minimum over its rows
+// BEFORE the batch; each of its counters becomes max(counter, m + W). Order-free inside the batch
+// (so a device computes it with atomicMax); estimates[i] (optional) = ids[i]'s minimum AFTER the
+// batch. What it does to the bound: m >= the key's f before the batch, so every counter stays
+// >= every key's f (never an underestimate), and no counter exceeds the plain sketch's
+// (m + W <= each counter before + W), so f <= Estimate <= f + epsilon*N keeps its probability
+// 1 - delta; a row's sum grows by at most the batch's weight. It only gives up some of the
+// tightening the sequential form gets when two keys of one batch share a counter (each key's
+// target is computed from the table before the batch, not after the other's update).
+void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
+                                  absl::Span<const uint64_t> ids,
+                                  absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                                  std::vector<uint64_t>* estimates);
 
 namespace count_min_internal {
 // out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with AVX2 when `simd` and the CPU has
@@ -125,7 +146,8 @@ class CountMin final : public Summary {
   const HeavyHitterCandidates& candidates() const { return candidates_; }
 
  private:
-  // Plain update of the host table only (replaying a device journal).
+  // Update of the host table only, as the device did it (replaying a device journal: plain, or
+  // conservative in its batch form, one call per batch).
   void AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // The batch on the device; false when it must be applied on the host.
   bool UpdateOnDevice(const Batch& batch);

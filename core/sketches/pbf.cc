@@ -75,12 +75,14 @@ Pbf::Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerat
       candidates_(options.EffectiveHeavyHitterCapacity()),
       mirror_(
           absl::MakeSpan(words_),
-          [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
-            // Re-insert the journal at the stream positions it had: it ends at count_.
+          [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                 uint64_t weight_after) {
+            // Re-insert the batch at the stream positions it had: the journal ends at count_.
             uint64_t total = 0;
             for (size_t i = 0; i < ids.size(); ++i) total += weights.empty() ? 1 : weights[i];
-            count_ -= total;
+            count_ -= total + weight_after;
             for (size_t i = 0; i < ids.size(); ++i) Insert(ids[i], weights.empty() ? 1 : weights[i]);
+            count_ += weight_after;
           },
           [this] {
             set_bits_ = 0;

@@ -24,6 +24,7 @@
 #include "gpu/gpu_pool.h"
 #include "gpu/gpu_sketches.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 
 namespace streamstats::gpu {
 namespace {
@@ -305,12 +306,14 @@ TEST(GpuCountMin, ConservativeBatchUpdateEqualsItsHostReferenceAndKeepsTheBounds
   core::CountMin plain(plain_o, core::ValueKind::kUint64, nullptr);
   core::CountMin sequential(o, core::ValueKind::kUint64, nullptr);
   std::vector<uint64_t> ref(o.Depth() * o.Width(), 0);
+  std::vector<core::PairwiseHash> rows;
+  for (uint64_t r = 0; r < o.Depth(); ++r) rows.push_back(core::MakePairwiseHash(o.seed, r));
   std::vector<uint64_t> all;
   for (int b = 0; b < 5; ++b) {
     std::vector<uint64_t> ids = ZipfIds(100000, 1.1, 50000, 10 + b);
     std::vector<uint64_t> w = b == 4 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
     ASSERT_TRUE((*gpu)->Update(ids, w).ok());
-    ConservativeBatchReference(o, ids, w, &ref);
+    core::CountMinConservativeBatchAdd(rows, o.Width(), ids, w, absl::MakeSpan(ref), nullptr);
     ASSERT_TRUE(plain.Update(U64Batch(ids, w)).ok());
     ASSERT_TRUE(sequential.Update(U64Batch(ids, w)).ok());
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -659,6 +662,63 @@ TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures)
     some_work |= d.kernel_seconds > 0 && d.bytes_copied > 0 && d.memory_used_bytes > 0;
   }
   EXPECT_TRUE(some_work);
+}
+
+// Issue 15: a conservative Count-Min lives on the device in sessions too, in the batch form; its
+// bytes, estimates and heavy hitters equal the host's batch form fed the same batches (the core
+// tests' fake device, which never fails here), also when a device call fails (that batch and the
+// rest go to the host, sequential, on both).
+TEST(GpuPool, ConservativeCountMinLivesOnTheDeviceInTheBatchFormDespiteFailures) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok());
+  for (int inject_at : {-1, 3, 11}) {
+    SCOPED_TRACE(inject_at);
+    core::SummaryOptions so;
+    so.kind = core::SummaryKind::kCountMin;
+    so.count_min.epsilon = 0.0005;
+    so.count_min.conservative = true;
+    core::fake::FakeDeviceAccelerator host;
+    auto ref = core::CreateSummary(so, core::ValueKind::kUint64, &host);
+    auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+    so.count_min.conservative = false;
+    auto plain = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+    ASSERT_TRUE(ref.ok() && gpu.ok() && plain.ok());
+    const auto& gpu_cm = dynamic_cast<const core::CountMin&>(**gpu);
+    for (int b = 0; b < 16; ++b) {
+      if (b == inject_at) {
+        (*pool)->InjectFailuresForTesting(1);
+        (*ref)->set_accelerator(nullptr);
+      }
+      std::vector<uint64_t> ids = ZipfIds(1000 + 3000 * b, 1.1, 20000, b + 300);
+      std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+      ASSERT_TRUE((*ref)->Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*plain)->Update(U64Batch(ids, w)).ok());
+      EXPECT_EQ(gpu_cm.on_device(), inject_at < 0 || b < inject_at) << b;
+      if (b % 5 == 4) {
+        core::Keys q;
+        q.kind = core::ValueKind::kUint64;
+        std::vector<uint64_t> probe(ids.begin(), ids.begin() + 50);
+        q.keys = probe;
+        auto r = (*ref)->Frequencies(q);
+        auto g = (*gpu)->Frequencies(q);
+        auto p = (*plain)->Frequencies(q);
+        ASSERT_TRUE(r.ok() && g.ok() && p.ok());
+        for (size_t i = 0; i < probe.size(); ++i) {
+          ASSERT_EQ((*r)[i].estimate, (*g)[i].estimate);
+          ASSERT_LE((*g)[i].estimate, (*p)[i].estimate);
+        }
+      }
+    }
+    EXPECT_EQ((*gpu)->Serialize(), (*ref)->Serialize());
+    auto hr = (*ref)->HeavyHitters(0.005);
+    auto hg = (*gpu)->HeavyHitters(0.005);
+    ASSERT_TRUE(hr.ok() && hg.ok());
+    EXPECT_FALSE(hr->empty());
+    ASSERT_EQ(hr->size(), hg->size());
+    for (size_t i = 0; i < hr->size(); ++i) EXPECT_EQ((*hr)[i].key, (*hg)[i].key);
+  }
 }
 
 }  // namespace

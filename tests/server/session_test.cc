@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/spec_parser.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/frequencies/hierarchical_heavy_hitters_test_util.h"
 #include "tests/server/session_test_util.h"
 #include "server/convert.h"
@@ -427,6 +428,34 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   spec.mutable_partitioning()->set_partitions(2);
   auto p = *Session::Create(*ConfigFromSpec(spec), &low);
   EXPECT_EQ(p->Stats().summaries[0].placement, "2 workers: cpu: table in host memory");
+  // An accelerator that keeps sketch tables: plain and conservative Count-Min move there with the
+  // first batch (issue 15: conservative update in its batch form), and GetSession says how.
+  core::fake::FakeDeviceAccelerator device;
+  const std::vector<uint64_t> items = {1, 2, 3, 2, 1, 1};
+  const std::vector<uint64_t> asked = {1, 2, 4};
+  for (const std::string spec_text : {"count_min", "count_min:conservative=true"}) {
+    auto sketches = *Session::Create(Config("where", {spec_text}, v1::VALUE_KIND_UINT64), &device);
+    EXPECT_EQ(sketches->Stats().summaries[0].placement, "cpu: table in host memory");
+    core::Batch batch;
+    batch.kind = core::ValueKind::kUint64;
+    batch.keys = items;
+    ASSERT_TRUE(sketches->Ingest(batch, "", 0).ok());
+    EXPECT_EQ(sketches->Stats().summaries[0].placement,
+              spec_text == "count_min"
+                  ? "fake-device: table on the device"
+                  : "fake-device: table on the device (conservative update per batch: targets "
+                    "from the table before it)");
+    core::Keys keys;
+    keys.kind = core::ValueKind::kUint64;
+    keys.keys = asked;
+    auto freq = sketches->Frequencies(keys, "");
+    ASSERT_TRUE(freq.ok()) << freq.status();
+    ASSERT_EQ(freq->results.size(), 1u);
+    EXPECT_EQ(freq->results[0].answers[0].estimate, 3u);  // f <= estimate; exact: the rows are wide
+    EXPECT_EQ(freq->results[0].answers[1].estimate, 2u);
+    EXPECT_EQ(freq->results[0].answers[2].estimate, 0u);
+  }
+  EXPECT_EQ(device.stats.attaches, 2);
 }
 
 TEST(Session, AProducerSequenceIsAppliedOnce) {

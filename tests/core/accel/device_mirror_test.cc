@@ -4,8 +4,10 @@
 #include "core/accel/device_mirror.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,113 +15,17 @@
 #include "core/sketches/pbf.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/sketch_test_util.h"
 
 namespace streamstats::core {
 namespace {
 
+using fake::FakeDeviceAccelerator;
+
 using testing::AllDistributions;
 using testing::AllOrders;
 using testing::MakeKeys;
-
-// What the fake's sketches share with the test: call counts and the failure plan.
-struct FakeDeviceStats {
-  int attaches = 0;
-  int adds = 0;
-  int downloads = 0;
-  int counts = 0;
-  int fail_add_at = -1;       // the n-th Add (0-based) fails
-  int fail_download_at = -1;  // the n-th Download fails
-  int fail_count_at = -1;     // the n-th CountSetPositions fails
-};
-
-// Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd, the PBF
-// through PbfInsert (the CPU semantics the GPU kernels reproduce).
-class FakeDeviceSketch final : public DeviceSketch {
- public:
-  FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
-      : state_(spec.state.begin(), spec.state.end()), position_(spec.position), stats_(stats) {
-    if (spec.count_min != nullptr) {
-      width_ = spec.count_min->Width();
-      for (uint64_t r = 0; r < spec.count_min->Depth(); ++r) {
-        rows_.push_back(MakePairwiseHash(spec.count_min->seed, r));
-      }
-    } else {
-      pbf_ = *spec.pbf;
-    }
-  }
-
-  absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
-                   std::vector<uint64_t>* estimates) override {
-    const int n = stats_->adds++;
-    if (!rows_.empty()) {
-      // Apply half of the batch before failing: the device holds a partial batch.
-      const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
-      CountMinPlainAdd(rows_, width_, ids.subspan(0, applied),
-                       weights.empty() ? weights : weights.subspan(0, applied),
-                       absl::MakeSpan(state_), estimates);
-    } else {
-      const PbfParameters params = pbf_.Effective();
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const uint64_t w = weights.empty() ? 1 : weights[i];
-        PbfInsert(params, pbf_.seed, position_, ids[i], w, absl::MakeSpan(state_));
-        position_ += w;
-      }
-    }
-    if (n == stats_->fail_add_at) return absl::InternalError("injected device error");
-    return absl::OkStatus();
-  }
-
-  absl::Status Download(absl::Span<uint64_t> state) override {
-    if (stats_->downloads++ == stats_->fail_download_at) {
-      return absl::InternalError("injected download error");
-    }
-    std::copy(state_.begin(), state_.end(), state.begin());
-    return absl::OkStatus();
-  }
-
-  // Every position counted (the host cuts counts short), as the GPU's query kernel does.
-  absl::Status CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
-                                 uint64_t* set_bits) override {
-    if (!rows_.empty()) return DeviceSketch::CountSetPositions(ids, y, set_bits);
-    if (stats_->counts++ == stats_->fail_count_at) {
-      return absl::InternalError("injected count error");
-    }
-    const PbfParameters params = pbf_.Effective();
-    y->assign(ids.size(), 0);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const uint64_t key_hash = PbfKeyHash(pbf_.seed, ids[i]);
-      for (uint64_t j = 0; j < params.k; ++j) {
-        const uint64_t pos = PbfPosition(key_hash, j, params.m);
-        (*y)[i] += (state_[pos >> 6] >> (pos & 63)) & 1;
-      }
-    }
-    *set_bits = 0;
-    for (uint64_t word : state_) *set_bits += static_cast<uint64_t>(__builtin_popcountll(word));
-    return absl::OkStatus();
-  }
-
- private:
-  std::vector<uint64_t> state_;
-  uint64_t position_;
-  FakeDeviceStats* stats_;
-  std::vector<PairwiseHash> rows_;
-  uint64_t width_ = 0;
-  PbfOptions pbf_;
-};
-
-class FakeDeviceAccelerator final : public Accelerator {
- public:
-  std::string name() const override { return "fake-device"; }
-  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
-    return CpuAcceleratorInstance()->SortWindow(keys, weights);
-  }
-  std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec) override {
-    ++stats.attaches;
-    return std::make_unique<FakeDeviceSketch>(spec, &stats);
-  }
-  FakeDeviceStats stats;
-};
 
 std::unique_ptr<Summary> Make(const SummaryOptions& options, ValueKind kind, Accelerator* acc) {
   auto s = CreateSummary(options, kind, acc);
@@ -268,13 +174,127 @@ TEST(DeviceMirror, MergeAndSetAcceleratorMoveTheTableAndKeepItExact) {
   FeedAndCompare(a, cpu_a.get(), dev_a.get(), 4, true);
 }
 
-TEST(DeviceMirror, ConservativeCountMinStaysOnTheHost) {
-  FakeDeviceAccelerator fake;
-  auto cpu = Make(CmOptions(true), ValueKind::kUint64, nullptr);
-  auto dev = Make(CmOptions(true), ValueKind::kUint64, &fake);
-  FeedAndCompare(MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 20000, 4),
-                 cpu.get(), dev.get(), 6, true);
-  EXPECT_EQ(fake.stats.attaches, 0);
+// Issue 15: a conservative Count-Min lives on the device too, in the batch form
+// (CountMinConservativeBatchAdd per batch). Its bytes equal a reference that took the same
+// batches in that form on a device that never fails and moved to the host (sequential update)
+// exactly where the failing one did: a failed Add moves that batch and the rest to the host, a
+// failed Download replays the journal batch by batch. Every estimate keeps f <= estimate <= the
+// plain sketch's, and no heavy hitter is missed.
+TEST(DeviceMirror, ConservativeCountMinOnADeviceTakesTheBatchFormAndKeepsItsBound) {
+  for (auto dist : {testing::Distribution::kZipf11, testing::Distribution::kUniform}) {
+    const std::vector<uint64_t> keys = MakeKeys(dist, testing::Order::kShuffled, 40000, 4);
+    for (int fail_add : {-1, 0, 3, 9}) {
+      for (int fail_download : {-1, 0, 2}) {
+        SCOPED_TRACE(::testing::Message() << testing::Name(dist) << " add " << fail_add
+                                          << " download " << fail_download);
+        FakeDeviceAccelerator fake, steady;
+        fake.stats.fail_add_at = fail_add;
+        fake.stats.fail_download_at = fail_download;
+        auto dev = Make(CmOptions(true), ValueKind::kUint64, &fake);
+        auto ref = Make(CmOptions(true), ValueKind::kUint64, &steady);
+        auto plain = Make(CmOptions(false), ValueKind::kUint64, nullptr);
+        auto sequential = Make(CmOptions(true), ValueKind::kUint64, nullptr);
+        auto& dev_cm = dynamic_cast<CountMin&>(*dev);
+        auto& ref_cm = dynamic_cast<CountMin&>(*ref);
+        std::mt19937_64 rng(21);
+        std::map<uint64_t, uint64_t> exact;
+        size_t i = 0;
+        int batch_no = 0;
+        while (i < keys.size()) {
+          const size_t n = std::min<size_t>(keys.size() - i, 1 + rng() % 3000);
+          std::vector<uint64_t> weights;
+          if (batch_no++ % 3 == 2) {
+            for (size_t j = 0; j < n; ++j) weights.push_back(1 + rng() % 5);
+          }
+          Batch b;
+          b.kind = ValueKind::kUint64;
+          b.keys = absl::MakeConstSpan(keys).subspan(i, n);
+          b.weights = weights;
+          for (size_t j = 0; j < n; ++j) exact[keys[i + j]] += weights.empty() ? 1 : weights[j];
+          // The failing device gives this batch to the host: so does the reference.
+          if (fake.stats.adds == fail_add) ref->set_accelerator(nullptr);
+          ASSERT_TRUE(dev->Update(b).ok());
+          ASSERT_TRUE(ref->Update(b).ok());
+          ASSERT_TRUE(plain->Update(b).ok());
+          ASSERT_TRUE(sequential->Update(b).ok());
+          i += n;
+          if (batch_no % 4 == 0) {
+            Keys q;
+            q.kind = ValueKind::kUint64;
+            q.keys = {keys[i - 1]};
+            ASSERT_TRUE(dev->Frequencies(q).ok());  // a Download (which may fail)
+            if (!dev_cm.on_device() && ref_cm.on_device()) ref->set_accelerator(nullptr);
+          }
+        }
+        EXPECT_TRUE(dev->Serialize() == ref->Serialize());
+        EXPECT_EQ(dev_cm.on_device(), fail_add < 0 && fail_download < 0);
+        EXPECT_EQ(dev_cm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
+        // The bound: f <= estimate <= the plain sketch's estimate, for every key.
+        const auto& plain_cm = dynamic_cast<const CountMin&>(*plain);
+        size_t tighter = 0;
+        for (const auto& [key, f] : exact) {
+          const uint64_t id = key;
+          const uint64_t est = dev_cm.EstimateId(id);
+          ASSERT_LE(f, est) << key;
+          ASSERT_LE(est, plain_cm.EstimateId(id)) << key;
+          tighter += est < plain_cm.EstimateId(id);
+        }
+        EXPECT_GT(tighter, 0u);  // it is still a conservative update
+        // No heavy hitter missed at s = 0.01 (>= eps + 1/(C-1) for the auto capacity).
+        auto hh = dev->HeavyHitters(0.01);
+        ASSERT_TRUE(hh.ok());
+        std::set<uint64_t> listed;
+        for (const HeavyHitter& h : *hh) listed.insert(h.key);
+        for (const auto& [key, f] : exact) {
+          if (static_cast<double>(f) >= 0.01 * static_cast<double>(dev->count())) {
+            EXPECT_TRUE(listed.count(key)) << key << " f=" << f;
+          }
+        }
+        EXPECT_EQ(dev->count(), sequential->count());
+      }
+    }
+  }
+}
+
+// The batch form itself, against a direct reading of its definition, and what one batch of
+// colliding keys gives up against the sequential form (never more than the plain sketch).
+TEST(CountMinConservativeBatchAdd, EqualsItsDefinitionAndLiesBetweenSequentialAndPlain) {
+  CountMinOptions o;
+  o.epsilon = 0.05;  // narrow rows: many keys of a batch collide
+  o.delta = 0.05;
+  o.conservative = true;
+  std::vector<PairwiseHash> rows;
+  for (uint64_t r = 0; r < o.Depth(); ++r) rows.push_back(MakePairwiseHash(o.seed, r));
+  const uint64_t w = o.Width();
+  std::vector<uint64_t> table(o.Depth() * w, 0), definition = table, plain = table;
+  std::mt19937_64 rng(5);
+  for (int batch = 0; batch < 50; ++batch) {
+    std::vector<uint64_t> ids(1 + rng() % 200), weights(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = rng() % 300;
+      weights[i] = 1 + rng() % 4;
+    }
+    std::vector<uint64_t> estimates;
+    CountMinConservativeBatchAdd(rows, w, ids, weights, absl::MakeSpan(table), &estimates);
+    CountMinPlainAdd(rows, w, ids, weights, absl::MakeSpan(plain), nullptr);
+    // Definition: targets from the table before the batch, then max.
+    std::map<uint64_t, uint64_t> totals;
+    for (size_t i = 0; i < ids.size(); ++i) totals[ids[i]] += weights[i];
+    std::vector<std::pair<size_t, uint64_t>> writes;
+    for (const auto& [id, total] : totals) {
+      uint64_t low = UINT64_MAX;
+      for (uint64_t r = 0; r < rows.size(); ++r) low = std::min(low, definition[r * w + rows[r](id) % w]);
+      for (uint64_t r = 0; r < rows.size(); ++r) writes.push_back({r * w + rows[r](id) % w, low + total});
+    }
+    for (const auto& [cell, target] : writes) definition[cell] = std::max(definition[cell], target);
+    ASSERT_EQ(table, definition) << "batch " << batch;
+    for (size_t c = 0; c < table.size(); ++c) ASSERT_LE(table[c], plain[c]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      uint64_t low = UINT64_MAX;
+      for (uint64_t r = 0; r < rows.size(); ++r) low = std::min(low, table[r * w + rows[r](ids[i]) % w]);
+      ASSERT_EQ(estimates[i], low);
+    }
+  }
 }
 
 // Bits, heavy-hitter candidates (offered from the device's counts) and answers equal the CPU's,

@@ -1,0 +1,128 @@
+// A fake accelerator that keeps sketches in "device" memory of its own, as the GPU pool does,
+// with the CPU semantics the GPU kernels reproduce, and can fail on any call (shared by the core,
+// server and GPU tests).
+#ifndef STREAMSTATS_TESTS_CORE_ACCEL_FAKE_DEVICE_H_
+#define STREAMSTATS_TESTS_CORE_ACCEL_FAKE_DEVICE_H_
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/accel/accelerator.h"
+#include "core/common/hash.h"
+#include "core/sketches/count_min.h"
+#include "core/sketches/pbf.h"
+
+namespace streamstats::core::fake {
+
+// What the fake's sketches share with the test: call counts and the failure plan.
+struct FakeDeviceStats {
+  int attaches = 0;
+  int adds = 0;
+  int downloads = 0;
+  int counts = 0;
+  int fail_add_at = -1;       // the n-th Add (0-based) fails
+  int fail_download_at = -1;  // the n-th Download fails
+  int fail_count_at = -1;     // the n-th CountSetPositions fails
+};
+
+// Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
+// (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
+// through PbfInsert (the CPU semantics the GPU kernels reproduce).
+class FakeDeviceSketch final : public DeviceSketch {
+ public:
+  FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
+      : state_(spec.state.begin(), spec.state.end()), position_(spec.position), stats_(stats) {
+    if (spec.count_min != nullptr) {
+      conservative_ = spec.count_min->conservative;
+      width_ = spec.count_min->Width();
+      for (uint64_t r = 0; r < spec.count_min->Depth(); ++r) {
+        rows_.push_back(MakePairwiseHash(spec.count_min->seed, r));
+      }
+    } else {
+      pbf_ = *spec.pbf;
+    }
+  }
+
+  absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                   std::vector<uint64_t>* estimates) override {
+    const int n = stats_->adds++;
+    if (!rows_.empty()) {
+      // Apply half of the batch before failing: the device holds a partial batch.
+      const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
+      auto add = conservative_ ? CountMinConservativeBatchAdd : CountMinPlainAdd;
+      add(rows_, width_, ids.subspan(0, applied),
+          weights.empty() ? weights : weights.subspan(0, applied), absl::MakeSpan(state_),
+          estimates);
+    } else {
+      const PbfParameters params = pbf_.Effective();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const uint64_t w = weights.empty() ? 1 : weights[i];
+        PbfInsert(params, pbf_.seed, position_, ids[i], w, absl::MakeSpan(state_));
+        position_ += w;
+      }
+    }
+    if (n == stats_->fail_add_at) return absl::InternalError("injected device error");
+    return absl::OkStatus();
+  }
+
+  absl::Status Download(absl::Span<uint64_t> state) override {
+    if (stats_->downloads++ == stats_->fail_download_at) {
+      return absl::InternalError("injected download error");
+    }
+    std::copy(state_.begin(), state_.end(), state.begin());
+    return absl::OkStatus();
+  }
+
+  // Every position counted (the host cuts counts short), as the GPU's query kernel does.
+  absl::Status CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
+                                 uint64_t* set_bits) override {
+    if (!rows_.empty()) return DeviceSketch::CountSetPositions(ids, y, set_bits);
+    if (stats_->counts++ == stats_->fail_count_at) {
+      return absl::InternalError("injected count error");
+    }
+    const PbfParameters params = pbf_.Effective();
+    y->assign(ids.size(), 0);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint64_t key_hash = PbfKeyHash(pbf_.seed, ids[i]);
+      for (uint64_t j = 0; j < params.k; ++j) {
+        const uint64_t pos = PbfPosition(key_hash, j, params.m);
+        (*y)[i] += (state_[pos >> 6] >> (pos & 63)) & 1;
+      }
+    }
+    *set_bits = 0;
+    for (uint64_t word : state_) *set_bits += static_cast<uint64_t>(__builtin_popcountll(word));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<uint64_t> state_;
+  uint64_t position_;
+  FakeDeviceStats* stats_;
+  std::vector<PairwiseHash> rows_;
+  bool conservative_ = false;
+  uint64_t width_ = 0;
+  PbfOptions pbf_;
+};
+
+class FakeDeviceAccelerator final : public Accelerator {
+ public:
+  std::string name() const override { return "fake-device"; }
+  size_t DeviceWindowKeys() const override { return window_keys; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
+    return CpuAcceleratorInstance()->SortWindow(keys, weights);
+  }
+  std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec) override {
+    ++stats.attaches;
+    return std::make_unique<FakeDeviceSketch>(spec, &stats);
+  }
+  FakeDeviceStats stats;
+  size_t window_keys = 65536;  // windows this size and up would be sorted "there" (none are)
+};
+
+}  // namespace streamstats::core::fake
+
+#endif  // STREAMSTATS_TESTS_CORE_ACCEL_FAKE_DEVICE_H_
