@@ -303,7 +303,12 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
 };
 
 std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSketchSpec& spec) {
-  if (!options_.sketches) return nullptr;
+  const GpuPoolOptions::SketchKinds& kinds = options_.sketches;
+  if (spec.count_min != nullptr &&
+      !(spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min)) {
+    return nullptr;
+  }
+  if (spec.pbf != nullptr && !kinds.pbf) return nullptr;
   const size_t slot = next_sketch_device_.fetch_add(1) % ordinals_.size();
   const int ordinal = ordinals_[slot];
   if (spec.count_min != nullptr) {

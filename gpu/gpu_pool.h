@@ -61,8 +61,14 @@ struct GpuPoolOptions {
   // quantile summaries holds 2^14): allocating and freeing one costs milliseconds, and freeing
   // synchronizes the device, so enough are kept for every ingest thread's jobs in flight.
   size_t pinned_buffers = 512;
-  bool sketches = true;        // AttachSketch places sketch tables on the devices
+  // Which sketch tables AttachSketch places on the devices; the others stay in host memory.
+  struct SketchKinds {
+    bool count_min = true;               // plain Count-Min (bit-equal sequential update)
+    bool conservative_count_min = true;  // conservative Count-Min, in its batch form
+    bool pbf = true;                     // the Probabilistic Bloom Filter's bits
+  } sketches;
 };
+
 
 // Per device ("gpu:0"): the accelerator metrics.
 struct GpuDeviceStats {

@@ -97,12 +97,41 @@ ABSL_FLAG(int64_t, gpu_launch_max_keys, int64_t{1} << 22,
 ABSL_FLAG(int, gpu_streams_per_device, 4,
           "GPU workers per device, each with its own CUDA stream and buffers, so one launch's "
           "copies overlap another's sort; in [1, 16]");
+ABSL_FLAG(std::string, gpu_sketches, "pbf",
+          "sketch tables kept on the GPUs: none, all, or a comma list of count_min (plain, "
+          "bit-equal to the CPU), conservative (conservative Count-Min in its batch form) and pbf; "
+          "the others stay in host memory (measured: bench/E2E_RESULTS.md, session 9)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
 ABSL_FLAG(int, keepalive_timeout_s, 20, "close a connection whose keepalive ping is unanswered");
 
 namespace {
+
+// --gpu_sketches, read into which sketch kinds live on the devices.
+struct GpuSketchKinds {
+  bool count_min = false, conservative = false, pbf = false;
+};
+
+absl::StatusOr<GpuSketchKinds> ParseGpuSketches(absl::string_view text) {
+  if (text == "all") return GpuSketchKinds{true, true, true};
+  GpuSketchKinds kinds;
+  if (text == "none") return kinds;
+  for (absl::string_view kind : absl::StrSplit(text, ',')) {
+    if (kind == "count_min") {
+      kinds.count_min = true;
+    } else if (kind == "conservative") {
+      kinds.conservative = true;
+    } else if (kind == "pbf") {
+      kinds.pbf = true;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpu_sketches: expected none, all, or a comma list of count_min, conservative, pbf; "
+          "got '", text, "'"));
+    }
+  }
+  return kinds;
+}
 
 // Starts the GPU pool per --gpus; leaves *pool null for the CPU. Errors only when GPUs were
 // named explicitly and cannot be used.
@@ -132,9 +161,14 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu_launch_max_keys must be in [2^12, 2^30] keys, got ", launch_max));
   }
+  const absl::StatusOr<GpuSketchKinds> sketches = ParseGpuSketches(absl::GetFlag(FLAGS_gpu_sketches));
+  if (!sketches.ok()) return sketches.status();
   if (spec == "none") return absl::OkStatus();
 #ifdef STREAMSTATS_HAVE_GPU
   streamstats::gpu::GpuPoolOptions options;
+  options.sketches.count_min = sketches->count_min;
+  options.sketches.conservative_count_min = sketches->conservative;
+  options.sketches.pbf = sketches->pbf;
   options.streams_per_device = streams;
   options.batch_max_keys = static_cast<size_t>(launch_max);
   options.job_cpu_threshold = static_cast<size_t>(job_min);
@@ -144,14 +178,17 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
     for (absl::string_view ordinal : absl::StrSplit(spec, ',')) {
       int d;
       if (!absl::SimpleAtoi(ordinal, &d) || d < 0) {
-        return absl::InvalidArgumentError("expected auto, none or ordinals like 0,1; got '" + spec + "'");
+        return absl::InvalidArgumentError("--gpus: expected auto, none or ordinals like 0,1; got '" + spec + "'");
       }
       options.devices.push_back(d);
     }
   }
   auto created = streamstats::gpu::GpuPool::Create(options);
   if (!created.ok()) {
-    if (spec != "auto") return created.status();
+    if (spec != "auto") {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("--gpus: ", created.status().message()));
+    }
     std::fprintf(stderr, "streamstatsd: no usable GPU (%s); the CPU does the work\n",
                  std::string(created.status().message()).c_str());
     return absl::OkStatus();
@@ -254,7 +291,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<streamstats::core::Accelerator> gpu_pool;
   std::string backend_name = "cpu";
   if (absl::Status s = StartGpuPool(absl::GetFlag(FLAGS_gpus), &gpu_pool); !s.ok()) {
-    std::fprintf(stderr, "streamstatsd: --gpus: %s\n", std::string(s.message()).c_str());
+    std::fprintf(stderr, "streamstatsd: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   if (gpu_pool != nullptr) backend_name = gpu_pool->name();
