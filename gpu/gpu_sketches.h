@@ -1,5 +1,5 @@
-// Device-resident frequency sketches: Count-Min (plain and conservative), FCM and the
-// Probabilistic Bloom Filter, updated and queried in batches, with the hashes and the
+// Device-resident frequency sketches: Count-Min (plain and conservative), FCM, the signed table
+// of AMS and Count Sketch, and the Probabilistic Bloom Filter, updated and queried in batches, with the hashes and the
 // counter-based coins of core/common/hash.h and core/sketches/pbf.h (STREAMSTATS_HOST_DEVICE), so the device
 // computes the CPU's buckets, rows, positions and coins bit for bit.
 //
@@ -106,6 +106,50 @@ class GpuCountMin {
   core::CountMinOptions options_;
   uint64_t depth_ = 0, width_ = 0, count_ = 0;
   uint64_t* table_ = nullptr;  // device
+  std::unique_ptr<detail::SketchDevice> dev_;
+};
+
+// The signed table of AMS and Count Sketch (core/sketches/signed_table.h; seed 001 §IV): d rows
+// of w signed 64-bit counters, row r hashing a key id with core::MakeFourWiseHash(seed, r) (sign
+// from the low bit of `re`, bucket from `im` mod w), so the device computes the CPU's cells and
+// signs bit for bit. Counters add modulo 2^64 in any order, so after the same items the table
+// equals core::SignedTable's exactly, whatever the batching (tests/gpu/gpu_test.cc).
+// Update: one thread per (item, row) pair (a 4-wise hash is 12 multiplications mod 2^61 - 1, the
+// row's coefficients read from constant-cached kernel parameters); unweighted batches accumulate
+// into a per-block copy of the table in shared memory when it fits (d*w*4 bytes <= the device's
+// opt-in, e.g. AMS at epsilon = 0.1: 13 x 1600), flushed with one global atomic per non-zero
+// counter (the seed-001 style: rows in shared memory); otherwise global 64-bit atomics.
+// Estimates: the median over the rows of s_r(x)*C[r][b_r(x)], on the device.
+// Each object owns a stream on its device; not thread-safe.
+class GpuSignedSketch {
+ public:
+  // depth in [1, core::SignedTable::kMaxDepth] (odd for Estimates), width in [2, 2^32).
+  static absl::StatusOr<std::unique_ptr<GpuSignedSketch>> Create(uint64_t depth, uint64_t width,
+                                                                 uint64_t seed, int device);
+  ~GpuSignedSketch();
+
+  uint64_t depth() const { return depth_; }
+  uint64_t width() const { return width_; }
+  uint64_t count() const { return count_; }
+
+  // Adds a batch of key ids with weights (empty = 1 each): +-weight in each row.
+  absl::Status Update(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // The same from device memory, asynchronous on the sketch's stream (d_weights may be null).
+  absl::Status UpdateDeviceAsync(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);
+  // The median over the rows of each id's signed counters (Count Sketch's point estimate).
+  absl::Status Estimates(absl::Span<const uint64_t> ids, std::vector<int64_t>* estimates);
+  absl::Status Synchronize();
+  // Row-major d x w counters.
+  absl::Status Download(std::vector<int64_t>* table);
+  // Kernel time and bytes copied so far.
+  GpuWorkStats work_stats() const;
+
+ private:
+  GpuSignedSketch() = default;
+
+  uint64_t depth_ = 0, width_ = 0, seed_ = 0, count_ = 0;
+  unsigned long long* table_ = nullptr;  // device
+  core::FourWiseHash* rows_ = nullptr;   // device, depth_ of them
   std::unique_ptr<detail::SketchDevice> dev_;
 };
 

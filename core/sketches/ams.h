@@ -30,8 +30,10 @@
 // add, and the result is exactly the sketch of the concatenated streams; any other shape or seed
 // is refused with InvalidArgument naming both.
 // Space: 8*d*w bytes (166 KB for epsilon = 0.1, delta = 0.01). Update: d hash evaluations and d
-// counter additions per item, on the CPU in every session (no GPU path yet): ~100-125 ns per item
-// for the defaults' 13 rows on one core of the shared 2-vCPU EPYC VM (Count-Min's 5 rows: ~20-25).
+// counter additions per item, on the CPU in every session: ~100-125 ns per item for the
+// defaults' 13 rows on one core of the shared 2-vCPU EPYC VM (Count-Min's 5 rows: ~20-25).
+// gpu::GpuSignedSketch builds the same table on a device (3.5 G items/s on an H100,
+// bench/GPU_RESULTS.md); sessions do not use it yet.
 // Not thread-safe for writers; const methods may run concurrently.
 #ifndef STREAMSTATS_CORE_SKETCHES_AMS_H_
 #define STREAMSTATS_CORE_SKETCHES_AMS_H_

@@ -44,7 +44,8 @@
 // re-estimated from the merged table, top C kept. Any other shape or seed is refused with
 // InvalidArgument naming both.
 // Space: 8*d*w bytes + the candidate set (333 KB + C entries for epsilon = 0.05, delta = 0.01).
-// Runs on the CPU in every session (no GPU path yet): ~145-190 ns per item for the defaults' 13
+// Runs on the CPU in every session (gpu::GpuSignedSketch computes the same table on a device,
+// bench/GPU_RESULTS.md, but sessions do not use it yet): ~145-190 ns per item for the defaults' 13
 // rows and 40 candidates on one core of the shared 2-vCPU EPYC VM; a session applies its batches
 // one at a time (no parts: a part would be a whole table per batch).
 // Not thread-safe for writers; const methods may run concurrently.

@@ -15,9 +15,12 @@
 #include "core/accel/accelerator.h"
 #include "core/common/key_id.h"
 #include "core/common/ordered_bits.h"
+#include "core/sketches/ams.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/count_sketch.h"
 #include "core/sketches/fcm.h"
 #include "core/sketches/pbf.h"
+#include "core/sketches/signed_table.h"
 #include "core/summary.h"
 #include "gpu/devices.h"
 #include "gpu/gpu_accelerator.h"
@@ -662,6 +665,49 @@ TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures)
     some_work |= d.kernel_seconds > 0 && d.bytes_copied > 0 && d.memory_used_bytes > 0;
   }
   EXPECT_TRUE(some_work);
+}
+
+// Issue 15: the signed table of AMS and Count Sketch on the device equals the CPU's counter for
+// counter after the same batches (unweighted batches large enough for the shared-memory path,
+// small ones and weighted ones through global atomics), and its medians equal Count Sketch's.
+TEST(GpuSignedSketch, TableAndMediansEqualTheCpusForAmsAndCountSketchShapes) {
+  REQUIRE_GPU();
+  core::SummaryOptions ams;
+  ams.kind = core::SummaryKind::kAms;
+  ams.ams.epsilon = 0.1;  // 13 x 1600: fits in shared memory
+  core::SummaryOptions cs;
+  cs.kind = core::SummaryKind::kCountSketch;
+  cs.count_sketch.epsilon = 0.02;  // 13 x 20000: global atomics
+  for (const core::SummaryOptions& so : {ams, cs}) {
+    const bool is_ams = so.kind == core::SummaryKind::kAms;
+    SCOPED_TRACE(is_ams ? "ams" : "count_sketch");
+    auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+    ASSERT_TRUE(cpu.ok());
+    const core::SignedTable& table =
+        is_ams ? dynamic_cast<const core::Ams&>(**cpu).table()
+               : dynamic_cast<const core::CountSketch&>(**cpu).table();
+    auto gpu = GpuSignedSketch::Create(table.depth(), table.width(),
+                                       is_ams ? so.ams.seed : so.count_sketch.seed, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    for (int b = 0; b < 6; ++b) {
+      const size_t n = b % 3 == 0 ? 3000000 : 1000 + 7000 * b;
+      std::vector<uint64_t> ids = b % 2 == 0 ? ZipfIds(n, 1.1, 100000, 40 + b)
+                                             : MakeKeys(n, Pattern::kRandom, 40 + b);
+      std::vector<uint64_t> w = b == 4 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+      ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*gpu)->Update(ids, w).ok());
+    }
+    EXPECT_EQ((*gpu)->count(), (*cpu)->count());
+    std::vector<int64_t> device_table;
+    ASSERT_TRUE((*gpu)->Download(&device_table).ok());
+    ASSERT_TRUE(device_table == table.cells());
+    std::vector<uint64_t> probe = ZipfIds(5000, 1.1, 100000, 99);
+    std::vector<int64_t> medians;
+    ASSERT_TRUE((*gpu)->Estimates(probe, &medians).ok());
+    for (size_t i = 0; i < probe.size(); ++i) ASSERT_EQ(medians[i], table.Estimate(probe[i])) << i;
+  }
+  EXPECT_FALSE(GpuSignedSketch::Create(0, 100, 1, 0).ok());
+  EXPECT_FALSE(GpuSignedSketch::Create(3, uint64_t{1} << 32, 1, 0).ok());
 }
 
 // Issue 15: a conservative Count-Min lives on the device in sessions too, in the batch form; its
