@@ -49,7 +49,11 @@
 //    measure 0.51x.
 //  * Where it wins, FCM/CM and FCM-CU/CM-CU: Zipf(1.1) over 2^16 and 10^6 keys, epsilon in
 //    [1e-4, 0.087], delta in [2e-4, 0.01]: 0.49-0.63 and 0.52-0.68, except FCM-CU at epsilon =
-//    0.087, delta = 2e-4 (0.70-0.72: d = 11 rounded up from 9 leaves w = 26 < e/epsilon = 32);
+//    0.087, delta = 2e-4 (0.70-0.72: d = 11 rounded up from 9 leaves w = 26 < e/epsilon = 32;
+//    rounding d down instead, to the largest prime <= ceil(ln 1/delta) with w >= e/epsilon, gives
+//    0.37-0.41 and 0.41-0.48 wherever ceil(ln 1/delta) is not prime (7 x 41, 7 x 3495 in the
+//    experiment), and 1 - 0.28^4 = 1 - 0.0062 at 7 x 41, but changes those sketches' tables: not
+//    done yet);
 //    Zipf(1.5): 0.49-0.71 and 0.46-0.73; Pareto(1.1) at 17 x 31, at 11 x 26 and at epsilon =
 //    0.01, delta = 0.001: 0.53-0.63 and 0.54-0.73.
 //  * Where it cannot: when a few heavy keys, not the many light ones, make the error, a minimum
