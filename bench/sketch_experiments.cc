@@ -2,7 +2,7 @@
 // and 002 (Probabilistic Bloom Filter, §VI), plus one run at realistic sizes, through the core
 // summaries exactly as the service builds them (CreateSummary, PartitionedSummary).
 //
-//   sketch_experiments [--quick] [--out=DIR] [--only=1,2,3,4] [--md=FILE]
+//   sketch_experiments [--quick] [--out=DIR] [--only=1,2,3,4,5] [--md=FILE]
 //
 // Writes DIR/results.md (every table, markdown; --md names another file) and one CSV per table; bench/plot_experiments.py
 // turns the CSVs into PNGs. --quick shrinks every stream (smoke test, < 60 s); the committed
@@ -23,7 +23,13 @@
 //  4  seed 001 §IV: AMS, Count Sketch, Count-Min and FCM side by side: Table I's space and hash
 //     functions at ε = 0.1, δ = 0.001; Figs. 3-4's point queries for every item of 4M-integer
 //     Normal(σ=20) and Zipf(1.1) streams; error (and F2 error) against equal table bytes.
-//     Not in the default --only: run it as --only=4 --md=results_exp4.md.#include <cstdio>
+//     Not in the default --only: run it as --only=4 --md=results_exp4.md.
+//  5  issue 15: FCM vs Count-Min (plain and conservative) at equal table bytes on Zipf(1.1) over
+//     2^16 and 10^6 keys, Zipf(1.5) and a Pareto(1.1) key stream, 4M items, seven (epsilon,
+//     delta) shapes; FCM with today's defaults (dl = dh) and with the paper's (dl = 4d/5), and a
+//     Count-Min of FCM's dh rows at the same bytes, and, where ceil(ln 1/delta) is not prime,
+//     FCM with d rounded down to a prime instead of up. Run it as --only=5 --md=results_exp5.md.
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -412,6 +418,112 @@ void Experiment3(Output& out, bool quick) {
   out.Write(t);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Experiment 5: FCM vs Count-Min at equal table bytes (issue 15), and why.
+
+void Experiment5(Output& out, bool quick) {
+  const size_t n = quick ? 400'000 : 4'000'000;
+  struct Stream5 {
+    std::string name;
+    std::vector<uint64_t> keys;
+  };
+  std::vector<Stream5> streams;
+  for (uint64_t u : {uint64_t{1} << 16, uint64_t{1'000'000}}) {
+    Distribution d{"Zipf(1.1)", true, 1.1, u};
+    streams.push_back({absl::StrCat("Zipf(1.1) U=", u), Generate(d, n, 5005)});
+  }
+  {
+    Distribution d{"Zipf(1.5)", true, 1.5, 1'000'000};
+    streams.push_back({"Zipf(1.5) U=1000000", Generate(d, n, 5015)});
+  }
+  {
+    // bench/scripts/gpu_sketch_run.sh's stream: int(paretovariate(1.1)) * 2654435761 mod 2^40.
+    SplitMix rng{5011};
+    std::vector<uint64_t> keys(n);
+    for (auto& k : keys) {
+      const double v = std::pow(1.0 - rng.Unit(), -1.0 / 1.1);
+      k = (static_cast<uint64_t>(v) * 2654435761ULL) % (uint64_t{1} << 40);
+    }
+    streams.push_back({"Pareto(1.1)", std::move(keys)});
+  }
+  struct Shape5 {
+    std::string name;
+    double epsilon, delta;
+  };
+  const std::vector<Shape5> shapes = {
+      {"paper 17x31", EpsilonForWidth(31), DeltaForDepth(17)},
+      {"eps=0.087 delta=2e-4", 0.087, 0.0002},
+      {"eps=0.01 delta=0.01", 0.01, 0.01},
+      {"eps=0.01 delta=0.001", 0.01, 0.001},
+      {"eps=0.001 delta=0.01", 0.001, 0.01},
+      {"eps=0.001 delta=2e-4", 0.001, 0.0002},
+      {"eps=1e-4 delta=0.01", 0.0001, 0.01},
+  };
+  Table t{"exp5_equal_bytes", "Experiment 5: FCM vs Count-Min at equal table bytes: mean (max) absolute error over the distinct keys", {"stream", "distinct", "shape", "CM d x w", "FCM d x w", "table bytes CM / FCM", "CM", "CM-CU", "FCM old (dl=4d/5)", "FCM-CU old", "FCM (dl=dh)", "FCM-CU (dl=dh)", "CM d=dh", "CM-CU d=dh", "FCM/CM", "FCM-CU/CM-CU", "old FCM/CM", "old FCM-CU/CM-CU", "FCM d=prime<=d0", "FCM/CM, FCM-CU/CM-CU at d=prime<=d0"}, {}, ""};
+  for (const Stream5& st : streams) {
+    std::vector<uint64_t> keys, truth;
+    TrueCounts(st.keys, &keys, &truth);
+    std::printf("exp5 %s: %zu unique\n", st.name.c_str(), keys.size());
+    std::fflush(stdout);
+    for (const Shape5& sh : shapes) {
+      auto run = [&](core::SummaryOptions o) {
+        auto s = Must(core::CreateSummary(o, ValueKind::kUint64), "create");
+        Ingest(s.get(), st.keys, 1 << 18);
+        return Errors(truth, Estimates(*s, keys, nullptr));
+      };
+      const auto cm = SketchOptions(Sketch::kCm, sh.epsilon, sh.delta);
+      const auto fcm = SketchOptions(Sketch::kFcm, sh.epsilon, sh.delta);
+      std::vector<ErrorStats> e;
+      for (Sketch s : {Sketch::kCm, Sketch::kCmCu}) e.push_back(run(SketchOptions(s, sh.epsilon, sh.delta)));
+      for (Sketch s : {Sketch::kFcm, Sketch::kFcmCu}) {  // the defaults before issue 15
+        auto o = SketchOptions(s, sh.epsilon, sh.delta);
+        o.fcm.dl = o.fcm.LegacyAutoDl();
+        e.push_back(run(o));
+      }
+      for (Sketch s : {Sketch::kFcm, Sketch::kFcmCu}) e.push_back(run(SketchOptions(s, sh.epsilon, sh.delta)));
+      // Count-Min with FCM's query depth dh and the same counters: d = dh rows of d*w/dh.
+      const uint64_t dh = fcm.fcm.EffectiveDh();
+      const uint64_t wide = TableBytes(fcm) / 8 / dh;
+      for (Sketch s : {Sketch::kCm, Sketch::kCmCu}) e.push_back(run(SketchOptions(s, EpsilonForWidth(wide), DeltaForDepth(dh))));
+      auto cell = [](const ErrorStats& x) { return absl::StrCat(F(x.mean_abs, 4), " (", F(x.max_abs, 4), ")"); };
+      // The other rounding of the depth: the largest prime <= ceil(ln 1/delta), w from the same
+      // counters (>= e/epsilon), as a different (epsilon, delta) spells it. Only where it differs.
+      std::string alt_shape = "= FCM", alt_ratios = "";
+      {
+        const uint64_t d0 = fcm.fcm.CountMinDepth(), w0 = fcm.fcm.CountMinWidth();
+        auto prime = [](uint64_t v) { bool p = v >= 2; for (uint64_t q = 2; q * q <= v; ++q) p = p && v % q != 0; return p; };
+        uint64_t p = d0;
+        while (p > 2 && !prime(p)) --p;
+        if (p != fcm.fcm.Depth() && prime(p)) {
+          const double eps_p = EpsilonForWidth(d0 * w0 / p), delta_p = DeltaForDepth(p);
+          const auto alt = SketchOptions(Sketch::kFcm, eps_p, delta_p);
+          const ErrorStats a = run(alt), acu = run(SketchOptions(Sketch::kFcmCu, eps_p, delta_p));
+          alt_shape = absl::StrCat(Shape(alt), ", ", TableBytes(alt), " B");
+          alt_ratios = absl::StrCat(F(a.mean_abs / e[0].mean_abs, 3), ", ", F(acu.mean_abs / e[1].mean_abs, 3));
+        }
+      }
+      std::vector<std::string> row = {st.name, I(keys.size()), sh.name, Shape(cm), Shape(fcm), absl::StrCat(TableBytes(cm), " / ", TableBytes(fcm))};
+      for (const auto& x : e) row.push_back(cell(x));
+      row.push_back(F(e[4].mean_abs / e[0].mean_abs, 3));
+      row.push_back(F(e[5].mean_abs / e[1].mean_abs, 3));
+      row.push_back(F(e[2].mean_abs / e[0].mean_abs, 3));
+      row.push_back(F(e[3].mean_abs / e[1].mean_abs, 3));
+      row.push_back(alt_shape);
+      row.push_back(alt_ratios);
+      t.rows.push_back(row);
+    }
+  }
+  t.note =
+      "Every sketch: the same seed, 16 heavy-hitter candidates, k = 8, one worker. FCM's table never exceeds Count-Min's (d = the smallest prime >= ceil(ln 1/delta), w = floor(d0*w0/d)). "
+      "'old' = the defaults before issue 15 (dl = max(dh, ceil(4d/5))); FCM (dl=dh) = today's defaults (dh = dl = ceil(d/2)). "
+      "'CM d=dh' = a Count-Min with FCM's dh rows of FCM's counters divided over them: FCM with dl = dh matches it, which is the point: "
+      "FCM's gain at equal bytes is reading fewer, wider-loaded rows, not its phase detector (core/sketches/fcm.h). "
+      "Error = mean over the distinct keys of |estimate - f| (max in parentheses); ratios are of means. "
+      "'d=prime<=d0': where ceil(ln 1/delta) is not prime, FCM with the largest prime below it instead (d*w <= Count-Min's, w >= e/epsilon; not the sizing rule today).";
+  out.Write(t);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -430,7 +542,7 @@ int main(int argc, char** argv) {
       md = argv[i] + 5;
     } else {
       std::fprintf(stderr,
-                   "usage: sketch_experiments [--quick] [--out=DIR] [--only=1,2,3,4] [--md=FILE]\n");
+                   "usage: sketch_experiments [--quick] [--out=DIR] [--only=1,2,3,4,5] [--md=FILE]\n");
       return 2;
     }
   }
@@ -453,6 +565,10 @@ int main(int argc, char** argv) {
   if (only.find('4') != std::string::npos) {
     Experiment4(out, quick);
     std::printf("experiment 4 done at %.1f s\n", Seconds(t0));
+  }
+  if (only.find('5') != std::string::npos) {
+    Experiment5(out, quick);
+    std::printf("experiment 5 done at %.1f s\n", Seconds(t0));
   }
   out.Text(absl::StrCat("Total wall time: ", F(Seconds(t0), 3), " s."));
   return 0;

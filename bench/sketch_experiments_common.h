@@ -256,7 +256,7 @@ inline core::SummaryOptions SketchOptions(Sketch s, double epsilon, double delta
     o.fcm.delta = delta;
     o.fcm.conservative = s == Sketch::kFcmCu;
     o.fcm.heavy_hitter_capacity = kCandidates;
-    o.fcm.k = fcm_k;  // dh, dl: auto = ceil(d/2), ceil(4d/5) (seed 001 §VII)
+    o.fcm.k = fcm_k;  // dh, dl: auto = ceil(d/2) both (seed 001 §VII's dl = 4d/5 before issue 15)
   }
   return o;
 }

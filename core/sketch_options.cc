@@ -127,8 +127,8 @@ uint64_t FcmOptions::Depth() const {
 }
 uint64_t FcmOptions::Width() const { return CountMinDepth() * CountMinWidth() / Depth(); }
 uint64_t FcmOptions::EffectiveDh() const { return dh != 0 ? dh : (Depth() + 1) / 2; }
-uint64_t FcmOptions::EffectiveDl() const {
-  if (dl != 0) return dl;
+uint64_t FcmOptions::EffectiveDl() const { return dl != 0 ? dl : EffectiveDh(); }
+uint64_t FcmOptions::LegacyAutoDl() const {
   const uint64_t d = Depth();
   return std::max(EffectiveDh(), (4 * d + 4) / 5);
 }

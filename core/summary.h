@@ -164,8 +164,9 @@ struct FcmOptions {
   double delta = 0.01;     // counters for the same (epsilon, delta)
   uint64_t dh = 0;         // rows a high-frequency item updates and every query reads;
                            // 0 = auto: ceil(d/2) (seed 001 §VII: d/2); in [1, d]
-  uint64_t dl = 0;         // rows a low-frequency item updates; 0 = auto: max(dh, ceil(4d/5))
-                           // (seed 001 §VII: 4d/5); in [dh, d]
+  uint64_t dl = 0;         // rows a low-frequency item updates; 0 = auto: dh (seed 001 §VII
+                           // used 4d/5; rows beyond dh are never queried, so they only add
+                           // error: core/sketches/fcm.h); in [dh, d]
   uint64_t k = 8;          // Misra–Gries phase-detector window, in items (seed 001 §VII: 8);
                            // in [1, 2^20]
   uint64_t phase_capacity = 0;  // phase-detector entries; 0 = auto: max(k, k*ceil(log2 k))
@@ -180,6 +181,7 @@ struct FcmOptions {
   uint64_t Width() const;          // floor(CountMinDepth() * CountMinWidth() / Depth())
   uint64_t EffectiveDh() const;
   uint64_t EffectiveDl() const;
+  uint64_t LegacyAutoDl() const;  // what dl = 0 meant before payload version 2: max(dh, ceil(4d/5))
   uint64_t EffectivePhaseCapacity() const;
   uint64_t EffectiveHeavyHitterCapacity() const;
 };

@@ -16,6 +16,10 @@ namespace {
 constexpr uint64_t kOffsetHashIndex = 1000;
 constexpr uint64_t kGapHashIndex = 1001;
 
+// Payload framing (see Serialize).
+constexpr uint8_t kFormatMarker = 0xFF;
+constexpr uint8_t kPayloadVersion = 2;
+
 FrequencyAnswer FcmAnswer(uint64_t estimate, double epsilon, uint64_t n) {
   const uint64_t slack = static_cast<uint64_t>(std::floor(epsilon * static_cast<double>(n)));
   return FrequencyAnswer{estimate, estimate > slack ? estimate - slack : 0, estimate};
@@ -259,11 +263,17 @@ absl::StatusOr<std::vector<HeavyHitter>> Fcm::HeavyHitters(double support) const
       [this](uint64_t, uint64_t est) { return FcmAnswer(est, options_.epsilon, count_); });
 }
 
-// Payload: u8 value kind | f64 epsilon | f64 delta | u64 dh | u64 dl | u64 k | u64 phase_capacity
-// | u8 conservative | u64 heavy_hitter_capacity | u64 seed | u64 count | d*w u64 counters |
-// phase counter | candidates. dh, dl, phase_capacity, heavy_hitter_capacity as given (0 = auto).
+// Payload, version 2: u8 0xFF (kFormatMarker) | u8 2 (payload version) | u8 value kind |
+// f64 epsilon | f64 delta | u64 dh | u64 dl | u64 k | u64 phase_capacity | u8 conservative |
+// u64 heavy_hitter_capacity | u64 seed | u64 count | d*w u64 counters | phase counter |
+// candidates. dh, dl, phase_capacity, heavy_hitter_capacity as given (0 = auto).
+// Version 1 (before dl's default became dh, issue 15) had no marker or version byte: its first
+// byte is the value kind (never 0xFF), and its dl = 0 meant max(dh, ceil(4d/5)), which a
+// version-1 payload is restored with (FcmOptions::LegacyAutoDl), so it goes on as it was built.
 std::string Fcm::Serialize() const {
   ByteWriter w;
+  w.Put<uint8_t>(kFormatMarker);
+  w.Put<uint8_t>(kPayloadVersion);
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<double>(options_.epsilon);
   w.Put<double>(options_.delta);
@@ -288,7 +298,17 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   FcmOptions o;
   uint64_t count;
   ValueKind value_kind;
-  if (!r.Get(&kind_byte) || !r.Get(&o.epsilon) || !r.Get(&o.delta) || !r.Get(&o.dh) ||
+  if (!r.Get(&kind_byte)) return Corrupt("fcm header truncated");
+  const bool versioned = kind_byte == kFormatMarker;  // else version 1: the byte is the value kind
+  if (versioned) {
+    uint8_t version = 0;
+    if (!r.Get(&version) || !r.Get(&kind_byte)) return Corrupt("fcm header truncated");
+    if (version != kPayloadVersion) {
+      return Corrupt(absl::StrCat("fcm payload version ", version, " (this build reads 1 and ",
+                                  kPayloadVersion, ")"));
+    }
+  }
+  if (!r.Get(&o.epsilon) || !r.Get(&o.delta) || !r.Get(&o.dh) ||
       !r.Get(&o.dl) || !r.Get(&o.k) || !r.Get(&o.phase_capacity) || !r.Get(&conservative) ||
       !r.Get(&o.heavy_hitter_capacity) || !r.Get(&o.seed) || !r.Get(&count)) {
     return Corrupt("fcm header truncated");
@@ -299,6 +319,7 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   if (absl::Status s = o.Validate(); !s.ok()) {
     return Corrupt(absl::StrCat("fcm options: ", s.message()));
   }
+  if (!versioned && o.dl == 0) o.dl = o.LegacyAutoDl();
   const uint64_t cells = o.Depth() * o.Width();
   if (r.remaining() / sizeof(uint64_t) < cells) return Corrupt("fcm table truncated");
   auto sketch = std::make_unique<Fcm>(o, value_kind, accelerator);

@@ -19,17 +19,58 @@
 // A point query (Q1, Q2) returns the minimum over x's first dh rows of that walk. Those rows are a
 // prefix of the rows every occurrence of x updated (dh <= dl), so:
 //   f <= Estimate(x)  always, and Estimate(x) >= 1 for every inserted key (never 0);
-//   Estimate(x) <= f + epsilon*N  with probability >= 1 - e^(-dh) for each queried key
-// (each of the dh rows independently exceeds epsilon*N with probability <= 1/e by Markov, since a
-// row receives at most N in total). That is weaker than Count-Min's 1 - delta = 1 - e^(-d0) when
-// dh < d0 — the price of reading fewer rows; in exchange low-frequency keys collide less with
-// high-frequency ones (seed 001 §VII). Frequencies: estimate = upper = Estimate(x) (deterministic),
-// lower = max(0, estimate - floor(epsilon*N)) (probability >= 1 - e^(-dh)).
-// Defaults (seed 001 §VII): dh = ceil(d/2), dl = max(dh, ceil(4d/5)), k = 8.
+//   Estimate(x) <= f + epsilon*N  with probability >= 1 - (1/(w*epsilon))^dh for each queried key
+// (each of the dh rows independently exceeds epsilon*N with probability <= 1/(w*epsilon) by
+// Markov, since a row receives at most N in total and its bucket hash is its own). When
+// d = ceil(ln 1/delta) is itself prime (delta = 0.1, 0.01, 0.001: d = 3, 5, 7) w >= e/epsilon and
+// that is 1 - e^(-dh). When d is rounded up, w is smaller and so is the probability: epsilon =
+// 0.087, delta = 0.0002 (d = 11, w = 26) gives 1 - 0.442^6 = 1 - 0.0075, not 1 - e^-6 as this
+// header said before issue 15. Either is weaker than Count-Min's 1 - delta when
+// dh < ceil(ln 1/delta): the price of reading fewer rows. Frequencies: estimate = upper =
+// Estimate(x) (deterministic), lower = max(0, estimate - floor(epsilon*N)) (with the probability
+// above).
+// Defaults: dh = ceil(d/2) (seed 001 §VII: d/2), dl = dh (§VII: 4d/5), k = 8 (§VII).
+//
+// Why dl = dh, and what FCM's advantage is (issue 15; bench/experiments/results_exp5.md: 4M
+// items, FCM's table <= Count-Min's bytes, mean |estimate - f| over the distinct keys):
+//  * Q2 reads only a key's first dh rows; the dl - dh further rows a low key updates are never
+//    read for it, only for the other keys whose walks cross them: pure added collisions. With
+//    §VII's dl = 4d/5, FCM/CM was 0.86-1.19 and FCM-CU/CM-CU 1.02-5.8 on Zipf(1.1) (conservative
+//    update raises those unread rows to the key's dh-row minimum, so a heavy key counted "low"
+//    leaves its whole count in rows other keys read), 1.26-4.9 and 2.5-9.5 on a Pareto(1.1) key
+//    stream. The paper's k = 8 does not help either way: only keys above 1/8 of the stream are ever
+//    high (on Zipf(1.1), the top key), so nearly every key updated dl rows.
+//  * With dl = dh the phase decides nothing: FCM is a Count-Min whose keys each use dh of d rows
+//    (the walk), and at equal bytes it errs like a Count-Min of dh rows of d*w/dh counters
+//    (0.96-1.19x that on Zipf(1.1)). Its gain over the Count-Min of the same (epsilon, delta) is
+//    depth: each counter carries dh/d of the stream instead of all of it, and where the error
+//    comes from the many light keys sharing a counter, fewer rows read lose less than the load
+//    they save. Seed 001 Fig. 11's 2.13 -> 1.13 (0.53x) is of that kind: on its 17 x 31 table we
+//    measure 0.51x.
+//  * Where it wins, FCM/CM and FCM-CU/CM-CU: Zipf(1.1) over 2^16 and 10^6 keys, epsilon in
+//    [1e-4, 0.087], delta in [2e-4, 0.01]: 0.49-0.63 and 0.52-0.68, except FCM-CU at epsilon =
+//    0.087, delta = 2e-4 (0.70-0.72: d = 11 rounded up from 9 leaves w = 26 < e/epsilon = 32;
+//    rounding d down instead, to the largest prime <= ceil(ln 1/delta) with w >= e/epsilon, gives
+//    0.37-0.41 and 0.41-0.48 wherever ceil(ln 1/delta) is not prime (7 x 41, 7 x 3495 in the
+//    experiment), and 1 - 0.28^4 = 1 - 0.0062 at 7 x 41, but changes those sketches' tables: not
+//    done yet);
+//    Zipf(1.5): 0.49-0.71 and 0.46-0.73; Pareto(1.1) at 17 x 31, at 11 x 26 and at epsilon =
+//    0.01, delta = 0.001: 0.53-0.63 and 0.54-0.73.
+//  * Where it cannot: when a few heavy keys, not the many light ones, make the error, a minimum
+//    over more rows is what avoids them, and Count-Min's d rows beat FCM's dh. That is a table
+//    wide for its stream, distinct keys not many times w: Zipf(1.5) at epsilon = 1e-4 (32526 keys
+//    in w = 27183: 0.85 and 1.16; both errors < 0.3 a key); Pareto(1.1) (2462 keys) at epsilon =
+//    delta = 0.01 (0.84, 0.96), at epsilon = 0.001 (0.81-1.42, 1.6-2.1; errors < 0.6 a key), and
+//    at 1e-4 both are exact; Zipf(1.1) with 1000, 2500, 5000 distinct keys in w = 2719 (200k
+//    items, five seeds, tests/core/sketches/fcm_test.cc): 10x, 1.3x, 0.78x. No dh fixes both
+//    regimes; dh = ceil(d/2) keeps the guarantee above and wins on loaded tables (many more keys
+//    than w, what a sketch of epsilon*N above most keys' counts is for).
 //
 // Conservative update (our extension; the paper has none): with m = the minimum over x's dh query
 // rows, each of the r updated rows becomes max(counter, m + c). Taking m over the query rows only
 // (not all r rows) is what keeps f <= Estimate(x): the extra dl - dh rows may hold less than f.
+// (With dl = dh, the default, there are no extra rows and this is Count-Min's conservative update
+// on the key's dh rows.)
 //
 // Weighted items: weight c counts as c occurrences in the sketch; the phase detector sees one
 // event of weight c (its count and window position advance by c). The bounds above hold for any

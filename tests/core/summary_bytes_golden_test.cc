@@ -8,7 +8,8 @@
 // merge of two halves, since their tables are free to change layout. The quantile digests were
 // re-pinned once, when the summary became one GK summary (issue 15: a new payload layout; the old
 // one still loads, tests/core/quantiles/quantile_serialization_test.cc). PBF is pinned in its
-// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc).
+// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc), and so is
+// FCM (issue 15: dl's default became dh; its version-1 bytes keep their old digests here).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/hash.h"
+#include "core/common/serialization.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
 #include "tests/core/sketches/pbf_test_util.h"
@@ -66,6 +68,8 @@ struct Case {
   // stream is fed as two summaries of its halves merged.
   bool answers = false;
   bool merged = false;
+  // FCM: digest the bytes the version-1 writer produced (see FcmAsVersionOne).
+  bool fcm_version_one = false;
 };
 
 SummaryOptions CountMinOf(bool conservative, uint64_t capacity) {
@@ -93,6 +97,25 @@ SummaryOptions FcmOf(bool conservative, uint64_t capacity) {
   o.fcm.conservative = conservative;
   o.fcm.heavy_hitter_capacity = capacity;
   return o;
+}
+
+// FCM with dl given as what dl = 0 (auto) meant before payload version 2: its table is the one
+// the old default built.
+SummaryOptions LegacyFcmOf(bool conservative, uint64_t capacity) {
+  SummaryOptions o = FcmOf(conservative, capacity);
+  o.fcm.dl = o.fcm.LegacyAutoDl();
+  return o;
+}
+
+// A version-2 FCM envelope rewritten as the version-1 writer wrote it for dl = 0: no marker and
+// version byte, dl's u64 (after u8 kind, f64 epsilon, f64 delta, u64 dh) zeroed.
+std::string FcmAsVersionOne(const std::string& bytes) {
+  auto env = OpenEnvelope(bytes);
+  EXPECT_TRUE(env.ok()) << env.status();
+  if (!env.ok()) return "";
+  std::string payload(env->payload.substr(2));
+  for (size_t i = 25; i < 33; ++i) payload[i] = 0;
+  return SealEnvelope(env->summary_kind, payload);
 }
 
 SummaryOptions LossyCountingOf(double epsilon, uint64_t window) {
@@ -238,6 +261,7 @@ uint64_t DigestAfterStream(const Case& c) {
     EXPECT_TRUE((*s)->Merge(**second).ok());
   }
   std::string bytes = (*s)->Serialize();
+  if (c.fcm_version_one) bytes = FcmAsVersionOne(bytes);
   if (c.answers) bytes += AnswersText(**s, c.kind);
   return HashString(bytes.data(), bytes.size());
 }
@@ -254,12 +278,14 @@ TEST(SummaryBytes, AfterFixedStreamsEqualTheirPinnedDigests) {
        1433710338679462774u},
       {"count_min conservative capacity 16", CountMinOf(true, 16),
        ValueKind::kUint64, true, 1846129193362904326u},
+      // Re-pinned for issue 15 (payload version 2, dl's default dh); the old digests are checked
+      // below, FcmVersionOneBytesEqualTheirOldDigests.
       {"fcm", FcmOf(false, 0), ValueKind::kUint64, false,
-       12852860377146011733u},
+       13267463271050461915u},
       {"fcm capacity 16 strings", FcmOf(false, 16), ValueKind::kString, false,
-       16485916969104458093u},
+       14423295209375522829u},
       {"fcm conservative weighted", FcmOf(true, 32), ValueKind::kUint64, true,
-       9002595030355231344u},
+       536962715450170682u},
       {"quantiles 0.01", QuantilesOf(0.01), ValueKind::kNumeric, false,
        9154786113371625044u},
       {"quantiles 0.001 sorted", QuantilesOf(0.001), ValueKind::kNumeric, false,
@@ -270,6 +296,23 @@ TEST(SummaryBytes, AfterFixedStreamsEqualTheirPinnedDigests) {
        ValueKind::kUint64, true, 6404525646712132026u},
       {"quantiles 0.01 sorted weighted", QuantilesOf(0.01), ValueKind::kNumeric,
        true, 6056560177230368605u, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// FCM's digests from before issue 15: a sketch given the old automatic dl, written back in the
+// version-1 layout, is byte for byte what the old build wrote (so the change is the marker, the
+// version byte and dl's default, nothing else).
+TEST(SummaryBytes, FcmVersionOneBytesEqualTheirOldDigests) {
+  const std::vector<Case> cases = {
+      {"fcm", LegacyFcmOf(false, 0), ValueKind::kUint64, false, 12852860377146011733u,
+       false, false, false, true},
+      {"fcm capacity 16 strings", LegacyFcmOf(false, 16), ValueKind::kString, false,
+       16485916969104458093u, false, false, false, true},
+      {"fcm conservative weighted", LegacyFcmOf(true, 32), ValueKind::kUint64, true,
+       9002595030355231344u, false, false, false, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

@@ -61,7 +61,7 @@ TEST(Fcm, DepthIsTheSmallestPrimeAndTheTableNeverExceedsCountMin) {
   }
 }
 
-TEST(Fcm, DefaultsFollowSectionVII) {
+TEST(Fcm, DefaultsFollowSectionVIIButDlIsDh) {
   FcmOptions f;
   f.epsilon = 0.087;
   f.delta = 0.0002;
@@ -69,7 +69,8 @@ TEST(Fcm, DefaultsFollowSectionVII) {
   EXPECT_EQ(f.Depth(), 11u);
   EXPECT_EQ(f.Width(), 26u);            // floor(9 * 32 / 11)
   EXPECT_EQ(f.EffectiveDh(), 6u);       // ceil(11 / 2)
-  EXPECT_EQ(f.EffectiveDl(), 9u);       // ceil(4 * 11 / 5)
+  EXPECT_EQ(f.EffectiveDl(), 6u);       // dh (issue 15; section VII's 4d/5 only added error)
+  EXPECT_EQ(f.LegacyAutoDl(), 9u);      // ceil(4 * 11 / 5): dl = 0 in a version-1 payload
   EXPECT_EQ(f.k, 8u);
   EXPECT_EQ(f.EffectivePhaseCapacity(), 24u);  // k log k
   f.dh = 3;
@@ -123,7 +124,8 @@ TEST(Fcm, PhaseCounterFollowsTheWindowRules) {
 }
 
 TEST(Fcm, HighItemsUpdateDhRowsAndLowItemsDlRows) {
-  SummaryOptions o = FcmOpts(0.01, 0.0002, false);  // d0 = 9 -> d = 11, dh = 6, dl = 9
+  SummaryOptions o = FcmOpts(0.01, 0.0002, false);  // d0 = 9 -> d = 11, dh = 6
+  o.fcm.dl = 9;
   auto s = MustCreate(o);
   const std::vector<uint64_t> keys(100, 42);  // first occurrence low, the rest high
   Feed(s.get(), keys);
@@ -162,28 +164,85 @@ TEST(Fcm, NeverUnderestimatesNeverAnswersZeroForInsertedKeysAndMeetsTheBound) {
   }
 }
 
-TEST(Fcm, SameSpaceErrorIsComparableToCountMinOnZipf) {
-  // Seed 001 §VII reports FCM beating CM on Zipf streams. We check the weaker, stable claim that
-  // FCM's total overestimate is within 1.5x of Count-Min's in the same space, and print both.
-  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
-                                              testing::Order::kShuffled, 100000, 22);
-  SummaryOptions cmo;
-  cmo.kind = SummaryKind::kCountMin;
-  cmo.count_min.epsilon = 0.01;
-  cmo.count_min.delta = 0.0002;
-  auto cm = MustCreate(cmo);
-  auto fcm = MustCreate(FcmOpts(0.01, 0.0002, false));
-  Feed(cm.get(), keys);
-  Feed(fcm.get(), keys);
-  const auto counts = ExactCounts(keys);
-  double err_cm = 0, err_fcm = 0;
-  for (const auto& [k, f] : counts) {
-    err_cm += dynamic_cast<const CountMin&>(*cm).EstimateId(k) - f;
-    err_fcm += AsFcm(*fcm).EstimateId(k) - f;
+// The advantage core/sketches/fcm.h claims: at equal table bytes on Zipf(1.1), with distinct keys
+// outnumbering the row width, FCM's mean error is <= 0.7x Count-Min's and FCM-CU's <= 0.7x CM-CU's
+// (measured over five hash seeds: 0.61-0.62 plain, 0.66-0.68 conservative), and section VII's
+// dl = 4d/5 did not get there (0.87-0.88, 1.57-1.74). The next test pins where FCM loses.
+double MeanError(const Summary& s, const absl::flat_hash_map<uint64_t, uint64_t>& counts) {
+  const std::vector<uint64_t> distinct = SortedKeys(counts);
+  auto answers = s.Frequencies(KeyQuestion(distinct));
+  EXPECT_TRUE(answers.ok());
+  double sum = 0;
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    sum += static_cast<double>((*answers)[i].estimate - counts.at(distinct[i]));
   }
-  std::printf("  mean overestimate per key: count_min %.2f, fcm %.2f (%zu keys)\n",
-              err_cm / counts.size(), err_fcm / counts.size(), counts.size());
-  EXPECT_LT(err_fcm, 1.5 * err_cm);
+  return sum / static_cast<double>(distinct.size());
+}
+
+TEST(Fcm, BeatsCountMinAtEqualBytesOnZipf11) {
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                              testing::Order::kShuffled, 300000, 22, 100000);
+  const auto counts = ExactCounts(keys);
+  ASSERT_GT(counts.size(), 4 * 272u);  // loaded: the distinct keys outnumber w = 272 4x
+  for (bool conservative : {false, true}) {
+    for (uint64_t seed : {1, 2, 3, 4, 5}) {
+      SCOPED_TRACE(::testing::Message() << "conservative=" << conservative << " seed=" << seed);
+      SummaryOptions cmo;
+      cmo.kind = SummaryKind::kCountMin;
+      cmo.count_min.epsilon = 0.01;  // 5 x 272 for both
+      cmo.count_min.delta = 0.01;
+      cmo.count_min.conservative = conservative;
+      cmo.count_min.seed = seed;
+      SummaryOptions fo = FcmOpts(0.01, 0.01, conservative);
+      fo.fcm.seed = seed;
+      SummaryOptions legacy = fo;
+      legacy.fcm.dl = legacy.fcm.LegacyAutoDl();  // 4
+      auto cm = MustCreate(cmo);
+      auto fcm = MustCreate(fo);
+      auto old = MustCreate(legacy);
+      ASSERT_EQ(AsFcm(*fcm).TableBytes(), dynamic_cast<const CountMin&>(*cm).TableBytes());
+      Feed(cm.get(), keys);
+      Feed(fcm.get(), keys);
+      Feed(old.get(), keys);
+      const double e_cm = MeanError(*cm, counts), e_fcm = MeanError(*fcm, counts),
+                   e_old = MeanError(*old, counts);
+      std::printf("  conservative=%d seed=%lu: mean error count_min %.2f, fcm %.2f (%.3fx), fcm "
+                  "dl=4d/5 %.2f (%.3fx)\n",
+                  conservative, static_cast<unsigned long>(seed), e_cm, e_fcm, e_fcm / e_cm,
+                  e_old, e_old / e_cm);
+      EXPECT_LE(e_fcm, 0.7 * e_cm);
+      EXPECT_GT(e_old, 0.8 * e_cm);
+    }
+  }
+}
+
+TEST(Fcm, LosesToCountMinWhenTheTableIsWiderThanTheKeys) {
+  // 1000 distinct keys in rows of w = 2719: Count-Min's five rows almost always hold one exact
+  // counter for a key, FCM's three less often (core/sketches/fcm.h: where it cannot win).
+  // Measured: 0.47 against 4.78 summed over five hash seeds, FCM above in each.
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                              testing::Order::kShuffled, 200000, 23, 1000);
+  const auto counts = ExactCounts(keys);
+  double sum_cm = 0, sum_fcm = 0;
+  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+    SummaryOptions cmo;
+    cmo.kind = SummaryKind::kCountMin;
+    cmo.count_min.epsilon = 0.001;
+    cmo.count_min.delta = 0.01;
+    cmo.count_min.seed = seed;
+    SummaryOptions fo = FcmOpts(0.001, 0.01, false);
+    fo.fcm.seed = seed;
+    auto cm = MustCreate(cmo);
+    auto fcm = MustCreate(fo);
+    Feed(cm.get(), keys);
+    Feed(fcm.get(), keys);
+    const double e_cm = MeanError(*cm, counts), e_fcm = MeanError(*fcm, counts);
+    EXPECT_GE(e_fcm, e_cm) << seed;
+    sum_cm += e_cm;
+    sum_fcm += e_fcm;
+  }
+  std::printf("  mean error over 5 seeds: count_min %.3f, fcm %.3f\n", sum_cm / 5, sum_fcm / 5);
+  EXPECT_GE(sum_fcm, 3 * sum_cm);
 }
 
 TEST(Fcm, WeightedItemsAndMergesNeverUnderestimate) {
@@ -254,6 +313,45 @@ TEST(Fcm, SerializationRoundTripsAnswerIdentically) {
     EXPECT_EQ((*back)->Serialize(), s->Serialize());
     testing::ExpectCorruptionRejected(bytes, static_cast<uint16_t>(SummaryKind::kFcm));
   }
+}
+
+// A version-1 payload (before issue 15: no marker, dl = 0 meaning max(dh, ceil(4d/5))) still
+// loads, and goes on as the sketch it was: dl = 4 of d = 5. Built from a version-2 payload of a
+// sketch with dl = 4 given: dropping the marker and the version byte and writing dl = 0 gives the
+// bytes the version-1 writer produced for dl = 0 (same fields, same order).
+TEST(Fcm, VersionOnePayloadsLoadWithTheOldAutomaticDl) {
+  SummaryOptions o = FcmOpts(0.01, 0.01, false);
+  o.fcm.dl = 4;  // the old automatic value for d = 5
+  ASSERT_EQ(o.fcm.LegacyAutoDl(), 4u);
+  auto s = MustCreate(o);
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                              testing::Order::kShuffled, 20000, 26);
+  Feed(s.get(), keys);
+  const std::string bytes = s->Serialize();
+  auto env = OpenEnvelope(bytes);
+  ASSERT_TRUE(env.ok());
+  std::string v2(env->payload);
+  ASSERT_EQ(static_cast<uint8_t>(v2[0]), 0xFF);
+  ASSERT_EQ(v2[1], 2);
+  std::string v1 = v2.substr(2);
+  // u8 kind | f64 epsilon | f64 delta | u64 dh | u64 dl: dl at byte 25, little-endian.
+  ASSERT_EQ(static_cast<uint8_t>(v1[25]), 4);
+  v1[25] = 0;
+  auto back = DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), v1));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(AsFcm(**back).dl(), 4u);
+  EXPECT_EQ((*back)->Describe(), s->Describe());
+  EXPECT_EQ((*back)->Serialize(), s->Serialize());
+  Feed(s.get(), keys);
+  Feed(back->get(), keys);
+  EXPECT_EQ((*back)->Serialize(), s->Serialize());
+  // A version-2 payload with another version byte is refused.
+  std::string v3 = v2;
+  v3[1] = 3;
+  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), v3))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
