@@ -719,6 +719,35 @@ TEST(SessionManager, PbfSessionsListPlantedHeavyHittersAndRestoreThem) {
   }
 }
 
+// A session of `kind` keeping the summary of CLI text `text` is refused by the server with
+// INVALID_ARGUMENT and a message holding `message`.
+::testing::AssertionResult SpecIsRefused(v1::ValueKind kind, const std::string& text,
+                                         const std::string& message) {
+  v1::SessionSpec spec;
+  spec.set_name("bad");
+  spec.set_value_kind(kind);
+  *spec.add_summaries() = *client::ParseSummarySpec(text);
+  auto config = ConfigFromSpec(spec);
+  if (config.status().code() != StatusCode::kInvalidArgument ||
+      config.status().message().find(message) == std::string::npos) {
+    return ::testing::AssertionFailure() << text << ": " << config.status();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The same summary with a count window is refused.
+::testing::AssertionResult SpecIsRefusedWithAWindow(v1::ValueKind kind, const std::string& text) {
+  v1::SessionSpec spec;
+  spec.set_name("w");
+  spec.set_value_kind(kind);
+  *spec.add_summaries() = *client::ParseSummarySpec(text);
+  spec.mutable_window()->set_items(1000);
+  if (ConfigFromSpec(spec).status().code() != StatusCode::kInvalidArgument) {
+    return ::testing::AssertionFailure() << text << " with a window was accepted";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(SpecParser, ParsesHierarchicalHeavyHittersAndTheServerRefusesBadParametersWithAMessage) {
   auto h = client::ParseSummarySpec("hhh:epsilon=0.002,window=5000,hierarchy=path,max_depth=8");
   ASSERT_TRUE(h.ok()) << h.status();
@@ -745,21 +774,9 @@ TEST(SpecParser, ParsesHierarchicalHeavyHittersAndTheServerRefusesBadParametersW
            {v1::VALUE_KIND_STRING, "hhh:max_depth=40", "max_depth must be 0 (16) or in [1, 32]"},
            {v1::VALUE_KIND_STRING, "hhh:hierarchy=ipv6,max_depth=16", "must be 0 or 8"},
            {v1::VALUE_KIND_STRING, "hhh:epsilon=0.9", "hhh: epsilon must be in [1e-06, 0.5]"}}) {
-    v1::SessionSpec spec;
-    spec.set_name("bad");
-    spec.set_value_kind(bad.kind);
-    *spec.add_summaries() = *client::ParseSummarySpec(bad.text);
-    auto config = ConfigFromSpec(spec);
-    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << bad.text;
-    EXPECT_NE(config.status().message().find(bad.message), std::string::npos) << config.status();
+    EXPECT_TRUE(SpecIsRefused(bad.kind, bad.text, bad.message));
   }
-  // Not with a window.
-  v1::SessionSpec windowed;
-  windowed.set_name("w");
-  windowed.set_value_kind(v1::VALUE_KIND_UINT64);
-  *windowed.add_summaries() = *client::ParseSummarySpec("hhh");
-  windowed.mutable_window()->set_items(1000);
-  EXPECT_EQ(ConfigFromSpec(windowed).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SpecIsRefusedWithAWindow(v1::VALUE_KIND_UINT64, "hhh"));  // not with a window
   EXPECT_EQ(m.size(), 0u);
 }
 
@@ -924,20 +941,9 @@ TEST(SpecParser, ParsesCorrelatedSumsAndTheServerRefusesBadParametersWithAMessag
            {v1::VALUE_KIND_UINT64, "corrsum", "correlated sums need numeric items"},
            {v1::VALUE_KIND_STRING, "corrsum", "correlated sums need numeric items"},
            {v1::VALUE_KIND_NUMERIC, "corrsum:epsilon=0.9", "corrsum: epsilon must be in [1e-06, 0.5]"}}) {
-    v1::SessionSpec spec;
-    spec.set_name("bad");
-    spec.set_value_kind(bad.kind);
-    *spec.add_summaries() = *client::ParseSummarySpec(bad.text);
-    auto config = ConfigFromSpec(spec);
-    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << bad.text;
-    EXPECT_NE(config.status().message().find(bad.message), std::string::npos) << config.status();
+    EXPECT_TRUE(SpecIsRefused(bad.kind, bad.text, bad.message));
   }
-  v1::SessionSpec windowed;
-  windowed.set_name("w");
-  windowed.set_value_kind(v1::VALUE_KIND_NUMERIC);
-  *windowed.add_summaries() = *client::ParseSummarySpec("corrsum");
-  windowed.mutable_window()->set_items(1000);
-  EXPECT_EQ(ConfigFromSpec(windowed).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SpecIsRefusedWithAWindow(v1::VALUE_KIND_NUMERIC, "corrsum"));
 }
 
 // A batch without its y column, with a y of another length, a NaN or infinite y, or weights
