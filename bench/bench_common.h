@@ -24,6 +24,15 @@ inline double SecondsSince(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// The median of three runs of `run` (seconds): the VM is shared, so one run can be slowed by a
+// neighbour.
+template <typename Fn>
+double Median3(Fn run) {
+  double t[3] = {run(), run(), run()};
+  std::sort(t, t + 3);
+  return t[1];
+}
+
 // n draws of `distribution` from a generator seeded with `seed`.
 template <typename Distribution>
 std::vector<double> Draw(size_t n, uint64_t seed, Distribution distribution) {

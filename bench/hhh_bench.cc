@@ -30,6 +30,7 @@ namespace {
 using namespace streamstats::core;
 using namespace streamstats::core::hhh_test;  // NOLINT: the reference, the streams, the check
 using streamstats::bench::Clock;
+using streamstats::bench::Median3;
 using streamstats::bench::SecondsSince;
 
 constexpr size_t kBatch = 10'000;
@@ -43,14 +44,6 @@ double Feed(Summary& s, const std::vector<K>& keys) {
     if (!s.Update(MakeBatch(absl::MakeConstSpan(keys).subspan(i, len), {})).ok()) std::abort();
   }
   return SecondsSince(start);
-}
-
-// The median of three runs of `feed` (the VM is shared: one run can be slowed by a neighbour).
-template <typename Fn>
-double Median3(Fn feed) {
-  double t[3] = {feed(), feed(), feed()};
-  std::sort(t, t + 3);
-  return t[1];
 }
 
 template <typename K>

@@ -9,10 +9,12 @@
 //     freq NAME [KEY...] [--summary=KIND]          no keys: F2 alone (ams, count_sketch)
 //     heavy-hitters NAME --support=S [--summary=KIND]
 //     hhh NAME --phi=P [--prefix=PREFIX] [--depth=D]   hierarchical heavy hitters
+//     corrsum NAME [--at=V,...] [--phi=P,...]      correlated sums (sum of y over x <= v)
 //
 // Errors print the server's message and exit 1; usage errors exit 2.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +52,7 @@ constexpr char kUsage[] =
     "            ams[:epsilon=E,delta=D]  count_sketch[:epsilon=E,delta=D,candidates=C]\n"
     "            hhh[:epsilon=E,window=W,hierarchy=ipv4|ipv6|path,max_depth=D]\n"
     "              (keys: uint64 = IPv4 addresses; strings = paths, or IPv4/IPv6 text)\n"
+    "            corrsum[:epsilon=E,window=W]   (numeric; ingest reads 'X Y' per line)\n"
     "  session list | session get NAME | session delete NAME\n"
     "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
     "  quantiles NAME PHI... [--last=W|DURATION]      (window sessions: 1000, 300s, 5m, 1h)\n"
@@ -57,6 +60,7 @@ constexpr char kUsage[] =
     "  freq NAME [KEY...] [--summary=KIND] [--last=...]   no KEY: F2 (ams, count_sketch)\n"
     "  heavy-hitters NAME --support=S [--summary=KIND] [--last=...]\n"
     "  hhh NAME --phi=P [--prefix=10.0.0.0/8|eu/fr] [--depth=D]   hierarchical heavy hitters\n"
+    "  corrsum NAME [--at=V,...] [--phi=P,...]   sum of y over x <= V, or x <= the P-quantile\n"
     "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
     "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051; the token to $STREAMSTATS_TOKEN.\n";
 
@@ -207,6 +211,9 @@ int IngestCommand(Client& client, const Args& args, bool json) {
   auto info = client.GetSession(name);
   if (!info.ok()) return Fail(info.status());
   const v1::ValueKind kind = info->spec().value_kind();
+  // A session with correlated sums takes (x, y) pairs: "X Y" (or "X,Y") per line.
+  const bool pairs = std::any_of(info->spec().summaries().begin(), info->spec().summaries().end(),
+                                 [](const v1::SummarySpec& s) { return s.has_correlated_sum(); });
 
   FILE* in = path == "-" ? stdin : std::fopen(path.c_str(), "r");
   if (in == nullptr) return Usage(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
@@ -252,7 +259,19 @@ int IngestCommand(Client& client, const Args& args, bool json) {
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
     if (len == 0) continue;
     absl::string_view text(line, len);
-    if (kind == v1::VALUE_KIND_NUMERIC) {
+    if (pairs) {
+      std::vector<absl::string_view> fields =
+          absl::StrSplit(text, absl::ByAnyChar(" \t,"), absl::SkipEmpty());
+      double x, y;
+      if (fields.size() != 2 || !absl::SimpleAtod(fields[0], &x) ||
+          !absl::SimpleAtod(fields[1], &y)) {
+        rc = Usage(absl::StrCat(path, ":", line_no, ": this session keeps correlated sums: each "
+                                "line is 'X Y' (two numbers), got '", text, "'"));
+        break;
+      }
+      request.mutable_values()->add_values(x);
+      request.add_y(y);
+    } else if (kind == v1::VALUE_KIND_NUMERIC) {
       double v;
       if (!absl::SimpleAtod(text, &v)) {
         rc = Usage(absl::StrCat(path, ":", line_no, ": not a number: '", text, "'"));
@@ -522,6 +541,57 @@ int HhhCommand(Client& client, const Args& args, bool json) {
   return 0;
 }
 
+// Comma-separated numbers; false on anything else.
+bool ParseNumbers(const std::string& text, std::vector<double>* out) {
+  for (absl::string_view field : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    double d;
+    if (!absl::SimpleAtod(field, &d)) return false;
+    out->push_back(d);
+  }
+  return true;
+}
+
+int CorrSumCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() != 2) return Usage("corrsum needs exactly one NAME");
+  std::vector<double> values, phis;
+  if (!ParseNumbers(args.Get("at"), &values)) {
+    return Usage("--at must be comma-separated numbers (thresholds v: sum of y over x <= v)");
+  }
+  if (!ParseNumbers(args.Get("phi"), &phis)) {
+    return Usage("--phi must be comma-separated numbers in [0, 1]");
+  }
+  if (values.empty() && phis.empty()) return Usage("corrsum needs --at=V,... or --phi=P,...");
+  v1::GetCorrelatedSumsRequest request;
+  request.set_session(p[1]);
+  for (double v : values) request.add_values(v);
+  for (double phi : phis) request.add_phis(phi);
+  auto r = client.GetCorrelatedSums(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("N=%llu  sum y=%.10g  Y=sum |y|=%.10g  eps=%g  max sum error=%.6g  max rank error=%llu\n",
+              static_cast<unsigned long long>(r->count()), r->y_sum(), r->y_abs_sum(), r->epsilon(),
+              r->max_sum_error(), static_cast<unsigned long long>(r->max_rank_error()));
+  for (const auto& a : r->sums()) {
+    if (a.by_phi()) {
+      std::printf("  phi=%g  x<=%.10g (rank in [%llu, %llu], target %llu)  sum y=%.10g in [%.10g, %.10g]\n",
+                  a.phi(), a.threshold(), static_cast<unsigned long long>(a.rank_lower()),
+                  static_cast<unsigned long long>(a.rank_upper()),
+                  static_cast<unsigned long long>(a.target_rank()), a.sum_estimate(), a.sum_lower(),
+                  a.sum_upper());
+    } else {
+      std::printf("  x<=%.10g  sum y=%.10g in [%.10g, %.10g]  items in [%llu, %llu]\n", a.threshold(),
+                  a.sum_estimate(), a.sum_lower(), a.sum_upper(),
+                  static_cast<unsigned long long>(a.count_lower()),
+                  static_cast<unsigned long long>(a.count_upper()));
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
@@ -572,6 +642,7 @@ int Main(int argc, char** argv) {
   if (command == "freq") return FreqCommand(*client, args, json);
   if (command == "heavy-hitters") return HeavyHittersCommand(*client, args, json);
   if (command == "hhh") return HhhCommand(*client, args, json);
+  if (command == "corrsum") return CorrSumCommand(*client, args, json);
   if (command == "bench") return BenchCommand(server, args.options, std::cout, std::cerr);
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }

@@ -127,6 +127,11 @@ absl::StatusOr<v1::GetHierarchicalHeavyHittersResponse> Client::GetHierarchicalH
                     v1::GetHierarchicalHeavyHittersResponse, r)
 }
 
+absl::StatusOr<v1::GetCorrelatedSumsResponse> Client::GetCorrelatedSums(
+    const v1::GetCorrelatedSumsRequest& r) {
+  STREAMSTATS_UNARY(GetCorrelatedSums, v1::GetCorrelatedSumsRequest, v1::GetCorrelatedSumsResponse, r)
+}
+
 #undef STREAMSTATS_UNARY
 
 std::unique_ptr<IngestStream> Client::StartIngest() {

@@ -65,6 +65,8 @@ class Client {
       const v1::GetHeavyHittersRequest& request);
   absl::StatusOr<v1::GetHierarchicalHeavyHittersResponse> GetHierarchicalHeavyHitters(
       const v1::GetHierarchicalHeavyHittersRequest& request);
+  absl::StatusOr<v1::GetCorrelatedSumsResponse> GetCorrelatedSums(
+      const v1::GetCorrelatedSumsRequest& request);
 
   std::unique_ptr<IngestStream> StartIngest();
 

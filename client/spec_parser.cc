@@ -329,11 +329,23 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
     h->set_max_depth(static_cast<uint32_t>(max_depth));
     return spec;
   }
+  if (kind == "corrsum") {
+    v1::CorrelatedSumSpec* c = spec.mutable_correlated_sum();
+    double epsilon = 0;
+    bool has_epsilon;
+    uint64_t window = 0;
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Uint("window", &window));
+    TAKE(take.Done("epsilon, window"));
+    if (has_epsilon) c->set_epsilon(epsilon);
+    c->set_window_items(window);
+    return spec;
+  }
 #undef TAKE
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown summary '", kind,
       "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf, ams, "
-      "count_sketch, hhh)"));
+      "count_sketch, hhh, corrsum)"));
 }
 
 }  // namespace streamstats::client

@@ -9,6 +9,7 @@
 #include "core/frequencies/lossy_counting.h"
 #include "core/frequencies/misra_gries.h"
 #include "core/parallel/partitioned.h"
+#include "core/quantiles/correlated_sum.h"
 #include "core/quantiles/quantile_summary.h"
 #include "core/sketches/ams.h"
 #include "core/sketches/count_min.h"
@@ -80,6 +81,8 @@ const char* SummaryKindName(SummaryKind kind) {
       return "count_sketch";
     case SummaryKind::kHierarchicalHeavyHitters:
       return "hhh";
+    case SummaryKind::kCorrelatedSum:
+      return "corrsum";
   }
   return "unknown";
 }
@@ -102,6 +105,9 @@ absl::StatusOr<SecondMomentAnswer> Summary::SecondMoment() const {
 absl::StatusOr<std::vector<PrefixHeavyHitter>> Summary::PrefixHeavyHitters(
     const PrefixQuestion&) const {
   return Unanswerable(*this, "hierarchical heavy-hitter questions");
+}
+absl::StatusOr<CorrelatedSumReport> Summary::CorrelatedSums(const CorrelatedSumQuestion&) const {
+  return Unanswerable(*this, "correlated-sum questions");
 }
 
 absl::Status QuantileOptions::Validate() const {
@@ -180,6 +186,20 @@ uint32_t HierarchicalHeavyHittersOptions::Depth(ValueKind value_kind) const {
   }
 }
 
+absl::Status CorrelatedSumOptions::Validate(ValueKind value_kind) const {
+  if (absl::Status s = ValidateEpsilon(epsilon); !s.ok()) return s;
+  if (absl::Status s = ValidateWindow(window_items); !s.ok()) return s;
+  if (value_kind != ValueKind::kNumeric) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "correlated sums need numeric items (x, with a y column), not ", ValueKindName(value_kind),
+        " keys"));
+  }
+  return absl::OkStatus();
+}
+uint64_t CorrelatedSumOptions::EffectiveWindow() const {
+  return window_items != 0 ? window_items : AutoWindow(2 / epsilon, 1024, uint64_t{1} << 20);
+}
+
 absl::Status SlidingWindowOptions::Validate() const {
   if (!(epsilon >= 1e-4 && epsilon <= 0.5)) {
     return absl::InvalidArgumentError(absl::StrCat("epsilon must be in [1e-4, 0.5], got ", epsilon));
@@ -236,6 +256,8 @@ absl::Status SummaryOptions::Validate(ValueKind value_kind) const {
       return count_sketch.Validate();
     case SummaryKind::kHierarchicalHeavyHitters:
       return hhh.Validate(value_kind);
+    case SummaryKind::kCorrelatedSum:
+      return correlated_sum.Validate(value_kind);
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       if (value_kind == ValueKind::kString) {
@@ -288,6 +310,8 @@ absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& opt
     case SummaryKind::kHierarchicalHeavyHitters:
       return std::unique_ptr<Summary>(
           new HierarchicalHeavyHitters(options.hhh, value_kind, accelerator));
+    case SummaryKind::kCorrelatedSum:
+      return std::unique_ptr<Summary>(new CorrelatedSum(options.correlated_sum, accelerator));
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       return std::unique_ptr<Summary>(
@@ -328,6 +352,8 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
       return CountSketch::Deserialize(env->payload, accelerator);
     case SummaryKind::kHierarchicalHeavyHitters:
       return HierarchicalHeavyHitters::Deserialize(env->payload, accelerator);
+    case SummaryKind::kCorrelatedSum:
+      return CorrelatedSum::Deserialize(env->payload, accelerator);
     case SummaryKind::kPartitioned:
       return PartitionedSummary::Deserialize(env->payload, accelerator);
     case SummaryKind::kSlidingQuantiles:
@@ -369,6 +395,19 @@ absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
       }
     }
   }
+  if (!batch.ys.empty()) {
+    if (batch.ys.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the y column must be empty or one y per item: ", batch.ys.size(), " ys for ", n,
+          " items"));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!(std::abs(batch.ys[i]) <= kMaxCorrelatedY)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "y ", i, " is ", batch.ys[i], "; y must be finite with |y| <= 1e280 (batch rejected whole)"));
+      }
+    }
+  }
   switch (kind) {
     case ValueKind::kNumeric:
       for (size_t i = 0; i < n; ++i) {
@@ -397,6 +436,18 @@ absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
 absl::Status ValidateBatchFor(const SummaryOptions& options, const Batch& batch) {
   if (options.kind == SummaryKind::kHierarchicalHeavyHitters) {
     return ValidateHierarchicalKeys(options.hhh, batch);
+  }
+  if (options.kind == SummaryKind::kCorrelatedSum) {
+    if (batch.size() != 0 && batch.ys.size() != batch.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "correlated sums need a y column: one y per item (", batch.size(), " items, ",
+          batch.ys.size(), " ys)"));
+    }
+    if (!batch.weights.empty()) {
+      return absl::InvalidArgumentError(
+          "correlated sums take no weights: each item is one (x, y) pair; send a repeated pair "
+          "as items of its own");
+    }
   }
   return absl::OkStatus();
 }

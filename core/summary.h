@@ -46,6 +46,8 @@ enum class SummaryKind : uint16_t {
   kCountSketch = 12,
   // Hierarchical heavy hitters (seed 000 §5.4; core/frequencies/hierarchical_heavy_hitters.h).
   kHierarchicalHeavyHitters = 13,
+  // Correlated sums over (x, y) pairs (seed 000 §5.4; core/quantiles/correlated_sum.h).
+  kCorrelatedSum = 14,
 };
 
 const char* SummaryKindName(SummaryKind kind);
@@ -107,6 +109,9 @@ class Summary {
   // Hierarchical heavy hitters (HierarchicalHeavyHitters).
   virtual absl::StatusOr<std::vector<PrefixHeavyHitter>> PrefixHeavyHitters(
       const PrefixQuestion& question) const;
+  // Correlated sums (CorrelatedSum): Σ y over x ≤ v, or over x at or below a φ-quantile of x.
+  virtual absl::StatusOr<CorrelatedSumReport> CorrelatedSums(
+      const CorrelatedSumQuestion& question) const;
 };
 
 // Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
@@ -141,6 +146,16 @@ struct HierarchicalHeavyHittersOptions {
   uint64_t EffectiveWindow() const;
   HierarchyKind EffectiveHierarchy(ValueKind value_kind) const;
   uint32_t Depth(ValueKind value_kind) const;  // levels below the root
+};
+
+// Correlated sums: a Greenwald–Khanna summary over x whose tuples also bound the y-mass below
+// each item (Ananthakrishna et al. 2003; seed 000 §5.4); see core/quantiles/correlated_sum.h.
+// Numeric items (x) with a y column; no weights.
+struct CorrelatedSumOptions {
+  double epsilon = 0.01;      // error as a fraction of N (ranks) and of Y = Σ|y| (sums), in [1e-6, 0.5]
+  uint64_t window_items = 0;  // items per sorted window; 0 = auto: clamp(ceil(2/epsilon), 1024, 2^20)
+  absl::Status Validate(ValueKind value_kind) const;
+  uint64_t EffectiveWindow() const;
 };
 
 // Count-Min (Cormode & Muthukrishnan 2005; seed 001 §IV); see core/sketches/count_min.h.
@@ -292,6 +307,7 @@ struct SummaryOptions {
   AmsOptions ams;
   CountSketchOptions count_sketch;
   HierarchicalHeavyHittersOptions hhh;
+  CorrelatedSumOptions correlated_sum;
   PartitionOptions partition;  // partitions > 1: count_min, fcm, misra_gries and pbf only
   SlidingWindowOptions sliding;  // kSlidingQuantiles, kSlidingFrequencies
   TimeWindowOptions time_window;  // kTimeWindow
@@ -308,8 +324,12 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
                                                             Accelerator* accelerator = nullptr);
 
 // Checks a batch before any summary sees it: the payload matches `kind`, values are finite,
-// string keys are at most kMaxStringKeyBytes, weights are empty or one positive weight per item.
+// string keys are at most kMaxStringKeyBytes, weights are empty or one positive weight per item,
+// ys are empty or one finite y per item with |y| <= kMaxCorrelatedY.
 absl::Status ValidateBatch(const Batch& batch, ValueKind kind);
+
+// The largest |y| a correlated-sum item may carry: 2^64 items of it still sum to a finite double.
+inline constexpr double kMaxCorrelatedY = 1e280;
 
 // Checks what a summary of `options` needs of a batch's items beyond ValidateBatch: the
 // hierarchical heavy hitters read every key as an address or a path. A session calls it for each

@@ -167,6 +167,13 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
         o.hhh.max_depth = h.max_depth();
         break;
       }
+      case v1::SummarySpec::kCorrelatedSum: {
+        const v1::CorrelatedSumSpec& c = s.correlated_sum();
+        o.kind = core::SummaryKind::kCorrelatedSum;
+        if (c.has_epsilon()) o.correlated_sum.epsilon = c.epsilon();
+        o.correlated_sum.window_items = c.window_items();
+        break;
+      }
       default:
         return absl::InvalidArgumentError("a summary spec must name its kind");
     }
@@ -252,6 +259,7 @@ absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
       return absl::InvalidArgumentError("a batch needs a payload: values, keys or strings");
   }
   b.weights = absl::MakeConstSpan(request.weights().data(), request.weights().size());
+  b.ys = absl::MakeConstSpan(request.y().data(), request.y().size());
   b.event_seconds = request.event_time_unix_s();
   return b;
 }

@@ -326,6 +326,47 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
   return rpc.Done(absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
+    grpc::CallbackServerContext* ctx, const v1::GetCorrelatedSumsRequest* request,
+    v1::GetCorrelatedSumsResponse* response) {
+  RpcScope rpc(metrics_, "GetCorrelatedSums", true, ctx);
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
+  if (!session.ok()) return rpc.Done(session.status());
+  core::CorrelatedSumQuestion question;
+  question.values.assign(request->values().begin(), request->values().end());
+  question.phis.assign(request->phis().begin(), request->phis().end());
+  if (question.values.empty() && question.phis.empty()) {
+    return rpc.Done(absl::InvalidArgumentError("ask for at least one value or one phi"));
+  }
+  auto result = (*session)->CorrelatedSums(question);
+  if (!result.ok()) return rpc.Done(result.status());
+  const core::CorrelatedSumReport& r = result->report;
+  response->set_count(r.count);
+  response->set_epsilon(r.epsilon);
+  response->set_y_sum(r.y_sum);
+  response->set_y_abs_sum(r.y_abs_sum);
+  response->set_max_sum_error(r.max_sum_error);
+  response->set_max_rank_error(r.max_rank_error);
+  response->set_guarantee(result->guarantee);
+  for (const core::CorrelatedSumAnswer& a : r.answers) {
+    v1::CorrelatedSum* out = response->add_sums();
+    out->set_by_phi(a.by_phi);
+    out->set_phi(a.phi);
+    out->set_threshold(a.threshold);
+    out->set_target_rank(a.target_rank);
+    out->set_rank_lower(a.rank_lower);
+    out->set_rank_upper(a.rank_upper);
+    out->set_count_lower(a.count_lower);
+    out->set_count_upper(a.count_upper);
+    out->set_sum_lower(a.sum_lower);
+    out->set_sum_upper(a.sum_upper);
+    out->set_sum_estimate(a.sum_estimate);
+  }
+  return rpc.Done(absl::OkStatus());
+}
+
 // One Ingest stream. Batches are applied on the executor in order, one at a time; while one is
 // applied the next is read (kReadAhead), so a single stream keeps its ingest thread
 // busy instead of waiting a read's round trip through gRPC after every batch. The stream's own

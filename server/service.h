@@ -35,7 +35,8 @@ using StreamStatsCallbackBase = v1::StreamStats::WithCallbackMethod_CreateSessio
                 v1::StreamStats::WithCallbackMethod_GetFrequencies<
                     v1::StreamStats::WithCallbackMethod_GetHeavyHitters<
                         v1::StreamStats::WithCallbackMethod_GetHierarchicalHeavyHitters<
-                            v1::StreamStats::Service>>>>>>>>>>;
+                            v1::StreamStats::WithCallbackMethod_GetCorrelatedSums<
+                                v1::StreamStats::Service>>>>>>>>>>>;
 
 class StreamStatsService final : public StreamStatsCallbackBase {
  public:
@@ -80,6 +81,9 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   grpc::ServerUnaryReactor* GetHierarchicalHeavyHitters(
       grpc::CallbackServerContext* ctx, const v1::GetHierarchicalHeavyHittersRequest* request,
       v1::GetHierarchicalHeavyHittersResponse* response) override;
+  grpc::ServerUnaryReactor* GetCorrelatedSums(grpc::CallbackServerContext* ctx,
+                                              const v1::GetCorrelatedSumsRequest* request,
+                                              v1::GetCorrelatedSumsResponse* response) override;
 
  private:
   class IngestReactor;

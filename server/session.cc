@@ -33,8 +33,11 @@ bool AnswersQuantiles(const core::SummaryOptions& o) {
 bool AnswersPrefixes(const core::SummaryOptions& o) {
   return o.kind == SummaryKind::kHierarchicalHeavyHitters;
 }
+bool AnswersCorrelatedSums(const core::SummaryOptions& o) {
+  return o.kind == SummaryKind::kCorrelatedSum;
+}
 bool AnswersFrequencies(const core::SummaryOptions& o) {
-  return !AnswersQuantiles(o) && !AnswersPrefixes(o);
+  return !AnswersQuantiles(o) && !AnswersPrefixes(o) && !AnswersCorrelatedSums(o);
 }
 bool AnswersHeavyHitters(const core::SummaryOptions& o) {
   return AnswersFrequencies(o) && o.kind != SummaryKind::kAms;
@@ -84,6 +87,7 @@ bool MergesInParts(const core::SummaryOptions& o) {
     case SummaryKind::kLossyCounting:
     case SummaryKind::kMisraGries:
     case SummaryKind::kHierarchicalHeavyHitters:
+    case SummaryKind::kCorrelatedSum:
       return true;
     default:
       return false;
@@ -143,6 +147,7 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
   if (o.kind == SummaryKind::kQuantiles) window = o.quantiles.EffectiveWindow();
   if (o.kind == SummaryKind::kLossyCounting) window = o.lossy_counting.EffectiveWindow();
   if (o.kind == SummaryKind::kHierarchicalHeavyHitters) window = o.hhh.EffectiveWindow();
+  if (o.kind == SummaryKind::kCorrelatedSum) window = o.correlated_sum.EffectiveWindow();
   if (window == 0) {
     if (IsWindowed(o)) {
       return absl::StrCat("windows of at least ", threshold, " keys on ", accelerator.name(),
@@ -177,6 +182,7 @@ core::Batch Slice(const core::Batch& b, size_t begin, size_t end) {
   out.keys = cut(b.keys);
   out.strings = cut(b.strings);
   out.weights = cut(b.weights);
+  out.ys = cut(b.ys);
   return out;
 }
 
@@ -359,6 +365,12 @@ absl::Status Session::Validate(const core::Batch& batch) const {
   if (absl::Status s = core::ValidateBatch(batch, config_.value_kind); !s.ok()) return s;
   for (const core::SummaryOptions& o : config_.summaries) {
     if (absl::Status s = core::ValidateBatchFor(o, batch); !s.ok()) return s;
+  }
+  if (!batch.ys.empty() &&
+      std::none_of(config_.summaries.begin(), config_.summaries.end(), AnswersCorrelatedSums)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session '", config_.name,
+        "' keeps no correlated sums, so a batch may not carry a y column (add --summary=corrsum)"));
   }
   return absl::OkStatus();
 }
@@ -737,6 +749,28 @@ absl::StatusOr<PrefixHeavyHittersResult> Session::PrefixHeavyHitters(
     return r;
   }
   return NoSuchSummary(config_, "hierarchical heavy-hitter questions (add --summary=hhh)");
+}
+
+absl::StatusOr<CorrelatedSumsResult> Session::CorrelatedSums(
+    const core::CorrelatedSumQuestion& question) const {
+  for (double phi : question.phis) {
+    if (absl::Status s = core::ValidatePhi(phi); !s.ok()) return s;
+  }
+  QueryLock lock(this);
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    if (!AnswersCorrelatedSums(config_.summaries[i])) continue;
+    auto report = summaries_[i]->CorrelatedSums(question);
+    if (!report.ok()) return report.status();
+    CorrelatedSumsResult r;
+    r.report = *std::move(report);
+    r.guarantee = absl::StrCat(
+        "deterministic: for a value v, sum of y over x <= v lies in [sum_lower, sum_upper], at most "
+        "2*eps*Y wide (Y = sum of |y|, eps = ", r.report.epsilon,
+        "), the estimate within eps*Y; for a phi, the threshold is an x of rank within floor(eps*N) "
+        "of ceil(phi*N) and the sum is over x <= that threshold, with the same bounds");
+    return r;
+  }
+  return NoSuchSummary(config_, "correlated-sum questions (add --summary=corrsum)");
 }
 
 std::string Session::Serialize() const {

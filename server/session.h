@@ -145,6 +145,11 @@ struct PrefixHeavyHittersResult {
   std::vector<core::PrefixHeavyHitter> prefixes;
 };
 
+struct CorrelatedSumsResult {
+  core::CorrelatedSumReport report;
+  std::string guarantee;
+};
+
 // Questions waiting for a session's lock. Ingest steps aside at its chunk boundaries while any
 // question sharing this object waits, so one object shared by every session of a server makes
 // all ingest pause for a question, not only the ingest into the asked session: on cores
@@ -253,6 +258,10 @@ class Session {
   // what the summary refuses (core/frequencies/hierarchical_heavy_hitters.h) are InvalidArgument.
   absl::StatusOr<PrefixHeavyHittersResult> PrefixHeavyHitters(
       const core::PrefixQuestion& question) const;
+  // From the session's correlated-sum summary (FailedPrecondition without one); a NaN value or a
+  // phi outside [0, 1] is InvalidArgument (core/quantiles/correlated_sum.h).
+  absl::StatusOr<CorrelatedSumsResult> CorrelatedSums(
+      const core::CorrelatedSumQuestion& question) const;
 
   // Snapshot: the config, the producers' sequences and every summary, checksummed.
   std::string Serialize() const;

@@ -54,6 +54,12 @@ std::string EncodeBatchRecord(const std::string& tenant, const std::string& name
   }
   w.Put<uint64_t>(batch.weights.size());
   for (uint64_t x : batch.weights) w.Put<uint64_t>(x);
+  // The y column of correlated sums, only when there is one: records without it keep the bytes
+  // they had before the column existed, and those older records read with no ys.
+  if (!batch.ys.empty()) {
+    w.Put<uint64_t>(batch.ys.size());
+    for (double y : batch.ys) w.Put<double>(y);
+  }
   return std::move(w.bytes());
 }
 
@@ -62,6 +68,7 @@ struct DecodedBatch {
   std::vector<uint64_t> keys;
   std::vector<std::string> strings;
   std::vector<uint64_t> weights;
+  std::vector<double> ys;
   core::Batch view;
 };
 
@@ -88,10 +95,17 @@ bool DecodeBatch(core::ByteReader* r, DecodedBatch* b) {
   if (!r->GetCount(&w, 8) || (w != 0 && w != n)) return false;
   b->weights.resize(w);
   for (uint64_t& x : b->weights) r->Get(&x);
+  if (r->remaining() != 0) {
+    uint64_t ys;
+    if (!r->GetCount(&ys, 8) || ys != n || n == 0) return false;
+    b->ys.resize(ys);
+    for (double& y : b->ys) r->Get(&y);
+  }
   b->view.values = b->values;
   b->view.keys = b->keys;
   b->view.strings = b->strings;
   b->view.weights = b->weights;
+  b->view.ys = b->ys;
   return r->remaining() == 0;
 }
 

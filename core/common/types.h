@@ -32,6 +32,9 @@ struct Batch {
   absl::Span<const uint64_t> keys;
   absl::Span<const std::string> strings;
   absl::Span<const uint64_t> weights;
+  // The y column of correlated sums (core/quantiles/correlated_sum.h): empty, or one finite y
+  // per item (the item is the pair (values[i], ys[i])). Other summaries ignore it.
+  absl::Span<const double> ys;
   // Event time of the whole batch in seconds since the epoch, for time windows; 0 = none (the
   // summary stamps the batch with its clock).
   double event_seconds = 0;
@@ -107,6 +110,41 @@ struct PrefixHeavyHitter {
   uint32_t depth = 0;  // levels below the root
   FrequencyAnswer discounted;
   FrequencyAnswer total;
+};
+
+// A correlated-sum question (core/quantiles/correlated_sum.h states what the answers guarantee):
+// Σ y over the items with x ≤ v for each v in `values`, then over the items with x at or below
+// the φ-quantile of x for each φ in `phis`.
+struct CorrelatedSumQuestion {
+  std::vector<double> values;  // thresholds v (not NaN; ±infinity allowed)
+  std::vector<double> phis;    // each in [0, 1]
+};
+
+// One answer: the items with x ≤ threshold number in [count_lower, count_upper] and their y sum
+// lies in [sum_lower, sum_upper]; sum_estimate is the midpoint.
+struct CorrelatedSumAnswer {
+  bool by_phi = false;       // a φ question (else a value question)
+  double phi = 0;            // φ questions: the φ asked
+  double threshold = 0;      // v, or the answered φ-quantile of x (an item's x)
+  uint64_t target_rank = 0;  // φ questions: max(1, ⌈φN⌉)
+  uint64_t rank_lower = 0;   // φ questions: the threshold's rank lies in [rank_lower, rank_upper]
+  uint64_t rank_upper = 0;
+  uint64_t count_lower = 0;
+  uint64_t count_upper = 0;
+  double sum_lower = 0;
+  double sum_upper = 0;
+  double sum_estimate = 0;
+};
+
+// The answers with the totals their bounds are stated in.
+struct CorrelatedSumReport {
+  uint64_t count = 0;           // N, the items (pairs)
+  double epsilon = 0;
+  double y_sum = 0;             // Σ y over every item
+  double y_abs_sum = 0;         // Y = Σ |y|
+  double max_sum_error = 0;     // ε·Y: |sum_estimate − Σ| ≤ ε·Y, sum_upper − sum_lower ≤ 2ε·Y
+  uint64_t max_rank_error = 0;  // ⌊εN⌋: how far a φ answer's rank may lie from target_rank
+  std::vector<CorrelatedSumAnswer> answers;  // values' answers first, then the φs'
 };
 
 }  // namespace streamstats::core

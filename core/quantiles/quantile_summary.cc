@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/ordered_bits.h"
 #include "core/common/serialization.h"
+#include "core/quantiles/gk_merge.h"
 
 namespace streamstats::core {
 namespace {
@@ -18,13 +19,6 @@ constexpr int kMaxLevels = 64;  // of the exponential-histogram layout
 // The payload's first byte in the single-summary layout; the histogram layout began with the value
 // kind (1 or 2).
 constexpr uint8_t kSingleSummaryLayout = 'G';
-
-// Rank r = max(1, ceil(phi * n)), computed without double rounding surprises at the ends.
-uint64_t TargetRank(double phi, uint64_t n) {
-  long double x = std::ceil(static_cast<long double>(phi) * static_cast<long double>(n));
-  uint64_t r = x < 1 ? 1 : static_cast<uint64_t>(x);
-  return std::min(r, n);
-}
 
 // The sorted-window step whose gap fits level 0's budget: 2⌊(ε/2)·n⌋ + 1.
 uint64_t WindowStep(double epsilon, uint64_t n) {
@@ -66,71 +60,42 @@ size_t FirstKeyAbove(const std::vector<GkTuple>& ts, uint64_t key) {
          ts.begin();
 }
 
-// CompressGk as tuples arrive: a tuple is held until the next one shows whether it is needed.
-class StreamingCompress {
- public:
-  StreamingCompress(std::vector<GkTuple>* out, uint64_t allowed_gap) : out_(out), allowed_(allowed_gap) {
-    out_->clear();
-  }
-  void Push(const GkTuple& t) {
-    if (out_->empty()) {
-      out_->push_back(t);  // the first tuple stays
-      return;
-    }
-    const GkTuple& kept = out_->back();
-    if (held_ && kept.key != t.key && t.rmax - kept.rmin - 1 > allowed_) out_->push_back(last_);
-    last_ = t;
-    held_ = true;
-  }
-  void Finish() {
-    if (held_) out_->push_back(last_);  // and the last
-  }
-
- private:
-  std::vector<GkTuple>* out_;
-  uint64_t allowed_;
-  GkTuple last_{};
-  bool held_ = false;
-};
-
 // A sorted run of unweighted keys as an exact GK summary, read in place: position i + 1.
 struct ExactRun {
   absl::Span<const uint64_t> keys;
   size_t size() const { return keys.size(); }
-  uint64_t n() const { return keys.size(); }
+  uint64_t totals() const { return keys.size(); }
   GkTuple at(size_t i) const { return {keys[i], i + 1, i + 1}; }
 };
 
 struct SummaryRun {
   const GkSummary* s;
   size_t size() const { return s->tuples.size(); }
-  uint64_t n() const { return s->n; }
-  GkTuple at(size_t i) const { return s->tuples[i]; }
+  uint64_t totals() const { return s->n; }
+  const GkTuple& at(size_t i) const { return s->tuples[i]; }
 };
 
-// CompressGk(MergeGk(a, b), allowed_gap) into *out without building the merge.
-template <typename Run>
-void MergeAndCompress(const GkSummary& a, const Run& b, uint64_t allowed_gap,
-                      std::vector<GkTuple>* out) {
-  StreamingCompress c(out, allowed_gap);
-  const size_t na = a.tuples.size(), nb = b.size();
-  const uint64_t bn = b.n();
-  size_t i = 0, j = 0;
-  // b's rmin before a[i] and rmax − 1 after it, and the same of a around b[j].
-  while (i < na || j < nb) {
-    if (j == nb || (i < na && a.tuples[i].key <= b.at(j).key)) {
-      const GkTuple& t = a.tuples[i++];
-      c.Push({t.key, t.rmin + (j > 0 ? b.at(j - 1).rmin : 0), t.rmax + (j < nb ? b.at(j).rmax - 1 : bn)});
-    } else {
-      const GkTuple t = b.at(j++);
-      c.Push({t.key, t.rmin + (i > 0 ? a.tuples[i - 1].rmin : 0),
-              t.rmax + (i < na ? a.tuples[i].rmax - 1 : a.n)});
-    }
-  }
-  c.Finish();
-}
-
 }  // namespace
+
+// One measure, the item count: rmin and rmax bound the item's position.
+template <>
+struct GkMeasures<GkTuple> {
+  using Totals = uint64_t;   // n
+  using Allowed = uint64_t;  // the allowed gap
+  static GkTuple Place(const GkTuple& t, const GkTuple* below, const GkTuple* above, uint64_t other_n) {
+    return {t.key, t.rmin + (below != nullptr ? below->rmin : 0),
+            t.rmax + (above != nullptr ? above->rmax - 1 : other_n)};
+  }
+  static bool OutOfReach(const GkTuple& kept, const GkTuple& next, uint64_t allowed) {
+    return next.rmax - kept.rmin - 1 > allowed;
+  }
+};
+
+uint64_t TargetRank(double phi, uint64_t n) {
+  long double x = std::ceil(static_cast<long double>(phi) * static_cast<long double>(n));
+  uint64_t r = x < 1 ? 1 : static_cast<uint64_t>(x);
+  return std::min(r, n);
+}
 
 uint64_t GkSummary::Gap() const {
   uint64_t gap = 0;
@@ -443,8 +408,8 @@ void QuantileSummary::Absorb(const Run& run) {
   // Built on this thread's buffer, then copied into the summary's own (whose capacity stays
   // near its size: the merge's width is transient).
   thread_local std::vector<GkTuple> merged;
-  const uint64_t n = summary_.n + run.n();
-  MergeAndCompress(summary_, run, AllowedGap(n), &merged);
+  const uint64_t n = summary_.n + run.totals();
+  MergeAndCompress<GkTuple>(SummaryRun{&summary_}, run, AllowedGap(n), &merged);
   summary_.tuples.assign(merged.begin(), merged.end());
   summary_.n = n;
   if (merged.capacity() > (size_t{1} << 20)) std::vector<GkTuple>().swap(merged);

@@ -100,6 +100,10 @@ struct GkSummary {
   Answer AnswerRank(uint64_t rank, uint64_t half) const;
 };
 
+// The rank a φ-quantile of n items asks for: max(1, ⌈φn⌉) (at most n), computed without double
+// rounding surprises at the ends.
+uint64_t TargetRank(double phi, uint64_t n);
+
 // GK merge: a summary of the union. Items of `a` order before equal items of `b`.
 GkSummary MergeGk(const GkSummary& a, const GkSummary& b);
 // GK prune to at most b+1 tuples: the answers for ranks 1, 1+⌈(n−1)/b⌉·j..., n.

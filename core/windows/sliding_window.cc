@@ -12,12 +12,6 @@
 namespace streamstats::core {
 namespace {
 
-uint64_t TargetRank(double phi, uint64_t n) {
-  long double x = std::ceil(static_cast<long double>(phi) * static_cast<long double>(n));
-  uint64_t r = x < 1 ? 1 : static_cast<uint64_t>(x);
-  return std::min(r, n);
-}
-
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // The exact GK summary of a run of ascending keys.

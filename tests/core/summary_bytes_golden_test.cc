@@ -151,6 +151,30 @@ SummaryOptions HhhOf(double epsilon, uint64_t window) {
   return o;
 }
 
+SummaryOptions CorrelatedSumOf(double epsilon, uint64_t window) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kCorrelatedSum;
+  o.correlated_sum.epsilon = epsilon;
+  o.correlated_sum.window_items = window;
+  return o;
+}
+
+// Correlated sums at thresholds and quantiles of x, bounds and thresholds as text.
+std::string CorrelatedSumAnswersText(const Summary& s) {
+  CorrelatedSumQuestion q;
+  for (int k = -2; k <= 1100; k += 37) q.values.push_back(k);
+  q.phis = {0, 0.01, 0.1, 0.5, 0.9, 0.99, 1};
+  auto r = s.CorrelatedSums(q);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return "";
+  std::string text = absl::StrCat(r->count, ",", r->y_sum, ",", r->y_abs_sum, ",", r->max_rank_error);
+  for (const CorrelatedSumAnswer& a : r->answers) {
+    absl::StrAppend(&text, "|", a.threshold, ",", a.rank_lower, ",", a.rank_upper, ",",
+                    a.count_lower, ",", a.count_upper, ",", a.sum_lower, ",", a.sum_upper);
+  }
+  return text;
+}
+
 SummaryOptions MisraGriesOf(uint64_t k) {
   SummaryOptions o;
   o.kind = SummaryKind::kMisraGries;
@@ -183,6 +207,7 @@ std::string PrefixAnswersText(const Summary& s) {
 // supports, as text (hierarchical heavy hitters: PrefixAnswersText).
 std::string AnswersText(const Summary& s, ValueKind kind) {
   if (s.kind() == SummaryKind::kHierarchicalHeavyHitters) return PrefixAnswersText(s);
+  if (s.kind() == SummaryKind::kCorrelatedSum) return CorrelatedSumAnswersText(s);
   std::vector<double> values;
   std::vector<uint64_t> ids;
   std::vector<std::string> strings;
@@ -236,6 +261,11 @@ uint64_t DigestAfterStream(const Case& c) {
   if (c.kind == ValueKind::kString) {
     for (uint64_t k : keys) strings.push_back(absl::StrCat("key-", k));
   }
+  // Correlated sums: y from the skewed keys, a quarter of them negative.
+  std::vector<double> ys;
+  if (c.options.kind == SummaryKind::kCorrelatedSum) {
+    for (uint64_t k : keys) ys.push_back(static_cast<double>(k % 1000) / 8 - (k % 4 == 0 ? 100 : 0));
+  }
   std::vector<uint64_t> weights;
   if (c.weighted) {
     for (uint64_t k : keys) weights.push_back(1 + k % 4);
@@ -254,6 +284,7 @@ uint64_t DigestAfterStream(const Case& c) {
       b.keys = absl::MakeConstSpan(keys).subspan(i, len);
     }
     if (c.weighted) b.weights = absl::MakeConstSpan(weights).subspan(i, len);
+    if (!ys.empty()) b.ys = absl::MakeConstSpan(ys).subspan(i, len);
     Summary& target = c.merged && i >= keys.size() / 2 ? **second : **s;
     EXPECT_TRUE(target.Update(b).ok());
   }
@@ -411,6 +442,23 @@ TEST(SummaryBytes, HierarchicalHeavyHittersEqualTheirPinnedDigests) {
       {"hhh 0.001 strings weighted merged", HhhOf(0.001, 0), ValueKind::kString, true, 13377254578436054578u, false,
        true, true},
       {"hhh 0.0005 ipv4 merged", HhhOf(0.0005, 3000), ValueKind::kUint64, false, 3584805391166780342u, false, true,
+       true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// Correlated sums, pinned when they were added (issue 15): bytes and answers (thresholds and
+// quantiles of x) after the fixed numeric streams, in arrival and sorted order, with an odd window
+// and as two merged halves.
+TEST(SummaryBytes, CorrelatedSumsEqualTheirPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"corrsum 0.01", CorrelatedSumOf(0.01, 0), ValueKind::kNumeric, false, 11331804435548108993u, false, true},
+      {"corrsum 0.002 window 777 sorted", CorrelatedSumOf(0.002, 777), ValueKind::kNumeric, false, 4565462486021149601u,
+       true, true},
+      {"corrsum 0.001 merged", CorrelatedSumOf(0.001, 0), ValueKind::kNumeric, false, 7206547238128800432u, false, true,
        true},
   };
   for (const Case& c : cases) {

@@ -445,6 +445,103 @@ TEST_F(EndToEnd, HierarchicalHeavyHittersAnswerOverGrpcAndTheCli) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// Issue 15: correlated sums over gRPC (the client library, checked against the exact sums) and
+// through the CLI ('X Y' lines in, --json and text out); a missing or bad y column and bad
+// questions refused with nothing changed; the answers survive a restart.
+TEST_F(EndToEnd, CorrelatedSumsAnswerOverGrpcAndTheCli) {
+  namespace v1 = streamstats::v1;
+  auto server = std::make_unique<Server>(dir_);
+  ASSERT_EQ(Shell(server->Cli("session create pairs --type=numeric --summary=corrsum:epsilon=0.01 "
+                              "--summary=quantiles")).rc,
+            0);
+  std::vector<double> x(40000), y(40000);
+  {
+    std::mt19937_64 rng(31);
+    std::ofstream out(dir_ + "/pairs.txt");
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<double>(rng() % 10000);
+      y[i] = static_cast<double>(rng() % 201) - 50;
+      out << x[i] << (i % 2 ? " " : ",") << y[i] << "\n";
+    }
+    std::ofstream(dir_ + "/single.txt") << "1\n2\n";
+    std::ofstream(dir_ + "/nan.txt") << "1 2\n3 nan\n";
+  }
+  ASSERT_EQ(Shell(server->Cli("ingest pairs " + dir_ + "/pairs.txt --batch=7000")).rc, 0);
+  long double y_abs = 0;
+  for (double v : y) y_abs += std::abs(v);
+
+  auto client = streamstats::client::Client::Connect(server->address());
+  v1::GetCorrelatedSumsRequest request;
+  request.set_session("pairs");
+  for (double v : {-1.0, 0.0, 1234.0, 5000.0, 9999.0}) request.add_values(v);
+  for (double phi : {0.0, 0.25, 0.5, 1.0}) request.add_phis(phi);
+  auto r = client->GetCorrelatedSums(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->count(), x.size());
+  EXPECT_EQ(r->max_rank_error(), 400u);
+  EXPECT_NEAR(r->y_abs_sum(), static_cast<double>(y_abs), 1e-6);
+  ASSERT_EQ(r->sums_size(), 9);
+  for (const v1::CorrelatedSum& a : r->sums()) {
+    long double exact = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x[i] <= a.threshold()) exact += y[i];
+    }
+    EXPECT_LE(a.sum_lower(), exact + 1e-6) << a.threshold();
+    EXPECT_GE(a.sum_upper(), exact - 1e-6) << a.threshold();
+    EXPECT_LE(a.sum_upper() - a.sum_lower(), 2 * r->max_sum_error() + 1e-6);
+  }
+
+  RunResult out = Shell(server->Cli("--json corrsum pairs --at=1234,5000 --phi=0.5"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_EQ(JsonNumbers(out.out, "sum_lower").size(), 3u) << out.out;
+  EXPECT_NE(out.out.find("\"guarantee\": \"deterministic"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"by_phi\": true"), std::string::npos) << out.out;
+  out = Shell(server->Cli("corrsum pairs --at=5000"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_NE(out.out.find("N=40000"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  x<=5000  sum y="), std::string::npos) << out.out;
+  out = Shell(server->Cli("session get pairs"));
+  EXPECT_NE(out.out.find("corrsum(epsilon=0.01,window=1024)"), std::string::npos) << out.out;
+
+  auto expect = [&](const std::string& args, const std::string& text) {
+    RunResult bad = Shell(server->Cli(args));
+    EXPECT_NE(bad.rc, 0) << args;
+    EXPECT_NE(bad.out.find(text), std::string::npos) << args << "\n" << bad.out;
+  };
+  expect("ingest pairs " + dir_ + "/single.txt", "each line is 'X Y'");
+  expect("ingest pairs " + dir_ + "/nan.txt", "y 1 is nan");
+  expect("corrsum pairs --phi=1.5", "INVALID_ARGUMENT: phi must be in [0, 1]");
+  expect("corrsum pairs", "corrsum needs --at=V,... or --phi=P,...");
+  expect("corrsum pairs --at=abc", "--at must be comma-separated numbers");
+  expect("session create bad --type=keys --summary=corrsum", "correlated sums need numeric items");
+  ASSERT_EQ(Shell(server->Cli("session create q --type=numeric --summary=quantiles")).rc, 0);
+  expect("corrsum q --at=1", "FAILED_PRECONDITION");
+  RunResult count = Shell(server->Cli("--json session get pairs"));
+  EXPECT_EQ(JsonNumbers(count.out, "count")[0], x.size()) << count.out;
+  // A y column to a session without correlated sums is refused over gRPC.
+  {
+    auto stream = client->StartIngest();
+    v1::IngestRequest bad;
+    bad.set_session("q");
+    bad.set_sequence(1);
+    bad.mutable_values()->add_values(1);
+    bad.add_y(2);
+    stream->Write(bad);
+    const absl::Status st = stream->Finish();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("keeps no correlated sums"), std::string::npos) << st;
+  }
+  const std::string before = Shell(server->Cli("--json corrsum pairs --at=0,777,9000 --phi=0.1,0.9")).out;
+
+  // A restart replays the log: the same answers.
+  EXPECT_EQ(server->Stop(), 0);
+  server = std::make_unique<Server>(dir_);
+  out = Shell(server->Cli("--json corrsum pairs --at=0,777,9000 --phi=0.1,0.9"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_EQ(out.out, before);
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 // Issue 5: a count window through the API: answers over the last W items only, with coverage.
 TEST_F(EndToEnd, WindowSessionsAnswerOverTheLastItemsAsked) {
   Server server(dir_);

@@ -452,6 +452,15 @@ std::map<std::string, grpc::StatusCode> CallEveryRpc(const std::string& address,
     out["GetHierarchicalHeavyHitters"] =
         stub->GetHierarchicalHeavyHitters(&c, r, &resp).error_code();
   }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    v1::GetCorrelatedSumsRequest r;
+    r.set_session(session);
+    r.add_values(1);
+    v1::GetCorrelatedSumsResponse resp;
+    out["GetCorrelatedSums"] = stub->GetCorrelatedSums(&c, r, &resp).error_code();
+  }
   return out;
 }
 
@@ -467,7 +476,7 @@ TEST_F(Tenants, MissingOrUnknownTokensAreUnauthenticatedForEveryRpcIncludingInge
         "Bearer " + alice_token.substr(0, alice_token.size() - 1)}) {
     SCOPED_TRACE("authorization: '" + auth + "'");
     auto codes = CallEveryRpc(server.address(), auth, "data");
-    EXPECT_EQ(codes.size(), 10u);
+    EXPECT_EQ(codes.size(), 11u);
     for (const auto& [rpc, code] : codes) {
       EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
     }

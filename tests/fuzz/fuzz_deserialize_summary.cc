@@ -59,6 +59,12 @@ void Exercise(const Summary& s) {
       }
     }
   }
+  {
+    core::CorrelatedSumQuestion q;
+    q.values = {-1e300, -1, 0, 0.5, 3, 1e300};
+    q.phis = {0, 0.3, 1};
+    (void)s.CorrelatedSums(q);
+  }
 
   // What we serialize must come back, with the same N.
   const std::string bytes = s.Serialize();

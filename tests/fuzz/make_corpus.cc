@@ -38,12 +38,14 @@ std::string Serialized(const SummaryOptions& o, ValueKind value_kind, int items,
   std::vector<uint64_t> keys;
   std::vector<std::string> strings;
   std::vector<uint64_t> weights;
+  std::vector<double> ys;  // correlated sums' y (from the same draws: the others keep their bytes)
   for (int i = 0; i < items; ++i) {
     const uint64_t zipfish = rng() % (1 + rng() % 64);
     values.push_back(static_cast<double>(zipfish) * 0.5 - 3);
     keys.push_back(zipfish * 1000003);
     strings.push_back("k" + std::to_string(zipfish));
     weights.push_back(1 + rng() % 3);
+    ys.push_back(static_cast<double>(zipfish) * 1.5 - 20);
   }
   streamstats::core::Batch b;
   b.kind = value_kind;
@@ -51,6 +53,10 @@ std::string Serialized(const SummaryOptions& o, ValueKind value_kind, int items,
   b.keys = keys;
   b.strings = strings;
   if (seed % 2 == 0) b.weights = weights;
+  if (o.kind == SummaryKind::kCorrelatedSum) {
+    b.ys = ys;
+    b.weights = {};  // correlated sums take no weights
+  }
   if (items > 0) {
     absl::Status st = (*s)->Update(b);
     if (!st.ok() && !b.weights.empty()) {  // sliding windows count items, not weights
@@ -168,6 +174,11 @@ void DeserializeCorpus(const fs::path& dir) {
   add("hhh_uint64", ValueKind::kUint64, 200, hhh);  // keys below 2^32: IPv4 addresses
   hhh.hhh.max_depth = 4;
   add("hhh_path_string", ValueKind::kString, 100, hhh);
+  SummaryOptions corrsum;
+  corrsum.kind = SummaryKind::kCorrelatedSum;
+  corrsum.correlated_sum.epsilon = 0.05;
+  corrsum.correlated_sum.window_items = 16;
+  add("corrsum_numeric", ValueKind::kNumeric, 200, corrsum);
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }
@@ -206,6 +217,12 @@ void SpecCorpus(const fs::path& dir) {
   h->set_epsilon(0.01);
   h->set_hierarchy(streamstats::v1::HierarchicalHeavyHittersSpec::HIERARCHY_IPV6);
   Write(dir, "proto_hhh_ipv6", nets.SerializeAsString());
+  Write(dir, "text_corrsum", "numeric\nauto\ncorrsum:epsilon=0.05,window=64\nquantiles");
+  streamstats::v1::SessionSpec pairs;
+  pairs.set_name("pairs");
+  pairs.set_value_kind(streamstats::v1::VALUE_KIND_NUMERIC);
+  pairs.add_summaries()->mutable_correlated_sum()->set_epsilon(0.02);
+  Write(dir, "proto_corrsum", pairs.SerializeAsString());
 }
 
 void BatchCorpus(const fs::path& dir) {

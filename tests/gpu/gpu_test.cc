@@ -526,6 +526,32 @@ TEST(GpuPool, SummariesBuiltThroughThePoolEqualCpuBuiltOnes) {
     EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize()) << "kind " << static_cast<int>(kind);
   }
   EXPECT_GT((*pool)->stats().gpu_windows, 0u);
+  // Correlated sums (issue 15): each window's x sorted on the device with the item indices as its
+  // weights (SortWindow permutes them alongside, stably as the CPU does), so the summary is the
+  // CPU's byte for byte.
+  core::SummaryOptions cs;
+  cs.kind = core::SummaryKind::kCorrelatedSum;
+  cs.correlated_sum.epsilon = 0.001;
+  cs.correlated_sum.window_items = 4096;
+  auto cpu = core::CreateSummary(cs, core::ValueKind::kNumeric, nullptr);
+  auto gpu = core::CreateSummary(cs, core::ValueKind::kNumeric, pool->get());
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << gpu.status();
+  const uint64_t before = (*pool)->stats().gpu_windows;
+  for (int b = 0; b < 20; ++b) {
+    const std::vector<uint64_t> ids = ZipfIds(3000 + 500 * b, 1.1, 5000, b);
+    std::vector<double> x(ids.size()), y(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      x[i] = static_cast<double>(ids[i] % 1000) * 0.25;  // many equal x: ties keep arrival order
+      y[i] = static_cast<double>(ids[i] % 37) - 11;
+    }
+    core::Batch batch;
+    batch.values = x;
+    batch.ys = y;
+    ASSERT_TRUE((*cpu)->Update(batch).ok());
+    ASSERT_TRUE((*gpu)->Update(batch).ok());
+  }
+  EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize()) << "correlated sums";
+  EXPECT_GT((*pool)->stats().gpu_windows, before);
 }
 
 // A quantile summary hands a batch's complete windows to the pool in SegmentSortJobs (issue 14

@@ -53,11 +53,13 @@ void IngestConcurrently(Session& session, int batches_per_thread, MakeBatch make
 struct OwnedBatch {
   std::vector<uint64_t> keys;
   std::vector<double> values;
+  std::vector<double> ys;  // correlated sums' y column, or empty
   core::Batch view() const {
     core::Batch b;
     b.kind = keys.empty() ? core::ValueKind::kNumeric : core::ValueKind::kUint64;
     b.keys = keys;
     b.values = values;
+    b.ys = ys;
     return b;
   }
 };
@@ -189,6 +191,51 @@ TEST(SessionParts, ConcurrentOwnedBatchesKeepTheHierarchicalHeavyHittersBound) {
     auto r = session->PrefixHeavyHitters(q);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(core::hhh_test::AnswerSatisfiesGuarantee(r->prefixes, 0.002, tree, phi, 4));
+  }
+}
+
+// Correlated sums merge their parts as GK summaries whose gaps add: every sum stays within
+// 2 eps Y of the whole stream's, checked against the exact sums.
+TEST(SessionParts, ConcurrentOwnedBatchesKeepTheCorrelatedSumBound) {
+  auto session = *Session::Create(Config("pairs", {"corrsum:epsilon=0.002"}), nullptr);
+  constexpr int kBatches = 10;
+  constexpr size_t kItems = 4000;
+  auto make = [&](int t, int b) {
+    std::mt19937_64 rng(100 * t + b);
+    OwnedBatch pb;
+    for (size_t i = 0; i < kItems; ++i) {
+      pb.values.push_back(static_cast<double>(rng() % 100000) / 7);
+      pb.ys.push_back(static_cast<double>(rng() % 1001) - 300);
+    }
+    if (t % 4 == 1) std::sort(pb.values.begin(), pb.values.end());
+    return pb;
+  };
+  IngestConcurrently(*session, kBatches, make);
+  SessionStats stats = session->Stats();
+  EXPECT_EQ(stats.count, uint64_t{kThreads} * kBatches * kItems);
+  EXPECT_GT(stats.part_batches, 0u) << "no batch went to a part: the test tested nothing";
+  std::vector<std::pair<double, double>> all;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < kBatches; ++b) {
+      const OwnedBatch pb = make(t, b);
+      for (size_t i = 0; i < pb.values.size(); ++i) all.push_back({pb.values[i], pb.ys[i]});
+    }
+  }
+  long double y_abs = 0;
+  for (const auto& [x, y] : all) y_abs += std::abs(y);
+  core::CorrelatedSumQuestion q;
+  q.values = {-1, 0, 1000, 7000, 14285, 20000};
+  q.phis = {0, 0.3, 0.5, 0.99, 1};
+  auto r = session->CorrelatedSums(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const core::CorrelatedSumAnswer& a : r->report.answers) {
+    long double exact = 0;
+    for (const auto& [x, y] : all) {
+      if (x <= a.threshold) exact += y;
+    }
+    EXPECT_LE(a.sum_lower, exact + 1e-6) << a.threshold;
+    EXPECT_GE(a.sum_upper, exact - 1e-6) << a.threshold;
+    EXPECT_LE(a.sum_upper - a.sum_lower, 2 * 0.002 * y_abs + 1e-6) << a.threshold;
   }
 }
 

@@ -422,6 +422,9 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   EXPECT_EQ(placements(&low, v1::VALUE_KIND_STRING, {"hhh:hierarchy=ipv4,window=8192"}),
             V{"dev: windows of 8192 keys sorted there"});
   EXPECT_EQ(placements(nullptr, v1::VALUE_KIND_STRING, {"hhh"}), V{"cpu"});
+  // Correlated sums sort their windows (x, with the item indices alongside) there too.
+  EXPECT_EQ(placements(&low, v1::VALUE_KIND_NUMERIC, {"corrsum:window=2048"}),
+            V{"dev: windows of 2048 keys sorted there"});
   SessionConfig partitioned = Config("where", {"count_min"}, v1::VALUE_KIND_UINT64);
   v1::SessionSpec spec;
   spec.ParseFromString(partitioned.spec_bytes);
@@ -745,6 +748,35 @@ TEST(SessionManager, PbfSessionsListPlantedHeavyHittersAndRestoreThem) {
   }
 }
 
+// A session of `kind` keeping the summary of CLI text `text` is refused by the server with
+// INVALID_ARGUMENT and a message holding `message`.
+::testing::AssertionResult SpecIsRefused(v1::ValueKind kind, const std::string& text,
+                                         const std::string& message) {
+  v1::SessionSpec spec;
+  spec.set_name("bad");
+  spec.set_value_kind(kind);
+  *spec.add_summaries() = *client::ParseSummarySpec(text);
+  auto config = ConfigFromSpec(spec);
+  if (config.status().code() != StatusCode::kInvalidArgument ||
+      config.status().message().find(message) == std::string::npos) {
+    return ::testing::AssertionFailure() << text << ": " << config.status();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The same summary with a count window is refused.
+::testing::AssertionResult SpecIsRefusedWithAWindow(v1::ValueKind kind, const std::string& text) {
+  v1::SessionSpec spec;
+  spec.set_name("w");
+  spec.set_value_kind(kind);
+  *spec.add_summaries() = *client::ParseSummarySpec(text);
+  spec.mutable_window()->set_items(1000);
+  if (ConfigFromSpec(spec).status().code() != StatusCode::kInvalidArgument) {
+    return ::testing::AssertionFailure() << text << " with a window was accepted";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(SpecParser, ParsesHierarchicalHeavyHittersAndTheServerRefusesBadParametersWithAMessage) {
   auto h = client::ParseSummarySpec("hhh:epsilon=0.002,window=5000,hierarchy=path,max_depth=8");
   ASSERT_TRUE(h.ok()) << h.status();
@@ -771,21 +803,9 @@ TEST(SpecParser, ParsesHierarchicalHeavyHittersAndTheServerRefusesBadParametersW
            {v1::VALUE_KIND_STRING, "hhh:max_depth=40", "max_depth must be 0 (16) or in [1, 32]"},
            {v1::VALUE_KIND_STRING, "hhh:hierarchy=ipv6,max_depth=16", "must be 0 or 8"},
            {v1::VALUE_KIND_STRING, "hhh:epsilon=0.9", "hhh: epsilon must be in [1e-06, 0.5]"}}) {
-    v1::SessionSpec spec;
-    spec.set_name("bad");
-    spec.set_value_kind(bad.kind);
-    *spec.add_summaries() = *client::ParseSummarySpec(bad.text);
-    auto config = ConfigFromSpec(spec);
-    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << bad.text;
-    EXPECT_NE(config.status().message().find(bad.message), std::string::npos) << config.status();
+    EXPECT_TRUE(SpecIsRefused(bad.kind, bad.text, bad.message));
   }
-  // Not with a window.
-  v1::SessionSpec windowed;
-  windowed.set_name("w");
-  windowed.set_value_kind(v1::VALUE_KIND_UINT64);
-  *windowed.add_summaries() = *client::ParseSummarySpec("hhh");
-  windowed.mutable_window()->set_items(1000);
-  EXPECT_EQ(ConfigFromSpec(windowed).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SpecIsRefusedWithAWindow(v1::VALUE_KIND_UINT64, "hhh"));  // not with a window
   EXPECT_EQ(m.size(), 0u);
 }
 
@@ -924,6 +944,157 @@ TEST(SessionManager, SnapshotsRestoreHierarchicalHeavyHittersExactly) {
     EXPECT_EQ(after->prefixes[i].prefix, before.prefixes[i].prefix);
     EXPECT_EQ(after->prefixes[i].discounted.lower, before.prefixes[i].discounted.lower);
     EXPECT_EQ(after->prefixes[i].total.upper, before.prefixes[i].total.upper);
+  }
+}
+
+core::Batch Pairs(const std::vector<double>& x, const std::vector<double>& y) {
+  core::Batch b;
+  b.values = x;
+  b.ys = y;
+  return b;
+}
+
+TEST(SpecParser, ParsesCorrelatedSumsAndTheServerRefusesBadParametersWithAMessage) {
+  auto c = client::ParseSummarySpec("corrsum:epsilon=0.002,window=5000");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->correlated_sum().epsilon(), 0.002);
+  EXPECT_EQ(c->correlated_sum().window_items(), 5000u);
+  EXPECT_FALSE(client::ParseSummarySpec("corrsum").value().correlated_sum().has_epsilon());
+  EXPECT_FALSE(client::ParseSummarySpec("corrsum:phi=3").ok());
+  struct Bad {
+    v1::ValueKind kind;
+    std::string text;
+    std::string message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {v1::VALUE_KIND_UINT64, "corrsum", "correlated sums need numeric items"},
+           {v1::VALUE_KIND_STRING, "corrsum", "correlated sums need numeric items"},
+           {v1::VALUE_KIND_NUMERIC, "corrsum:epsilon=0.9", "corrsum: epsilon must be in [1e-06, 0.5]"}}) {
+    EXPECT_TRUE(SpecIsRefused(bad.kind, bad.text, bad.message));
+  }
+  EXPECT_TRUE(SpecIsRefusedWithAWindow(v1::VALUE_KIND_NUMERIC, "corrsum"));
+}
+
+// A batch without its y column, with a y of another length, a NaN or infinite y, or weights
+// changes no summary of the session, whichever comes first; a session without correlated sums
+// refuses a y column.
+TEST(Session, ABatchWithABadYColumnIsRejectedWholeAndChangesNothing) {
+  for (const std::vector<std::string>& summaries :
+       {std::vector<std::string>{"quantiles:epsilon=0.01", "corrsum:epsilon=0.01"},
+        std::vector<std::string>{"corrsum:epsilon=0.01", "quantiles:epsilon=0.01"}}) {
+    auto s = *Session::Create(Config("pairs", summaries), nullptr);
+    std::vector<double> x(3000), y(3000);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<double>(i % 97);
+      y[i] = static_cast<double>(i % 13) - 4;
+    }
+    ASSERT_TRUE(s->Ingest(Pairs(x, y), "", 1).ok());
+    const std::string before = s->Serialize();
+    core::Batch no_y;
+    no_y.values = x;
+    absl::Status st = s->Ingest(no_y, "p", 2);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("correlated sums need a y column"), std::string::npos) << st;
+    std::vector<double> short_y(y.begin(), y.end() - 1);
+    EXPECT_EQ(s->Ingest(Pairs(x, short_y), "p", 2).code(), StatusCode::kInvalidArgument);
+    for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(), 1e300}) {
+      std::vector<double> bad_y = y;
+      bad_y[2222] = bad;
+      st = s->Ingest(Pairs(x, bad_y), "p", 2);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+      EXPECT_NE(st.message().find("y 2222 is"), std::string::npos) << st;
+    }
+    std::vector<uint64_t> weights(x.size(), 2);
+    core::Batch weighted = Pairs(x, y);
+    weighted.weights = weights;
+    EXPECT_EQ(s->Ingest(weighted, "p", 2).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s->count(), x.size());
+    EXPECT_EQ(s->Serialize(), before);
+    // The producer's sequence was not taken.
+    EXPECT_TRUE(s->Ingest(Pairs(x, y), "p", 2).ok());
+    EXPECT_EQ(s->count(), 2 * x.size());
+  }
+  auto plain = *Session::Create(Config("plain", {"quantiles"}), nullptr);
+  std::vector<double> x = {1, 2}, y = {3, 4};
+  const absl::Status st = plain->Ingest(Pairs(x, y), "", 0);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("keeps no correlated sums"), std::string::npos) << st;
+  EXPECT_EQ(plain->count(), 0u);
+}
+
+TEST(Session, CorrelatedSumsAnswerWithTheirBoundAndRefuseBadQuestions) {
+  auto s = *Session::Create(Config("pairs", {"corrsum:epsilon=0.01", "quantiles"}), nullptr);
+  std::mt19937_64 rng(21);
+  std::vector<double> x(50000), y(50000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<double>(rng() % 100000) / 100;
+    y[i] = static_cast<double>(rng() % 2001) - 1000;
+  }
+  ASSERT_TRUE(s->Ingest(Pairs(x, y), "", 0).ok());
+  core::CorrelatedSumQuestion q;
+  q.values = {-1, 10, 250.5, 999.99, 2000};
+  q.phis = {0, 0.5, 1};
+  auto r = s->CorrelatedSums(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->report.count, x.size());
+  EXPECT_EQ(r->report.max_rank_error, 500u);
+  EXPECT_NE(r->guarantee.find("2*eps*Y"), std::string::npos) << r->guarantee;
+  long double y_abs = 0;
+  for (double v : y) y_abs += std::abs(v);
+  ASSERT_EQ(r->report.answers.size(), 8u);
+  for (const core::CorrelatedSumAnswer& a : r->report.answers) {
+    long double exact = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x[i] <= a.threshold) exact += y[i];
+    }
+    EXPECT_LE(a.sum_lower, exact + 1e-6);
+    EXPECT_GE(a.sum_upper, exact - 1e-6);
+    EXPECT_LE(a.sum_upper - a.sum_lower, 2 * 0.01 * y_abs + 1e-6);
+  }
+  // Quantile and frequency questions go to the other summaries; bad questions are refused.
+  EXPECT_TRUE(s->Quantiles({0.5}).ok());
+  q.phis = {1.5};
+  EXPECT_EQ(s->CorrelatedSums(q).status().code(), StatusCode::kInvalidArgument);
+  q.phis = {};
+  q.values = {std::nan("")};
+  EXPECT_EQ(s->CorrelatedSums(q).status().code(), StatusCode::kInvalidArgument);
+  auto plain = *Session::Create(Config("plain", {"quantiles"}), nullptr);
+  q.values = {1};
+  const auto none = plain->CorrelatedSums(q);
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("--summary=corrsum"), std::string::npos) << none.status();
+}
+
+TEST(SessionManager, SnapshotsRestoreCorrelatedSumsExactly) {
+  const std::string dir = ::testing::TempDir() + "/streamstats_corrsum_snapshot_test";
+  std::filesystem::remove_all(dir);
+  std::vector<double> x(20000), y(20000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<double>((i * 7919) % 5000);
+    y[i] = static_cast<double>(i % 17) * 0.5 - 3;
+  }
+  core::CorrelatedSumQuestion q;
+  q.values = {0, 100, 2500, 4999};
+  q.phis = {0.25, 0.75};
+  CorrelatedSumsResult before;
+  {
+    SessionManager m({.data_dir = dir});
+    auto s = *m.Create("default", Config("cs", {"corrsum:epsilon=0.005"}));
+    ASSERT_TRUE(s->Ingest(Pairs(x, y), "", 1).ok());
+    before = *s->CorrelatedSums(q);
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  SessionManager restored({.data_dir = dir});
+  ASSERT_TRUE(restored.LoadAll(ConfigFromSpecBytes).ok());
+  auto s = restored.Get("default", "cs");
+  ASSERT_TRUE(s.ok());
+  auto after = (*s)->CorrelatedSums(q);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->report.answers.size(), before.report.answers.size());
+  for (size_t i = 0; i < before.report.answers.size(); ++i) {
+    EXPECT_EQ(after->report.answers[i].sum_lower, before.report.answers[i].sum_lower);
+    EXPECT_EQ(after->report.answers[i].sum_upper, before.report.answers[i].sum_upper);
+    EXPECT_EQ(after->report.answers[i].threshold, before.report.answers[i].threshold);
   }
 }
 

@@ -749,6 +749,41 @@ absl::Status IngestValues(SessionManager& m, const std::string& tenant, const st
   return m.Ingest(tenant, **s, b, "", 0);
 }
 
+// Correlated sums' y column is logged with its batch (issue 15): a crash without a snapshot
+// replays the pairs and answers exactly as before; a batch without ys is logged as before.
+TEST_F(Durability, TheYColumnOfCorrelatedSumsSurvivesACrash) {
+  const std::string data = dir_ + "/data";
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  v1::SessionSpec spec;
+  spec.set_name("pairs");
+  spec.set_value_kind(v1::VALUE_KIND_NUMERIC);
+  spec.add_summaries()->mutable_correlated_sum()->set_epsilon(0.01);
+  ASSERT_TRUE(life.sessions->Create("t", Config(spec)).ok());
+  const std::vector<double> x = Values(4, 6000), y = Values(5, 6000);
+  core::Batch b;
+  b.values = x;
+  b.ys = y;
+  ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "pairs"), b, "", 0).ok());
+  core::CorrelatedSumQuestion q;
+  q.values = {0, 100, 5000, 9999};
+  q.phis = {0.1, 0.5, 0.9};
+  auto before = (*life.sessions->Get("t", "pairs"))->CorrelatedSums(q);
+  ASSERT_TRUE(before.ok()) << before.status();
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life, false).ok());
+  EXPECT_GE(life.report.records, 1u);  // the batch (and the create)
+  auto after = (*life.sessions->Get("t", "pairs"))->CorrelatedSums(q);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->report.count, 6000u);
+  EXPECT_EQ(after->report.y_sum, before->report.y_sum);
+  ASSERT_EQ(after->report.answers.size(), before->report.answers.size());
+  for (size_t i = 0; i < after->report.answers.size(); ++i) {
+    EXPECT_EQ(after->report.answers[i].sum_lower, before->report.answers[i].sum_lower) << i;
+    EXPECT_EQ(after->report.answers[i].sum_upper, before->report.answers[i].sum_upper) << i;
+  }
+}
+
 TEST_F(Durability, DeleteThenRecreateWithTheSameNameAcrossASnapshotReplaysTheNewSession) {
   const std::string data = dir_ + "/data";
   Life life;
