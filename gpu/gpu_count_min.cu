@@ -340,15 +340,7 @@ absl::Status GpuCountMin::AddSequential(absl::Span<const uint64_t> ids,
     CmAddRunTotals<<<grid, 256, 0, d.stream>>>(d.seq_cells.get(), d.seq_prefix.get(), n, table);
     STREAMSTATS_CUDA_CHECK_LAUNCH();
   }
-  d.timer.End(d.stream);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
-                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
-                                                   d.stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
-  d.timer.Collect();
-  std::memcpy(estimates->data(), d.host_a.get(), n * sizeof(uint64_t));
-  count_ += SumWeights(ids, weights);
-  return absl::OkStatus();
+  return FinishBatch(ids, weights, estimates);
 }
 
 absl::Status GpuCountMin::AddConservativeBatch(absl::Span<const uint64_t> ids,
@@ -375,6 +367,14 @@ absl::Status GpuCountMin::AddConservativeBatch(absl::Span<const uint64_t> ids,
   STREAMSTATS_RETURN_IF_ERROR(
       UpdateInternal(d.ids.get(), weights.empty() ? nullptr : d.weights.get(), n, true));
   STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(d.seq_keys.get(), n, d.out.get()));
+  return FinishBatch(ids, weights, estimates);
+}
+
+absl::Status GpuCountMin::FinishBatch(absl::Span<const uint64_t> ids,
+                                      absl::Span<const uint64_t> weights,
+                                      std::vector<uint64_t>* estimates) {
+  SketchDevice& d = *dev_;
+  const size_t n = ids.size();
   d.timer.End(d.stream);
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
                                                    n * sizeof(uint64_t), cudaMemcpyDeviceToHost,

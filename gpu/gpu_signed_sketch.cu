@@ -37,8 +37,17 @@ __device__ __forceinline__ uint64_t SignedCell(const core::FourWiseHash& h, uint
   return r * width + mod_w(v.im);
 }
 
-// One thread per (item, row): i = pair / depth, r = pair % depth. 64-bit adds modulo 2^64
-// (two's complement), exactly the CPU's counters whatever the order.
+// Pair p = (item p / depth, row p % depth): its item's index and the signed cell it updates.
+__device__ __forceinline__ uint64_t PairCell(const core::FourWiseHash* shared_rows, uint32_t depth,
+                                             uint64_t width, FastMod mod_w, const uint64_t* ids,
+                                             size_t p, size_t* i, bool* negative) {
+  *i = p / depth;
+  const uint32_t r = static_cast<uint32_t>(p - *i * depth);
+  return SignedCell(shared_rows[r], r, width, mod_w, ids[*i], negative);
+}
+
+// One thread per (item, row) pair. 64-bit adds modulo 2^64 (two's complement), exactly the
+// CPU's counters whatever the order.
 __global__ void SignedAddGlobal(const core::FourWiseHash* rows, uint32_t depth, uint64_t width,
                                 FastMod mod_w, const uint64_t* ids, const uint64_t* weights,
                                 size_t n, unsigned long long* table) {
@@ -48,10 +57,9 @@ __global__ void SignedAddGlobal(const core::FourWiseHash* rows, uint32_t depth, 
   const size_t pairs = n * depth;
   for (size_t p = blockIdx.x * size_t{blockDim.x} + threadIdx.x; p < pairs;
        p += size_t{gridDim.x} * blockDim.x) {
-    const size_t i = p / depth;
-    const uint32_t r = static_cast<uint32_t>(p - i * depth);
+    size_t i;
     bool negative;
-    const uint64_t cell = SignedCell(shared_rows[r], r, width, mod_w, ids[i], &negative);
+    const uint64_t cell = PairCell(shared_rows, depth, width, mod_w, ids, p, &i, &negative);
     const uint64_t c = weights == nullptr ? 1 : weights[i];
     atomicAdd(table + cell, static_cast<unsigned long long>(negative ? uint64_t{0} - c : c));
   }
@@ -71,10 +79,9 @@ __global__ void SignedAddShared(const core::FourWiseHash* rows, uint32_t depth, 
   const size_t pairs = n * depth;
   for (size_t p = blockIdx.x * size_t{blockDim.x} + threadIdx.x; p < pairs;
        p += size_t{gridDim.x} * blockDim.x) {
-    const size_t i = p / depth;
-    const uint32_t r = static_cast<uint32_t>(p - i * depth);
+    size_t i;
     bool negative;
-    const uint64_t cell = SignedCell(shared_rows[r], r, width, mod_w, ids[i], &negative);
+    const uint64_t cell = PairCell(shared_rows, depth, width, mod_w, ids, p, &i, &negative);
     atomicAdd(cells + cell, negative ? -1 : 1);
   }
   __syncthreads();

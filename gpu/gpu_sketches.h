@@ -102,6 +102,10 @@ class GpuCountMin {
   GpuCountMin() = default;
   absl::Status UpdateInternal(const uint64_t* d_ids, const uint64_t* d_weights, size_t n,
                               bool aggregate);
+  // Ends a timed batch whose estimates are in the device's `out` buffer: copies them home
+  // (waiting for the stream) and counts the batch.
+  absl::Status FinishBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           std::vector<uint64_t>* estimates);
 
   core::CountMinOptions options_;
   uint64_t depth_ = 0, width_ = 0, count_ = 0;

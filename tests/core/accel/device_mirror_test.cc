@@ -50,15 +50,13 @@ SummaryOptions PbfOpts() {
   return o;
 }
 
-// Feeds `keys` to both summaries in batches of random sizes (1 .. 3000), every third batch
-// weighted, and compares answers after every batch and the serialized bytes at the end.
-void FeedAndCompare(const std::vector<uint64_t>& keys, Summary* cpu, Summary* dev, uint64_t seed,
-                    bool heavy_hitters) {
+// Cuts `keys` into batches of random sizes (1 .. 3000), every third weighted (1 .. 5 each), and
+// calls visit(batch, number) for each in order (number from 1).
+template <typename Visit>
+void ForEachRandomBatch(const std::vector<uint64_t>& keys, uint64_t seed, Visit visit) {
   std::mt19937_64 rng(seed);
-  std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 123456789};
-  size_t i = 0;
   int batch_no = 0;
-  while (i < keys.size()) {
+  for (size_t i = 0; i < keys.size();) {
     const size_t n = std::min<size_t>(keys.size() - i, 1 + rng() % 3000);
     std::vector<uint64_t> weights;
     if (batch_no++ % 3 == 2) {
@@ -68,10 +66,20 @@ void FeedAndCompare(const std::vector<uint64_t>& keys, Summary* cpu, Summary* de
     b.kind = ValueKind::kUint64;
     b.keys = absl::MakeConstSpan(keys).subspan(i, n);
     b.weights = weights;
+    i += n;
+    visit(b, batch_no, i == keys.size());
+  }
+}
+
+// Feeds `keys` to both summaries (ForEachRandomBatch) and compares answers after every fourth
+// batch and the last, and the serialized bytes at the end.
+void FeedAndCompare(const std::vector<uint64_t>& keys, Summary* cpu, Summary* dev, uint64_t seed,
+                    bool heavy_hitters) {
+  std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 123456789};
+  ForEachRandomBatch(keys, seed, [&](const Batch& b, int batch_no, bool last) {
     ASSERT_TRUE(cpu->Update(b).ok());
     ASSERT_TRUE(dev->Update(b).ok());
-    i += n;
-    if (batch_no % 4 == 0 || i == keys.size()) {
+    if (batch_no % 4 == 0 || last) {
       Keys q;
       q.kind = ValueKind::kUint64;
       q.keys = probe;
@@ -79,7 +87,7 @@ void FeedAndCompare(const std::vector<uint64_t>& keys, Summary* cpu, Summary* de
       auto d = dev->Frequencies(q);
       ASSERT_TRUE(a.ok() && d.ok());
       for (size_t j = 0; j < probe.size(); ++j) {
-        ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after " << i << " items";
+        ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after batch " << batch_no;
         ASSERT_EQ((*a)[j].lower, (*d)[j].lower);
         ASSERT_EQ((*a)[j].upper, (*d)[j].upper);
       }
@@ -87,14 +95,14 @@ void FeedAndCompare(const std::vector<uint64_t>& keys, Summary* cpu, Summary* de
         auto ha = cpu->HeavyHitters(0.01);
         auto hd = dev->HeavyHitters(0.01);
         ASSERT_TRUE(ha.ok() && hd.ok());
-        ASSERT_EQ(ha->size(), hd->size()) << "after " << i << " items";
+        ASSERT_EQ(ha->size(), hd->size()) << "after batch " << batch_no;
         for (size_t j = 0; j < ha->size(); ++j) {
           ASSERT_EQ((*ha)[j].key, (*hd)[j].key);
           ASSERT_EQ((*ha)[j].frequency.estimate, (*hd)[j].frequency.estimate);
         }
       }
     }
-  }
+  });
   EXPECT_EQ(cpu->count(), dev->count());
   EXPECT_EQ(cpu->Serialize(), dev->Serialize());
 }
@@ -196,36 +204,23 @@ TEST(DeviceMirror, ConservativeCountMinOnADeviceTakesTheBatchFormAndKeepsItsBoun
         auto sequential = Make(CmOptions(true), ValueKind::kUint64, nullptr);
         auto& dev_cm = dynamic_cast<CountMin&>(*dev);
         auto& ref_cm = dynamic_cast<CountMin&>(*ref);
-        std::mt19937_64 rng(21);
         std::map<uint64_t, uint64_t> exact;
-        size_t i = 0;
-        int batch_no = 0;
-        while (i < keys.size()) {
-          const size_t n = std::min<size_t>(keys.size() - i, 1 + rng() % 3000);
-          std::vector<uint64_t> weights;
-          if (batch_no++ % 3 == 2) {
-            for (size_t j = 0; j < n; ++j) weights.push_back(1 + rng() % 5);
-          }
-          Batch b;
-          b.kind = ValueKind::kUint64;
-          b.keys = absl::MakeConstSpan(keys).subspan(i, n);
-          b.weights = weights;
-          for (size_t j = 0; j < n; ++j) exact[keys[i + j]] += weights.empty() ? 1 : weights[j];
+        ForEachRandomBatch(keys, 21, [&](const Batch& b, int batch_no, bool) {
+          for (size_t j = 0; j < b.size(); ++j) exact[b.keys[j]] += b.weights.empty() ? 1 : b.weights[j];
           // The failing device gives this batch to the host: so does the reference.
           if (fake.stats.adds == fail_add) ref->set_accelerator(nullptr);
           ASSERT_TRUE(dev->Update(b).ok());
           ASSERT_TRUE(ref->Update(b).ok());
           ASSERT_TRUE(plain->Update(b).ok());
           ASSERT_TRUE(sequential->Update(b).ok());
-          i += n;
           if (batch_no % 4 == 0) {
             Keys q;
             q.kind = ValueKind::kUint64;
-            q.keys = {keys[i - 1]};
+            q.keys = b.keys.subspan(b.size() - 1);
             ASSERT_TRUE(dev->Frequencies(q).ok());  // a Download (which may fail)
             if (!dev_cm.on_device() && ref_cm.on_device()) ref->set_accelerator(nullptr);
           }
-        }
+        });
         EXPECT_TRUE(dev->Serialize() == ref->Serialize());
         EXPECT_EQ(dev_cm.on_device(), fail_add < 0 && fail_download < 0);
         EXPECT_EQ(dev_cm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
