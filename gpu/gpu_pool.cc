@@ -303,12 +303,7 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
 };
 
 std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSketchSpec& spec) {
-  const GpuPoolOptions::SketchKinds& kinds = options_.sketches;
-  if (spec.count_min != nullptr &&
-      !(spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min)) {
-    return nullptr;
-  }
-  if (spec.pbf != nullptr && !kinds.pbf) return nullptr;
+  if (!KeepsSketch(spec)) return nullptr;
   const size_t slot = next_sketch_device_.fetch_add(1) % ordinals_.size();
   const int ordinal = ordinals_[slot];
   if (spec.count_min != nullptr) {
@@ -324,6 +319,14 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
     return std::make_unique<PoolSketch>(this, slot, nullptr, *std::move(pbf));
   }
   return nullptr;
+}
+
+bool GpuPool::KeepsSketch(const core::DeviceSketchSpec& spec) const {
+  const GpuPoolOptions::SketchKinds& kinds = options_.sketches;
+  if (spec.count_min != nullptr) {
+    return spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min;
+  }
+  return spec.pbf != nullptr && kinds.pbf;
 }
 
 GpuAccelerator* GpuPool::NextDevice() {

@@ -14,8 +14,9 @@
 //    pinned staging and device buffers), so one window's copies overlap another's kernels.
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
-//  * Sketches (AttachSketch): plain Count-Min and PBF tables of sessions are placed on the
-//    devices round robin (GpuCountMin::AddSequential, GpuPbf::Insert, and for the PBF's
+//  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form) and PBF
+//    tables of sessions that options.sketches names are placed on the devices round robin
+//    (GpuCountMin::AddSequential or AddConservativeBatch, GpuPbf::Insert, and for the PBF's
 //    heavy-hitter candidates GpuPbf::SetPositions and SetBits after each batch); core/accel/device_mirror.h
 //    keeps the host side exact and takes a failed sketch back to the CPU (counted as a fallback).
 // Thread-safe.
@@ -117,6 +118,7 @@ class GpuPool final : public core::Accelerator {
                           std::vector<core::RankSampleEntry>* out) override;
 
   std::unique_ptr<core::DeviceSketch> AttachSketch(const core::DeviceSketchSpec& spec) override;
+  bool KeepsSketch(const core::DeviceSketchSpec& spec) const override;  // per options.sketches
 
   GpuPoolStats stats() const;
   // Kernel time and bytes of windows and sketches, fallbacks, and device memory in use.

@@ -96,15 +96,17 @@ bool MergesInParts(const core::SummaryOptions& o) {
 
 // Parts use the session's accelerator. On the GPU pool, a quantile, Lossy Counting or IPv4
 // hierarchical heavy-hitter part sends its windows there as the session's own summary does (the
-// pool keeps no state for them); a
-// Count-Min or FCM table would live on the device (core/accel/device_mirror.h), one more per
-// batch, so sessions holding one apply their batches one at a time there.
+// pool keeps no state for them); a Count-Min table the accelerator keeps on a device
+// (core/accel/device_mirror.h; the pool per --gpu_sketches) would be one more device table per
+// batch, so sessions holding one apply their batches one at a time there. Tables that stay in
+// host memory (FCM always) take parts as on the CPU.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
-  const bool cpu = accelerator == core::CpuAcceleratorInstance();
   return std::all_of(config.summaries.begin(), config.summaries.end(),
-                     [cpu](const core::SummaryOptions& o) {
-                       return MergesInParts(o) && (cpu || (o.kind != SummaryKind::kCountMin &&
-                                                           o.kind != SummaryKind::kFcm));
+                     [accelerator](const core::SummaryOptions& o) {
+                       core::DeviceSketchSpec spec;
+                       spec.count_min = &o.count_min;
+                       return MergesInParts(o) && (o.kind != SummaryKind::kCountMin ||
+                                                   !accelerator->KeepsSketch(spec));
                      });
 }
 

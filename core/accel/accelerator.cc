@@ -57,6 +57,8 @@ std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&)
   return nullptr;
 }
 
+bool Accelerator::KeepsSketch(const DeviceSketchSpec&) const { return false; }
+
 absl::Status DeviceSketch::CountSetPositions(absl::Span<const uint64_t>, std::vector<uint64_t>*,
                                              uint64_t*) {
   return absl::UnimplementedError("this device sketch is not a PBF");

@@ -119,6 +119,10 @@ class Accelerator {
   // A device-resident copy of a sketch, or null: the sketch then stays in host memory (always
   // so for the CPU accelerator; the GPU pool returns null when device memory runs out).
   virtual std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec);
+  // Whether AttachSketch would try to keep such a sketch on a device (the GPU pool: per
+  // --gpu_sketches); false for the CPU. A session gives a sketch that stays in host memory
+  // parallel parts for concurrent batches (server/session.cc).
+  virtual bool KeepsSketch(const DeviceSketchSpec& spec) const;
 
   // The fewest keys a window must have to be sorted on a device; SIZE_MAX: never (the CPU).
   // What GetSession reports as where a summary's windows run.

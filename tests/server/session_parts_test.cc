@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/frequencies/hierarchical_heavy_hitters_test_util.h"
 #include "tests/server/session_test_util.h"
 #include "server/convert.h"
@@ -306,6 +308,34 @@ TEST(SessionParts, ConcurrentOwnedBatchesKeepTheQuantileBoundOnEveryOrder) {
       EXPECT_GE(a.count_upper, f) << a.value;
       EXPECT_LE(a.count_upper - a.count_lower, 2 * kEpsilon * all.size()) << a.value;
     }
+  }
+}
+
+// On an accelerator: a Count-Min whose table it keeps on a device applies batches one at a time
+// (a part would be one more device table per batch); one it leaves in host memory (the GPU pool
+// under --gpu_sketches without count_min), and FCM, which never leaves it, take parts.
+TEST(SessionParts, SketchesInHostMemoryTakePartsOnAnAccelerator) {
+  struct Case {
+    std::string spec;
+    bool keeps_sketches;
+    bool parts;
+  };
+  for (const Case& c : std::vector<Case>{{"count_min", true, false},
+                                         {"count_min", false, true},
+                                         {"count_min:conservative=true", false, true},
+                                         {"fcm", true, true}}) {
+    SCOPED_TRACE(c.spec + (c.keeps_sketches ? " kept on the device" : " in host memory"));
+    core::fake::FakeDeviceAccelerator device;
+    device.keeps_sketches = c.keeps_sketches;
+    auto session = *Session::Create(Config("hot", {c.spec}, v1::VALUE_KIND_UINT64), &device);
+    IngestConcurrently(*session, 5, [](int t, int b) {
+      OwnedBatch kb;
+      for (int i = 0; i < 5000; ++i) kb.keys.push_back((t * 7919 + b * 31 + i) % 3000);
+      return kb;
+    });
+    EXPECT_EQ(session->count(), uint64_t{kThreads} * 5 * 5000);
+    EXPECT_EQ(session->Stats().part_batches > 0, c.parts);
+    EXPECT_EQ(device.stats.attaches, c.keeps_sketches && c.spec != "fcm" ? 1 : 0);
   }
 }
 

@@ -115,12 +115,15 @@ class FakeDeviceAccelerator final : public Accelerator {
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
     return CpuAcceleratorInstance()->SortWindow(keys, weights);
   }
+  bool KeepsSketch(const DeviceSketchSpec&) const override { return keeps_sketches; }
   std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec) override {
+    if (!keeps_sketches) return nullptr;
     ++stats.attaches;
     return std::make_unique<FakeDeviceSketch>(spec, &stats);
   }
   FakeDeviceStats stats;
   size_t window_keys = 65536;  // windows this size and up would be sorted "there" (none are)
+  bool keeps_sketches = true;  // false: like the GPU pool with --gpu_sketches=none
 };
 
 }  // namespace streamstats::core::fake
