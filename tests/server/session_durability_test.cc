@@ -1,0 +1,549 @@
+// Sessions' durability without a network (issue 6): the SessionManager's snapshot + log recovery
+// (a "crash" is dropping the manager without SaveAll), deletes and recreates across a snapshot,
+// a full disk, failed fsyncs, and corrupt or leftover snapshots. The log itself: wal_test.cc.
+#include "server/wal.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/server/durability_test_util.h"
+#include "server/convert.h"
+#include "server/session_manager.h"
+
+namespace streamstats::server {
+namespace {
+
+using absl::StatusCode;
+
+v1::SessionSpec NumericSpec(const std::string& name, double epsilon = 0.01) {
+  v1::SessionSpec spec;
+  spec.set_name(name);
+  spec.set_value_kind(v1::VALUE_KIND_NUMERIC);
+  spec.add_summaries()->mutable_quantiles()->set_epsilon(epsilon);
+  spec.add_summaries()->mutable_lossy_counting()->set_epsilon(0.001);
+  return spec;
+}
+
+v1::SessionSpec KeySpec(const std::string& name) {
+  v1::SessionSpec spec;
+  spec.set_name(name);
+  spec.set_value_kind(v1::VALUE_KIND_UINT64);
+  spec.add_summaries()->mutable_count_min()->set_epsilon(0.001);
+  spec.add_summaries()->mutable_misra_gries()->set_k(100);
+  return spec;
+}
+
+v1::SessionSpec StringSpec(const std::string& name) {
+  v1::SessionSpec spec;
+  spec.set_name(name);
+  spec.set_value_kind(v1::VALUE_KIND_STRING);
+  spec.add_summaries()->mutable_lossy_counting()->set_epsilon(0.01);
+  return spec;
+}
+
+SessionConfig Config(const v1::SessionSpec& spec) {
+  auto config = ConfigFromSpec(spec);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+SessionManager::Options InDir(const std::string& data_dir) {
+  SessionManager::Options options;
+  options.data_dir = data_dir;
+  return options;
+}
+
+// One "process lifetime": a manager restored from the data dir (snapshots, then the log), with
+// the log reopened after it, as main.cc does.
+struct Life {
+  std::unique_ptr<SessionManager> sessions;
+  std::unique_ptr<WriteAheadLog> wal;
+  WalReplayReport report;
+  uint64_t last_lsn = 0;
+};
+
+absl::Status Start(const std::string& data_dir, Life* life, bool save_after_replay = true,
+                   std::function<int(int fd)> fdatasync = nullptr) {
+  life->wal.reset();
+  life->sessions = std::make_unique<SessionManager>(InDir(data_dir));
+  if (absl::Status s = life->sessions->LoadAll(ConfigFromSpecBytes); !s.ok()) return s;
+  auto last = life->sessions->ReplayWal(data_dir + "/wal", false, ConfigFromSpecBytes, &life->report);
+  if (!last.ok()) return last.status();
+  life->last_lsn = *last;
+  WriteAheadLog::Options options;
+  options.dir = data_dir + "/wal";
+  options.fdatasync = std::move(fdatasync);
+  auto wal = WriteAheadLog::Open(options, *last + 1);
+  if (!wal.ok()) return wal.status();
+  life->wal = *std::move(wal);
+  life->sessions->set_wal(life->wal.get());
+  return save_after_replay ? life->sessions->SaveAll() : absl::OkStatus();
+}
+
+// A crash: the manager goes without SaveAll.
+void Crash(Life* life) {
+  life->sessions.reset();
+  life->wal.reset();
+}
+
+// A batch of one session kind, owning its data.
+struct OwnedBatch {
+  core::ValueKind kind;
+  std::vector<double> values;
+  std::vector<uint64_t> keys;
+  std::vector<std::string> strings;
+  std::vector<uint64_t> weights;
+  core::Batch view() const {
+    core::Batch b;
+    b.kind = kind;
+    b.values = values;
+    b.keys = keys;
+    b.strings = strings;
+    b.weights = weights;
+    return b;
+  }
+};
+
+OwnedBatch RandomBatch(std::mt19937_64& rng, core::ValueKind kind) {
+  OwnedBatch b;
+  b.kind = kind;
+  const size_t n = 1 + rng() % 1500;
+  std::lognormal_distribution<double> d(3, 1);
+  for (size_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case core::ValueKind::kNumeric:
+        b.values.push_back(std::round(d(rng) * 100) / 100);
+        break;
+      case core::ValueKind::kUint64:
+        b.keys.push_back(static_cast<uint64_t>(d(rng)));
+        break;
+      case core::ValueKind::kString:
+        b.strings.push_back("k" + std::to_string(static_cast<int>(d(rng))));
+        break;
+    }
+  }
+  if (rng() % 4 == 0) {
+    for (size_t i = 0; i < n; ++i) b.weights.push_back(1 + rng() % 3);
+  }
+  return b;
+}
+
+// Everything a session answers, as text, for comparing two managers.
+std::string Describe(const SessionManager& m, const std::string& tenant) {
+  std::string out;
+  for (const auto& s : m.List(tenant)) {
+    SessionStats st = s->Stats();
+    absl::StrAppend(&out, tenant, "/", s->name(), " N=", st.count, " batches=", st.batches, "\n");
+    auto q = s->Quantiles({0, 0.01, 0.25, 0.5, 0.75, 0.99, 1});
+    if (q.ok()) {
+      for (const auto& a : q->answers) {
+        absl::StrAppend(&out, "  q", a.phi, "=", a.value, " [", a.rank_lower, ",", a.rank_upper, "]\n");
+      }
+    }
+    core::Keys keys;
+    keys.kind = s->config().value_kind;
+    const std::vector<double> values = {1, 10, 20.5, 100};
+    const std::vector<uint64_t> ukeys = {0, 1, 5, 20, 100};
+    const std::vector<std::string> skeys = {"k1", "k5", "k20", "nope"};
+    keys.values = values;
+    keys.keys = ukeys;
+    keys.strings = skeys;
+    auto f = s->Frequencies(keys, "");
+    if (f.ok()) {
+      for (const auto& r : f->results) {
+        for (const auto& a : r.answers) {
+          absl::StrAppend(&out, "  f ", core::SummaryKindName(r.kind), " ", a.estimate, " [",
+                          a.lower, ",", a.upper, "]\n");
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(Durability, ACrashAfterSnapshotsLosesNothingAndAnswersMatchAnUninterruptedRun) {
+  const std::string data = dir_ + "/data";
+  SessionManager reference({});
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  struct Target {
+    std::string tenant;
+    v1::SessionSpec spec;
+    core::ValueKind kind;
+  };
+  const std::vector<Target> targets = {
+      {"alice", NumericSpec("latency"), core::ValueKind::kNumeric},
+      {"alice", KeySpec("users"), core::ValueKind::kUint64},
+      {"bob", NumericSpec("latency", 0.005), core::ValueKind::kNumeric},
+      {"bob", StringSpec("words"), core::ValueKind::kString},
+  };
+  for (const Target& t : targets) {
+    ASSERT_TRUE(life.sessions->Create(t.tenant, Config(t.spec)).ok());
+    ASSERT_TRUE(reference.Create(t.tenant, Config(t.spec)).ok());
+  }
+  std::mt19937_64 rng(69);
+  std::map<std::string, uint64_t> sequence;  // per producer
+  auto ingest_some = [&](int batches) {
+    for (int i = 0; i < batches; ++i) {
+      const Target& t = targets[rng() % targets.size()];
+      OwnedBatch b = RandomBatch(rng, t.kind);
+      const std::string producer = rng() % 2 ? "p-" + t.spec.name() : "";
+      uint64_t seq = 0;
+      if (!producer.empty()) {
+        seq = ++sequence[t.tenant + producer];
+        if (rng() % 8 == 0 && seq > 1) seq -= 1;  // a resend: skipped by both
+      }
+      auto got = life.sessions->Get(t.tenant, t.spec.name());
+      auto want = reference.Get(t.tenant, t.spec.name());
+      ASSERT_TRUE(got.ok() && want.ok());
+      ASSERT_TRUE(life.sessions->Ingest(t.tenant, **got, b.view(), producer, seq).ok());
+      ASSERT_TRUE(reference.Ingest(t.tenant, **want, b.view(), producer, seq).ok());
+    }
+  };
+  ingest_some(40);
+  ASSERT_TRUE(life.sessions->SaveAll().ok());  // snapshots; the log is rotated and truncated
+  EXPECT_EQ(Segments(data + "/wal").size(), 1u);
+  ingest_some(40);
+  const std::string before = Describe(reference, "alice") + Describe(reference, "bob");
+  ASSERT_EQ(Describe(*life.sessions, "alice") + Describe(*life.sessions, "bob"), before);
+  Crash(&life);
+
+  ASSERT_TRUE(Start(data, &life, /*save_after_replay=*/false).ok());
+  EXPECT_GT(life.report.records, 0u) << "nothing was replayed: the test tested only snapshots";
+  EXPECT_FALSE(life.report.torn_tail);
+  EXPECT_EQ(Describe(*life.sessions, "alice") + Describe(*life.sessions, "bob"), before);
+  // The producers' sequences survived too: a resend is still a duplicate, and both go on alike.
+  ingest_some(20);
+  EXPECT_EQ(Describe(*life.sessions, "alice") + Describe(*life.sessions, "bob"),
+            Describe(reference, "alice") + Describe(reference, "bob"));
+  // And once more through a crash without any snapshot in between.
+  const std::string twice = Describe(reference, "alice") + Describe(reference, "bob");
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_EQ(Describe(*life.sessions, "alice") + Describe(*life.sessions, "bob"), twice);
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());  // after a start's own SaveAll: snapshots only
+  EXPECT_EQ(life.report.records, 0u);
+  EXPECT_EQ(Describe(*life.sessions, "alice") + Describe(*life.sessions, "bob"), twice);
+}
+
+std::vector<double> Values(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(n);
+  for (double& x : v) x = static_cast<double>(rng() % 10000);
+  return v;
+}
+
+absl::Status IngestValues(SessionManager& m, const std::string& tenant, const std::string& name,
+                          const std::vector<double>& values) {
+  auto s = m.Get(tenant, name);
+  if (!s.ok()) return s.status();
+  core::Batch b;
+  b.values = values;
+  return m.Ingest(tenant, **s, b, "", 0);
+}
+
+// Correlated sums' y column is logged with its batch (issue 15): a crash without a snapshot
+// replays the pairs and answers exactly as before; a batch without ys is logged as before.
+TEST_F(Durability, TheYColumnOfCorrelatedSumsSurvivesACrash) {
+  const std::string data = dir_ + "/data";
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  v1::SessionSpec spec;
+  spec.set_name("pairs");
+  spec.set_value_kind(v1::VALUE_KIND_NUMERIC);
+  spec.add_summaries()->mutable_correlated_sum()->set_epsilon(0.01);
+  ASSERT_TRUE(life.sessions->Create("t", Config(spec)).ok());
+  const std::vector<double> x = Values(4, 6000), y = Values(5, 6000);
+  core::Batch b;
+  b.values = x;
+  b.ys = y;
+  ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "pairs"), b, "", 0).ok());
+  core::CorrelatedSumQuestion q;
+  q.values = {0, 100, 5000, 9999};
+  q.phis = {0.1, 0.5, 0.9};
+  auto before = (*life.sessions->Get("t", "pairs"))->CorrelatedSums(q);
+  ASSERT_TRUE(before.ok()) << before.status();
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life, false).ok());
+  EXPECT_GE(life.report.records, 1u);  // the batch (and the create)
+  auto after = (*life.sessions->Get("t", "pairs"))->CorrelatedSums(q);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->report.count, 6000u);
+  EXPECT_EQ(after->report.y_sum, before->report.y_sum);
+  ASSERT_EQ(after->report.answers.size(), before->report.answers.size());
+  for (size_t i = 0; i < after->report.answers.size(); ++i) {
+    EXPECT_EQ(after->report.answers[i].sum_lower, before->report.answers[i].sum_lower) << i;
+    EXPECT_EQ(after->report.answers[i].sum_upper, before->report.answers[i].sum_upper) << i;
+  }
+}
+
+TEST_F(Durability, DeleteThenRecreateWithTheSameNameAcrossASnapshotReplaysTheNewSession) {
+  const std::string data = dir_ + "/data";
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("x"))).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("keep"))).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "x", Values(1, 5000)).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "keep", Values(2, 3000)).ok());
+  ASSERT_TRUE(life.sessions->SaveAll().ok());
+  const std::string old_snapshot = data + "/sessions/t/x.snapshot";
+  ASSERT_TRUE(fs::exists(old_snapshot));
+  const std::string old_bytes = ReadAll(old_snapshot);
+  // Delete it and create it again with another spec and other data.
+  ASSERT_TRUE(life.sessions->Delete("t", "x").ok());
+  EXPECT_FALSE(fs::exists(old_snapshot)) << "deleting a session removes its data";
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("x", 0.05))).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "x", Values(3, 700)).ok());
+  SessionManager reference({});
+  ASSERT_TRUE(reference.Create("t", Config(NumericSpec("x", 0.05))).ok());
+  ASSERT_TRUE(IngestValues(reference, "t", "x", Values(3, 700)).ok());
+  ASSERT_TRUE(reference.Create("t", Config(NumericSpec("keep"))).ok());
+  ASSERT_TRUE(IngestValues(reference, "t", "keep", Values(2, 3000)).ok());
+  const std::string want = Describe(reference, "t");
+  ASSERT_EQ(Describe(*life.sessions, "t"), want);
+  Crash(&life);
+
+  // As if the crash came between logging the delete and removing the old snapshot.
+  const std::string with_stale = dir_ + "/with_stale";
+  CopyDir(data, with_stale);
+  WriteAll(with_stale + "/sessions/t/x.snapshot", old_bytes);
+
+  ASSERT_TRUE(Start(data, &life, false).ok());
+  EXPECT_EQ(Describe(*life.sessions, "t"), want);
+  EXPECT_EQ((*life.sessions->Get("t", "x"))->count(), 700u);
+  Crash(&life);
+
+  Life stale;
+  ASSERT_TRUE(Start(with_stale, &stale, false).ok());
+  EXPECT_EQ(Describe(*stale.sessions, "t"), want) << "the deleted session came back from its snapshot";
+  EXPECT_TRUE(stale.sessions->SaveAll().ok());
+  Crash(&stale);
+
+  // Now delete it for good, across a snapshot and a crash: it stays deleted.
+  ASSERT_TRUE(Start(data, &life).ok());
+  ASSERT_TRUE(life.sessions->Delete("t", "x").ok());
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_EQ(life.sessions->Get("t", "x").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(fs::exists(old_snapshot));
+  EXPECT_EQ((*life.sessions->Get("t", "keep"))->count(), 3000u);
+  // And the name can be used once more.
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("x"))).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "x", Values(4, 10)).ok());
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_EQ((*life.sessions->Get("t", "x"))->count(), 10u);
+}
+
+TEST_F(Durability, LsnsNeverGoBackwardsAfterTheNewestSessionIsDeleted) {
+  // The sessions left after a delete may all carry old LSNs; the log must still continue after
+  // the newest segment, or a later torn tail lands in a segment that is no longer the newest
+  // and the server refuses to start.
+  const std::string data = dir_ + "/data";
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("a"))).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("b"))).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(IngestValues(*life.sessions, "t", "b", Values(i, 100)).ok());
+  ASSERT_TRUE(life.sessions->SaveAll().ok());
+  ASSERT_TRUE(life.sessions->Delete("t", "b").ok());
+  ASSERT_TRUE(life.sessions->SaveAll().ok());  // a clean stop
+  const uint64_t high = 8;                     // create a, create b, 5 batches, delete b
+  Crash(&life);
+
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_GE(life.last_lsn, high) << "the log would restart below LSNs it already used";
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(IngestValues(*life.sessions, "t", "a", Values(i, 100)).ok());
+  Crash(&life);
+  // The process died in the middle of its next append: a torn record at the end of the segment
+  // it was writing.
+  std::vector<std::string> segs = Segments(data + "/wal");
+  std::string written;
+  for (const auto& s : segs) {
+    if (fs::file_size(s) > 0) written = s;
+  }
+  ASSERT_FALSE(written.empty());
+  {
+    std::ofstream out(written, std::ios::binary | std::ios::app);
+    out.write("\x40\x00\x00\x00\x01\x02", 6);
+  }
+  absl::Status s = Start(data, &life, false);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(life.report.torn_tail);
+  EXPECT_EQ((*life.sessions->Get("t", "a"))->count(), 300u);
+}
+
+TEST_F(Durability, AFullDiskRefusesTheBatchWithoutApplyingItAndTheLogStaysWhole) {
+  const std::string data = dir_ + "/data";
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("s"))).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "s", Values(1, 20000)).ok());
+  ASSERT_TRUE(life.sessions->SaveAll().ok());
+  const std::string snapshot = data + "/sessions/t/s.snapshot";
+  const std::string snapshot_bytes = ReadAll(snapshot);
+  ASSERT_GT(snapshot_bytes.size(), 4096u);
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "s", Values(2, 100)).ok());  // ~1 KB of log
+  const auto session = *life.sessions->Get("t", "s");
+  const uint64_t n = session->count(), batches = session->Stats().batches;
+  {
+    FileSizeLimit limit(4096);
+    absl::Status refused = IngestValues(*life.sessions, "t", "s", Values(3, 1000));  // 8 KB
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(refused.code() == StatusCode::kUnavailable ||
+                refused.code() == StatusCode::kResourceExhausted)
+        << refused;
+    EXPECT_EQ(session->count(), n) << "a refused batch was applied";
+    EXPECT_EQ(session->Stats().batches, batches);
+    // A batch that fits still goes through.
+    ASSERT_TRUE(IngestValues(*life.sessions, "t", "s", Values(4, 50)).ok());
+    // A snapshot that does not fit fails and leaves the previous one whole.
+    EXPECT_FALSE(life.sessions->SaveAll().ok());
+    EXPECT_EQ(ReadAll(snapshot), snapshot_bytes);
+    EXPECT_FALSE(fs::exists(snapshot + ".tmp"));
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("c" + std::to_string(i)))).ok());
+    }
+    // With not a byte left, a create is refused and leaves no session behind.
+    const std::string seg = Segments(data + "/wal").back();
+    FileSizeLimit full(fs::file_size(seg));
+    EXPECT_FALSE(life.sessions->Create("t", Config(NumericSpec("full"))).ok());
+    EXPECT_EQ(life.sessions->Get("t", "full").status().code(), StatusCode::kNotFound);
+    EXPECT_FALSE(life.sessions->Delete("t", "c0").ok());
+    EXPECT_TRUE(life.sessions->Get("t", "c0").ok()) << "a delete that was not logged happened";
+  }
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "s", Values(5, 1000)).ok());
+  const uint64_t acked = session->count();
+  EXPECT_EQ(acked, 20000u + 100 + 50 + 1000);
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_FALSE(life.report.torn_tail);
+  EXPECT_EQ((*life.sessions->Get("t", "s"))->count(), acked);
+  EXPECT_EQ(life.sessions->List("t").size(), 5u);
+}
+
+// Issue 6: a create whose log record could not be made durable was refused to the client but
+// stayed registered, and came back on restart from the record that reached the file anyway.
+TEST_F(Durability, ACreateWhoseFsyncFailsLeavesNoSessionNowOrAfterARestart) {
+  const std::string data = dir_ + "/data";
+  std::atomic<bool> failing{false};
+  auto fdatasync = [&failing](int fd) {
+    if (failing.load()) {
+      errno = EIO;
+      return -1;
+    }
+    return ::fdatasync(fd);
+  };
+  Life life;
+  ASSERT_TRUE(Start(data, &life, true, fdatasync).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(NumericSpec("kept"))).ok());
+  ASSERT_TRUE(IngestValues(*life.sessions, "t", "kept", Values(1, 500)).ok());
+  const uint64_t acked = (*life.sessions->Get("t", "kept"))->count();
+  const std::string seg = Segments(data + "/wal").back();
+  const uintmax_t durable_bytes = fs::file_size(seg);
+
+  failing = true;
+  auto lost = life.sessions->Create("t", Config(NumericSpec("lost")));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), StatusCode::kUnavailable) << lost.status();
+  EXPECT_EQ(life.sessions->Get("t", "lost").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(life.sessions->List("t").size(), 1u);
+  EXPECT_EQ(fs::file_size(seg), durable_bytes) << "the unsynced create record was not cut off";
+  // The log takes nothing more until a restart: no create, no batch, no snapshot rotation.
+  EXPECT_FALSE(life.sessions->Create("t", Config(NumericSpec("later"))).ok());
+  EXPECT_EQ(life.sessions->Get("t", "later").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(IngestValues(*life.sessions, "t", "kept", Values(2, 10)).ok());
+  EXPECT_FALSE(life.sessions->SaveAll().ok());
+  EXPECT_FALSE(fs::exists(data + "/sessions/t/lost.snapshot"));
+
+  failing = false;
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life).ok());
+  EXPECT_FALSE(life.report.torn_tail);
+  EXPECT_EQ(life.sessions->Get("t", "lost").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(life.sessions->Get("t", "later").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(life.sessions->Get("t", "kept").ok());
+  EXPECT_EQ((*life.sessions->Get("t", "kept"))->count(), acked);
+  // And the name is free again.
+  EXPECT_TRUE(life.sessions->Create("t", Config(NumericSpec("lost"))).ok());
+}
+
+TEST_F(Durability, FlippedOrTruncatedSnapshotsAreDataLossNamingTheFileEveryTime) {
+  const std::string data = dir_ + "/data";
+  {
+    SessionManager m(InDir(data));
+    ASSERT_TRUE(m.Create("alice", Config(NumericSpec("n"))).ok());
+    ASSERT_TRUE(m.Create("alice", Config(KeySpec("k"))).ok());
+    ASSERT_TRUE(m.Create("bob", Config(StringSpec("w"))).ok());
+    std::mt19937_64 rng(70);
+    for (const auto& [tenant, name, kind] :
+         std::vector<std::tuple<std::string, std::string, core::ValueKind>>{
+             {"alice", "n", core::ValueKind::kNumeric},
+             {"alice", "k", core::ValueKind::kUint64},
+             {"bob", "w", core::ValueKind::kString}}) {
+      for (int i = 0; i < 5; ++i) {
+        OwnedBatch b = RandomBatch(rng, kind);
+        ASSERT_TRUE(m.Ingest(tenant, **m.Get(tenant, name), b.view(), "p", i + 1).ok());
+      }
+    }
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  const std::vector<std::string> files = {"alice/n.snapshot", "alice/k.snapshot", "bob/w.snapshot"};
+  std::mt19937_64 rng(71);
+  const std::string trial = dir_ + "/trial";
+  for (int t = 0; t < 150; ++t) {
+    const std::string rel = files[rng() % files.size()];
+    CopyDir(data, trial);
+    const std::string path = trial + "/sessions/" + rel;
+    std::string bytes = ReadAll(path);
+    std::string what;
+    if (t % 3 == 0) {
+      const size_t len = rng() % bytes.size();
+      bytes.resize(len);
+      what = absl::StrCat("truncated to ", len);
+    } else {
+      const size_t pos = rng() % bytes.size();
+      bytes[pos] = static_cast<char>(bytes[pos] ^ (1 + rng() % 255));
+      what = absl::StrCat("byte ", pos, " flipped");
+    }
+    WriteAll(path, bytes);
+    SessionManager m(InDir(trial));
+    absl::Status s = m.LoadAll(ConfigFromSpecBytes);
+    ASSERT_EQ(s.code(), StatusCode::kDataLoss) << rel << " " << what << ": " << s;
+    EXPECT_TRUE(Contains(s.message(), path)) << s;
+  }
+}
+
+TEST_F(Durability, ALeftoverTemporarySnapshotIsIgnored) {
+  const std::string data = dir_ + "/data";
+  {
+    SessionManager m(InDir(data));
+    ASSERT_TRUE(m.Create("t", Config(NumericSpec("s"))).ok());
+    ASSERT_TRUE(IngestValues(m, "t", "s", Values(1, 100)).ok());
+    ASSERT_TRUE(m.SaveAll().ok());
+  }
+  // A crash while writing the next snapshot leaves a half-written temporary file.
+  WriteAll(data + "/sessions/t/s.snapshot.tmp", "garbage");
+  SessionManager m(InDir(data));
+  ASSERT_TRUE(m.LoadAll(ConfigFromSpecBytes).ok());
+  EXPECT_EQ((*m.Get("t", "s"))->count(), 100u);
+}
+
+}  // namespace
+}  // namespace streamstats::server
