@@ -185,6 +185,7 @@ core::Batch Slice(const core::Batch& b, size_t begin, size_t end) {
   out.strings = cut(b.strings);
   out.weights = cut(b.weights);
   out.ys = cut(b.ys);
+  out.event_seconds = b.event_seconds;  // the whole batch's time, so each chunk's
   return out;
 }
 
