@@ -293,8 +293,9 @@ _PARAM_ALIASES = {"window": "window_items", "keys": "expected_keys",
 
 def parse_summary(spec: Union[str, Mapping[str, Any], "pb.SummarySpec"]) -> "pb.SummarySpec":
     """A SummarySpec from the CLI's text ("quantiles:epsilon=0.001", "hhh:hierarchy=ipv4",
-    "pbf:keys=100000,threshold=100"), from {"kind": {param: value}} or {"kind": ..., param: ...},
-    or a SummarySpec as it is. Unknown kinds and parameters are ValueError naming them."""
+    "pbf:keys=100000,threshold=100", "quantiles:scope=5m" for the last 5 minutes beside all
+    history), from {"kind": {param: value}} or {"kind": ..., param: ...}, or a SummarySpec as
+    it is. Unknown kinds and parameters are ValueError naming them."""
     if isinstance(spec, pb.SummarySpec):
         return spec
     if isinstance(spec, str):
@@ -318,6 +319,20 @@ def parse_summary(spec: Union[str, Mapping[str, Any], "pb.SummarySpec"]) -> "pb.
         raise TypeError(f"a summary is a string, a mapping or a SummarySpec, not {type(spec).__name__}")
     kind = _KIND_ALIASES.get(kind.strip(), kind.strip())
     out = pb.SummarySpec()
+    params = dict(params)
+    scope, intervals = params.pop("scope", None), params.pop("intervals", None)
+    if scope is not None:
+        items, seconds = _last(scope)
+        if items > 0:
+            out.scope.items = items
+        elif seconds > 0:
+            out.scope.seconds = seconds
+        else:
+            raise ValueError(f"summary {kind}: scope={scope!r} is not a window (5m, 300.0, 100000)")
+        if intervals is not None:
+            out.scope.intervals = int(intervals)
+    elif intervals is not None:
+        raise ValueError(f"summary {kind}: intervals needs a scope (scope='5m')")
     kinds = {f.name: f for f in pb.SummarySpec.DESCRIPTOR.oneofs_by_name["kind"].fields}
     if kind not in kinds:
         raise ValueError(f"unknown summary kind {kind!r}; one of {', '.join(sorted(kinds))}")
@@ -424,6 +439,9 @@ def _last(last: Union[int, float, str, datetime.timedelta, None]) -> Tuple[int, 
     if isinstance(last, float):
         return 0, last
     text = str(last).strip()
+    if text.startswith(("items:", "seconds:")):
+        kind, _, rest = text.partition(":")
+        return (int(rest), 0.0) if kind == "items" else _last(rest if rest[-1:].isalpha() else float(rest))
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     if text and text[-1] in units:
         return 0, float(text[:-1]) * units[text[-1]]

@@ -163,6 +163,22 @@ class PythonClient(unittest.TestCase):
         self.assertTrue(spec.count_min.conservative)
         self.assertTrue(spec.count_min.HasField("epsilon"))
 
+    def test_all_history_and_the_recent_past_in_one_session(self):
+        s = self.session(["quantiles:epsilon=0.001", "quantiles:epsilon=0.01,scope=1000",
+                          {"count_min": {"scope": "1m", "intervals": 6}}, "count_min"])
+        for b in range(120):  # value b for 100 items, stamped second b
+            s.ingest([float(b)] * 100, event_time=1e9 + b)
+        self.assertEqual(s.quantiles([0])[0].value, 0)                       # all history
+        self.assertEqual(s.quantiles([0], last=500)[0].value, 115)           # the last 500 items
+        recent = s.frequencies([5, 110], summary="count_min", last="30s")
+        self.assertEqual([f.estimate for f in recent], [0, 100])             # expired, recent
+        self.assertIsNotNone(recent.coverage)
+        self.assertGreaterEqual(s.frequencies([5], summary="count_min")[0].estimate, 100)
+        with self.assertRaises(streamstats.InvalidArgumentError):
+            s.quantiles([0.5], last="1h")                                    # no scope covers it
+        spec = streamstats.parse_summary("misra_gries:k=5,scope=90s,intervals=9")
+        self.assertEqual((spec.scope.seconds, spec.scope.intervals), (90, 9))
+
     def test_heavy_hitters_and_frequencies_of_string_keys(self):
         rng = random.Random(3)
         keys = [f"k{min(int(rng.paretovariate(1.1)), 5000)}" for _ in range(40000)]
