@@ -245,6 +245,13 @@ absl::Status BuildHierarchicalHeavyHitters(const Query& q,
   return absl::OkStatus();
 }
 
+// For a question without parameters (part 2's /moments: Ask(&Stub::GetMoments,
+// NoParameters<v1::GetMomentsRequest>)).
+template <typename Request>
+absl::Status NoParameters(const Query&, Request*) {
+  return absl::OkStatus();
+}
+
 absl::Status BuildCorrelatedSums(const Query& q, v1::GetCorrelatedSumsRequest* r) {
   if (absl::Status s = q.Doubles("value", false, r->mutable_values()); !s.ok()) return s;
   return q.Doubles("phi", false, r->mutable_phis());
@@ -325,9 +332,13 @@ absl::Status CheckParams(const Params& params, const std::vector<std::string>& a
   return absl::OkStatus();
 }
 
-const char kPaths[] =
-    "GET /v1/sessions, /v1/sessions/{name} and /v1/sessions/{name}/{quantiles, ranks, "
-    "frequencies, heavy-hitters, hierarchical-heavy-hitters, correlated-sums}";
+// What the API serves, from the table, for the 404's message.
+std::string Paths() {
+  std::vector<std::string> actions;
+  for (const Endpoint& e : Endpoints()) actions.push_back(e.action);
+  return absl::StrCat("GET /v1/sessions, /v1/sessions/{name} and /v1/sessions/{name}/{",
+                      absl::StrJoin(actions, ", "), "}");
+}
 
 // Only printable ASCII goes on as gRPC metadata (gRPC refuses anything else in a header value).
 bool PrintableAscii(absl::string_view s) {
@@ -403,7 +414,7 @@ HttpResponse HttpApi::Handle(absl::string_view method, absl::string_view path,
     known = endpoint != nullptr;
   }
   if (!known) {
-    return Error(absl::NotFoundError(absl::StrCat("no such path: '", path, "'; the API serves ", kPaths)));
+    return Error(absl::NotFoundError(absl::StrCat("no such path: '", path, "'; the API serves ", Paths())));
   }
   if (method != "GET") {
     HttpResponse r;

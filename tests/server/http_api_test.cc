@@ -128,6 +128,10 @@ TEST(HttpApiHandle, PathsAndMethodsOutsideTheApiAre404And405BeforeAnyAuthenticat
     const HttpResponse r = p.api().Handle("GET", path, "", "");
     EXPECT_EQ(r.status, 404) << path << ": " << r.body;
     EXPECT_TRUE(Contains(r.body, "{\"code\":\"NOT_FOUND\",\"message\":\"no such path")) << r.body;
+    // The message lists what is served, from the endpoint table.
+    EXPECT_TRUE(Contains(r.body, "/v1/sessions/{name}/{quantiles, ranks, frequencies, "
+                                 "heavy-hitters, hierarchical-heavy-hitters, correlated-sums"))
+        << r.body;
   }
   for (const char* method : {"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}) {
     const HttpResponse r = p.api().Handle(method, "/v1/sessions/lat", "", "");
