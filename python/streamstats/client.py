@@ -209,15 +209,10 @@ class Frequencies(_Answers):
 
 
 @dataclass(frozen=True)
-class HeavyHitter:
-    """A heavy hitter with its frequency interval and the guarantee of the summary that found it."""
-    key: Any
-    estimate: int
-    lower: int
-    upper: int
-    summary: str
-    guarantee: str
-    count: int  # the session's N when asked
+class HeavyHitter(Frequency):
+    """A heavy hitter: its frequency interval and the guarantee of the summary that found it,
+    with the session's N when asked."""
+    count: int
 
 
 @dataclass(frozen=True)
