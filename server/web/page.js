@@ -162,7 +162,7 @@
     options.scales.y.max = 1;
     // The band's lower edge needs no legend entry.
     options.plugins = {legend: {labels: {filter: (item) => item.datasetIndex !== 1}}};
-    const band = 'rgba(54, 162, 235, 0.25)';
+    const band = 'rgba(54, 162, 235, 0.3)';
     return new Chart(canvas, {
       type: 'line',
       data: {datasets: [
@@ -170,8 +170,8 @@
          borderColor: band, borderWidth: 1, pointRadius: 0},
         {label: 'rank lower / N', data: [], fill: false, borderColor: band, borderWidth: 1,
          pointRadius: 0},
-        {label: 'φ', data: [], fill: false, borderColor: 'rgb(54, 162, 235)', borderWidth: 2,
-         pointRadius: 0},
+        {label: 'φ', data: [], fill: false, borderColor: 'rgb(54, 162, 235)',
+         backgroundColor: 'rgb(54, 162, 235)', borderWidth: 2, pointRadius: 0},
       ]},
       options,
     });
@@ -213,11 +213,14 @@
     if (s) return s;
     s = {name, stats: {}, series: []};
     const dl = el('dl', {class: 'stats'});
+    s.quantileStats = [];  // shown for sessions with a quantiles summary only
     for (const [k, label] of [['n', 'N'], ['memory', 'memory'], ['p50', 'p50'], ['p90', 'p90'],
                               ['p99', 'p99'], ['rank_error', 'rank error ≤'],
                               ['backend', 'backend']]) {
       s.stats[k] = el('dd', {'data-k': k}, '–');
-      dl.append(el('div', {}, el('dt', {}, label), s.stats[k]));
+      const item = el('div', {}, el('dt', {}, label), s.stats[k]);
+      if (['p50', 'p90', 'p99', 'rank_error'].includes(k)) s.quantileStats.push(item);
+      dl.append(item);
     }
     s.summaries = el('p', {class: 'summaries'});
     s.note = el('p', {class: 'note', role: 'status'});
@@ -308,6 +311,7 @@
     const s = card(name);
     showInfo(s, info);
     const kinds = new Set((info.summaries || []).map((x) => x.kind));
+    for (const item of s.quantileStats) item.hidden = !kinds.has('quantiles');
     const notes = [];
     if (Number(info.count) === 0) {
       notes.push('no items yet');

@@ -61,7 +61,8 @@ start_server() {
   shift
   rm -f "$TMP/port" "$TMP/http_port"
   "$SERVER" --listen=127.0.0.1:0 --port_file="$TMP/port" --http_listen=127.0.0.1:0 \
-    --http_port_file="$TMP/http_port" --data_dir="$TMP/data-$name" "$@" >"$TMP/server.log" 2>&1 &
+    --http_port_file="$TMP/http_port" --metrics_listen=127.0.0.1:0 --data_dir="$TMP/data-$name" \
+    "$@" >"$TMP/server.log" 2>&1 &
   PID=$!
   for _ in $(seq 200); do
     [ -s "$TMP/port" ] && [ -s "$TMP/http_port" ] && break
