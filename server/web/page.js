@@ -202,7 +202,7 @@
 
   // ---- one session's card ----
   function chartBox(cls, title) {
-    const canvas = el('canvas', {});
+    const canvas = el('canvas', {'data-chart': cls});
     const box = el('div', {class: 'chart ' + cls}, el('h3', {}, title),
                    el('div', {class: 'canvas'}, canvas));
     box.hidden = true;
@@ -365,11 +365,16 @@
     document.body.dataset.refreshes = String(refreshes);
     $('status').textContent = `${infos.length} session${infos.length === 1 ? '' : 's'}, ` +
                               `updated ${new Date().toLocaleTimeString()}`;
-    // Where each chart is on the page, for tests that look at a screenshot.
-    for (const c of document.querySelectorAll('canvas')) {
-      const r = c.getBoundingClientRect();
-      c.dataset.rect = [r.left + scrollX, r.top + scrollY, r.width, r.height]
-                           .map(Math.round).join(',');
+    // Where each chart's plot area (inside the axes, below the legend) is on the page, for
+    // tests that look at a screenshot.
+    for (const s of sessions.values()) {
+      for (const chart of [s.cdfChart, s.trendChart, s.hhChart]) {
+        if (!chart || !chart.chartArea) continue;
+        const r = chart.canvas.getBoundingClientRect();
+        const a = chart.chartArea;
+        chart.canvas.dataset.plot = [r.left + scrollX + a.left, r.top + scrollY + a.top,
+                                     a.right - a.left, a.bottom - a.top].map(Math.round).join(',');
+      }
     }
   }
 

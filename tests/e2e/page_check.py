@@ -80,11 +80,9 @@ class Dom(html.parser.HTMLParser):
             self._table.append(self._row)
         if tag in ('td', 'th') and self._row is not None:
             self._cell = ''
-        if tag == 'canvas':
-            self._canvas = True
-        if tag == 'canvas' and a.get('data-rect'):
-            # The canvas's box: the enclosing chart div's class comes first in the page.
-            s['canvases'][len(s['canvases'])] = tuple(int(v) for v in a['data-rect'].split(','))
+        if tag == 'canvas' and a.get('data-plot'):
+            # The chart's plot area on the page (x, y, width, height), by chart: cdf, series, hh.
+            s['canvases'][a.get('data-chart')] = tuple(int(v) for v in a['data-plot'].split(','))
 
     def handle_endtag(self, tag):
         if tag not in self.VOID:
@@ -240,16 +238,18 @@ def check_data(dom, shot_path, n):
     # The screenshot: the plots are drawn, not blank.
     shot = png_rgb(shot_path)
     print(f'screenshot {shot[0]}x{shot[1]}')
-    for name, s, index, what, least in (('latency', lat, 0, 'quantile curve', 500),
-                                         ('latency', lat, 1, 'p50/p90/p99 series', 100),
-                                         ('words', words, 2, 'heavy hitters bars', 2000)):
-        rect = s['canvases'].get(index)
+    # Inside the axes only grid lines and the data are drawn; the grid is grey, so coloured
+    # pixels there are the data (a curve 2 px wide across the plot is ~1000 of them).
+    for name, s, chart, what, least in (('latency', lat, 'cdf', 'quantile curve', 500),
+                                         ('latency', lat, 'series', 'p50/p90/p99 series', 500),
+                                         ('words', words, 'hh', 'heavy hitters bars', 5000)):
+        rect = s['canvases'].get(chart)
         if not check(rect is not None and rect[2] > 50 and rect[3] > 50,
-                     f'{name}: no laid-out canvas for the {what} ({s["canvases"]})'):
+                     f'{name}: no plot area for the {what} ({s["canvases"]})'):
             continue
         colored = colored_pixels(shot, rect)
-        print(f'{name} {what}: canvas {rect}, {colored} colored pixels')
-        check(colored >= least, f'{name} {what}: {colored} colored pixels in {rect}, want >= {least}')
+        print(f'{name} {what}: plot area {rect}, {colored} colored pixels')
+        check(colored >= least, f'{name} {what}: {colored} colored pixels in its plot area {rect}, want >= {least}')
 
 
 def check_error(dom, code):
