@@ -61,7 +61,7 @@
   const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
   function showTokenState() {
     $('token').value = '';
-    $('token').placeholder = token() ? 'set (hidden)' : 'none (open server)';
+    $('token').placeholder = token() ? 'set (hidden)' : 'none';
   }
 
   // ---- the API ----
