@@ -99,10 +99,11 @@ browse() {
                --disable-extensions --disable-background-networking --disable-sync
                --user-data-dir="$profile" --window-size=1280,1800 --force-device-scale-factor=1
                --hide-scrollbars --virtual-time-budget=7000)
-  timeout 60 "$CHROMIUM" "${flags[@]}" --dump-dom "$url" >"$dom" 2>>"$TMP/chromium.log" \
+  # HOME: chromium writes its caches there; CI's may be read-only or absent.
+  HOME=$TMP timeout 60 "$CHROMIUM" "${flags[@]}" --dump-dom "$url" >"$dom" 2>>"$TMP/chromium.log" \
     || die "chromium --dump-dom $url failed or timed out"
   if [ -n "$png" ]; then
-    timeout 60 "$CHROMIUM" "${flags[@]}" --screenshot="$png" "$url" >>"$TMP/chromium.log" 2>&1 \
+    HOME=$TMP timeout 60 "$CHROMIUM" "${flags[@]}" --screenshot="$png" "$url" >>"$TMP/chromium.log" 2>&1 \
       || die "chromium --screenshot $url failed or timed out"
     [ -s "$png" ] || die "chromium wrote no screenshot"
   fi
