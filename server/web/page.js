@@ -356,7 +356,11 @@
     const names = new Set(infos.map((x) => x.spec.name));
     for (const name of [...sessions.keys()]) if (!names.has(name)) drop(name);
     const support = Number($('support').value) || 0.01;
-    await Promise.all(infos.map((info) => refreshSession(info, support)));
+    // A few sessions at a time: the server serves --http_threads (4) requests at once, and a
+    // tenant may have many sessions.
+    for (let i = 0; i < infos.length; i += 4) {
+      await Promise.all(infos.slice(i, i + 4).map((info) => refreshSession(info, support)));
+    }
     // Cards in name order (appending an existing node moves it).
     for (const info of infos) $('sessions').append(sessions.get(info.spec.name).section);
     $('empty').hidden = infos.length > 0;
@@ -380,7 +384,8 @@
 
   async function refresh() {
     clearTimeout(timer);
-    if (!running) {
+    // Nothing is asked while the tab is hidden; showing it again refreshes at once.
+    if (!running && !document.hidden) {
       running = true;
       try {
         await tick();
@@ -418,6 +423,9 @@
       refresh();
     });
     $('interval').addEventListener('change', refresh);
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) refresh();
+    });
     $('support').addEventListener('change', refresh);
     refresh();
   }
