@@ -271,6 +271,9 @@
     ds[0].data = points.map((x) => ({x: x.value, y: Number(x.rank_upper) / n}));
     ds[1].data = points.map((x) => ({x: x.value, y: Number(x.rank_lower) / n}));
     ds[2].data = points.map((x) => ({x: x.value, y: x.phi}));
+    // A log value axis (latencies, sizes) where every value is positive.
+    const log = $('logx').checked && points.length > 0 && points[0].value > 0;
+    s.cdfChart.options.scales.x.type = log ? 'logarithmic' : 'linear';
     s.cdfChart.update('none');
     setRows(s.tables.cdf, ['φ', 'value', 'rank_lower / N', 'rank_upper / N'],
             points.map((x) => [[fmt(x.phi)], [fmt(x.value)], [fmt(Number(x.rank_lower) / n)],
@@ -284,6 +287,8 @@
     s.trendChart.data.datasets.forEach((d, i) => {
       d.data = s.series.map((p) => ({x: p[0], y: p[i + 1]}));
     });
+    s.trendChart.options.scales.y.type =
+        log && s.series.every((p) => p.slice(1).every((v) => v > 0)) ? 'logarithmic' : 'linear';
     s.trendChart.update('none');
     setRows(s.tables.series, ['seconds', 'p50', 'p90', 'p99'],
             s.series.map((p) => p.map((v) => [fmt(v)])));
@@ -427,6 +432,7 @@
       if (!document.hidden) refresh();
     });
     $('support').addEventListener('change', refresh);
+    $('logx').addEventListener('change', refresh);
     refresh();
   }
   start();
