@@ -19,7 +19,7 @@ FROM ${BUILD_IMAGE} AS build
 # packages.ubuntu.com, not built; prometheus-cpp-dev is in universe, which Ubuntu images enable).
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       cmake ninja-build g++ pkg-config libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
-      protobuf-compiler libabsl-dev prometheus-cpp-dev && rm -rf /var/lib/apt/lists/*
+      protobuf-compiler libabsl-dev prometheus-cpp-dev libjs-chart.js && rm -rf /var/lib/apt/lists/*
 ARG CMAKE_ARGS=""
 ARG CMAKE_BUILD_PARALLEL_LEVEL=""
 WORKDIR /src

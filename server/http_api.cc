@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/client_context.h"
 #include "server/convert.h"
+#include "server/web_page.h"
 
 namespace streamstats::server {
 namespace {
@@ -350,16 +352,23 @@ bool PrintableAscii(absl::string_view s) {
 
 int Serve(mg_connection* conn, void* api) {
   const mg_request_info* info = mg_get_request_info(conn);
+  const char* method = info->request_method != nullptr ? info->request_method : "";
+  const char* path = info->local_uri != nullptr ? info->local_uri : "";
+  // The page at / and its static files (no data, no token), else the JSON API.
+  const char* if_none_match = mg_get_header(conn, "If-None-Match");
+  std::optional<HttpResponse> page =
+      WebPageResponse(method, path, if_none_match != nullptr ? if_none_match : "");
   const char* authorization = mg_get_header(conn, "Authorization");
-  const HttpResponse r = static_cast<const HttpApi*>(api)->Handle(
-      info->request_method != nullptr ? info->request_method : "",
-      info->local_uri != nullptr ? info->local_uri : "",
-      info->query_string != nullptr ? info->query_string : "",
-      authorization != nullptr ? authorization : "");
+  const HttpResponse r =
+      page.has_value() ? *std::move(page)
+                       : static_cast<const HttpApi*>(api)->Handle(
+                             method, path, info->query_string != nullptr ? info->query_string : "",
+                             authorization != nullptr ? authorization : "");
   mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-            "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
-            r.status, mg_get_response_code_text(conn, r.status), r.body.size(), r.headers.c_str());
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+            "Cache-Control: %s\r\nConnection: close\r\n%s\r\n",
+            r.status, mg_get_response_code_text(conn, r.status), r.content_type.c_str(),
+            r.body.size(), r.cache_control.c_str(), r.headers.c_str());
   mg_write(conn, r.body.data(), r.body.size());
   return r.status;
 }

@@ -39,11 +39,14 @@ struct HttpApiOptions {
   int threads = 4;     // civetweb worker threads: concurrent requests served
 };
 
-// An HTTP answer: status, JSON body, and the extra response headers it needs (CRLF-terminated).
+// An HTTP answer: status, body, and the extra response headers it needs (CRLF-terminated).
+// JSON answers are never cached; the page's static files (server/web_page.h) say otherwise.
 struct HttpResponse {
   int status = 200;
   std::string body;
   std::string headers;
+  std::string content_type = "application/json";
+  std::string cache_control = "no-store";
 };
 
 // INVALID_ARGUMENT and FAILED_PRECONDITION 400 (as Google's API mapping and grpc-gateway do: a

@@ -343,7 +343,7 @@ TEST_F(HttpApi, BadInputGetsItsStatusAndAJsonErrorAndChangesNothing) {
       {"/v1/sessions", "wrong-token-0123456789abcdef", "", 401, "UNAUTHENTICATED",
        "unknown token"},
       {"/v1/sessions", "", "-H 'Authorization: Basic YWxpY2U6cHc='", 401, "UNAUTHENTICATED", ""},
-      {"/", kReader, "", 404, "NOT_FOUND", "no such path"},
+      {"/static/nope.js", kReader, "", 404, "NOT_FOUND", "no such path"},  // "/" is the page
       {"/v1/sessions/", kReader, "", 404, "NOT_FOUND", "no such path"},
       {"/v1/sessions/lat/nope", kReader, "", 404, "NOT_FOUND", "no such path"},
       {"/v1/sessions/lat/quantiles/x", kReader, "", 404, "NOT_FOUND", "no such path"},
