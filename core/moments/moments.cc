@@ -29,16 +29,17 @@ void Moments::AddToSum(double t) { NeumaierAdd(t, &sum_, &comp_); }
 void Moments::Add(double x, uint64_t w) {
   const double wd = static_cast<double>(w);
   if (count_ == 0) {
-    min_ = max_ = x;
+    min_ = max_ = shift_ = x;
   } else {
     min_ = std::min(min_, x);
     max_ = std::max(max_, x);
   }
   count_ += w;
   const double total = static_cast<double>(count_);
-  const double delta = x - mean_;
+  const double d = x - shift_;
+  const double delta = d - mean_;
   mean_ += delta * (wd / total);
-  m2_ += wd * delta * (x - mean_);
+  m2_ += wd * delta * (d - mean_);
   AddToSum(wd * x);
 }
 
@@ -67,19 +68,30 @@ void Moments::AddBatch(absl::Span<const double> values, absl::Span<const uint64_
     }
   }
   const double wbd = static_cast<double>(w_b);
-  const double mean_b = (s + c) / wbd;
+  // The batch's deviations are taken from this object's shift (its first value), so its mean is
+  // in the same frame as mean_ and Chan's delta is a difference of small numbers.
+  const double shift = count_ == 0 ? values[0] : shift_;
+  double ds = 0, dc = 0;
+  if (weights.empty()) {
+    for (size_t i = 0; i < n; ++i) NeumaierAdd(values[i] - shift, &ds, &dc);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      NeumaierAdd(static_cast<double>(weights[i]) * (values[i] - shift), &ds, &dc);
+    }
+  }
+  const double mean_b = (ds + dc) / wbd;
   // Pass 2: squared deviations from the batch mean, less the corrected two-pass term
   // (Σ w(x - m))² / W, which removes the first-order error of mean_b.
   double dev = 0, sq = 0;
   if (weights.empty()) {
     for (size_t i = 0; i < n; ++i) {
-      const double d = values[i] - mean_b;
+      const double d = (values[i] - shift) - mean_b;
       dev += d;
       sq += d * d;
     }
   } else {
     for (size_t i = 0; i < n; ++i) {
-      const double d = values[i] - mean_b;
+      const double d = (values[i] - shift) - mean_b;
       const double wd = static_cast<double>(weights[i]);
       dev += wd * d;
       sq += wd * d * d;
@@ -90,6 +102,7 @@ void Moments::AddBatch(absl::Span<const double> values, absl::Span<const uint64_
   b.count_ = w_b;
   b.sum_ = s;
   b.comp_ = c;
+  b.shift_ = shift;
   b.mean_ = mean_b;
   b.m2_ = m2_b;
   b.min_ = lo;
@@ -107,7 +120,9 @@ void Moments::Merge(const Moments& other) {
   const double wb = static_cast<double>(other.count_);
   count_ += other.count_;
   const double w = static_cast<double>(count_);
-  const double delta = other.mean_ - mean_;
+  // other's mean in this frame: the shifts' difference is exact when they are within a factor
+  // of two of each other (Sterbenz), the clustered data where it matters.
+  const double delta = (other.mean_ + (other.shift_ - shift_)) - mean_;
   mean_ += delta * (wb / w);
   m2_ += other.m2_ + delta * delta * wa * (wb / w);
   AddToSum(other.sum_);
@@ -137,6 +152,7 @@ std::string Moments::Serialize() const {
   w.Put<uint64_t>(count_);
   w.Put<double>(sum_);
   w.Put<double>(comp_);
+  w.Put<double>(shift_);
   w.Put<double>(mean_);
   w.Put<double>(m2_);
   w.Put<double>(min_);
@@ -152,16 +168,16 @@ absl::StatusOr<Moments> Moments::Deserialize(absl::string_view bytes) {
   uint8_t format;
   Moments m;
   if (!r.Get(&format) || !r.Get(&m.count_) || !r.Get(&m.sum_) || !r.Get(&m.comp_) ||
-      !r.Get(&m.mean_) || !r.Get(&m.m2_) || !r.Get(&m.min_) || !r.Get(&m.max_)) {
+      !r.Get(&m.shift_) || !r.Get(&m.mean_) || !r.Get(&m.m2_) || !r.Get(&m.min_) || !r.Get(&m.max_)) {
     return Corrupt("moments truncated");
   }
   if (format != kMomentsFormat) return Corrupt(absl::StrCat("moments: unknown format ", format));
   if (r.remaining() != 0) return Corrupt("moments: trailing bytes");
-  for (double v : {m.sum_, m.comp_, m.mean_, m.m2_, m.min_, m.max_}) {
+  for (double v : {m.sum_, m.comp_, m.shift_, m.mean_, m.m2_, m.min_, m.max_}) {
     if (!std::isfinite(v)) return Corrupt("moments: a non-finite number");
   }
   if (m.m2_ < 0 || m.min_ > m.max_) return Corrupt("moments: impossible values");
-  if (m.count_ == 0 && (m.sum_ != 0 || m.comp_ != 0 || m.mean_ != 0 || m.m2_ != 0 ||
+  if (m.count_ == 0 && (m.sum_ != 0 || m.comp_ != 0 || m.shift_ != 0 || m.mean_ != 0 || m.m2_ != 0 ||
                         m.min_ != 0 || m.max_ != 0)) {
     return Corrupt("moments: values without items");
   }
@@ -169,7 +185,8 @@ absl::StatusOr<Moments> Moments::Deserialize(absl::string_view bytes) {
 }
 
 bool Moments::operator==(const Moments& o) const {
-  return count_ == o.count_ && sum_ == o.sum_ && comp_ == o.comp_ && mean_ == o.mean_ &&
+  return count_ == o.count_ && sum_ == o.sum_ && comp_ == o.comp_ && shift_ == o.shift_ &&
+         mean_ == o.mean_ &&
          m2_ == o.m2_ && min_ == o.min_ && max_ == o.max_;
 }
 

@@ -20,9 +20,13 @@
 //                  δ = mean_B - mean_A,  M2 = M2_A + M2_B + δ² W_A W_B / W,
 //                  mean = mean_A + δ W_B / W.
 //                Single items (Add) use Welford's update (1962), the pairwise update with W_B = 1.
-//                Neither forms Σx² - (Σx)²/W, so a huge offset with a small spread (1e9 + N(0,1),
-//                the catastrophic-cancellation case) keeps its variance to ~1e-9 relative
-//                (tests/core/moments/moments_test.cc checks it against long double).
+//                All of it on shifted data x - K (K: the first value added; Chan, Golub &
+//                LeVeque's "shifted data" advice), so a huge offset never enters a mean, a square
+//                or δ: x - K is exact while x is within a factor 2 of K (Sterbenz). Neither form
+//                is Σx² - (Σx)²/W, so a huge offset with a small spread (1e9 + N(0,1), 1e12 plus
+//                a few ulps of spread: catastrophic cancellation for the textbook formula) keeps
+//                its variance to 1e-9 relative or better (tests/core/moments/moments_test.cc
+//                checks it against long double).
 //   Merge uses the same pairwise update (and adds the Neumaier pairs), so parts, partitioned
 //   ingestion and a restored snapshot combine exactly as one pass would up to rounding: the
 //   result does not depend on how batches were cut beyond a few ulps of M2 and sum.
@@ -69,7 +73,8 @@ class Moments {
   MomentsAnswer Answer() const;
 
   // The envelope of core/common/serialization.h with tag kMomentsTag; payload:
-  // u8 format (1) | u64 count | f64 sum | f64 sum compensation | f64 mean | f64 m2 | f64 min |
+  // u8 format (1) | u64 count | f64 sum | f64 sum compensation | f64 shift | f64 mean of the
+  // shifted values | f64 m2 | f64 min |
   // f64 max.
   std::string Serialize() const;
   // DataLossError for corrupt, truncated or foreign bytes, or values no stream can produce
@@ -85,7 +90,10 @@ class Moments {
   uint64_t count_ = 0;
   double sum_ = 0;   // Neumaier's running sum ...
   double comp_ = 0;  // ... and its compensation; the sum is sum_ + comp_
-  double mean_ = 0;  // Welford / Chan running mean (for M2)
+  // M2 is kept on the shifted data x - shift_ (shift_: the first value added), so a huge common
+  // offset never enters the squares or Chan's delta (Chan, Golub & LeVeque's shifted data).
+  double shift_ = 0;
+  double mean_ = 0;  // Welford / Chan running mean of x - shift_ (for M2)
   double m2_ = 0;
   double min_ = 0;
   double max_ = 0;
