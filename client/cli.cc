@@ -3,7 +3,7 @@
 //   streamstats [--server=ADDR] [--json] [--timeout=SECONDS] COMMAND ...
 //     session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...]... [--backend=B]
 //     session list | session get NAME | session delete NAME
-//     ingest NAME [FILE|-] [--batch=N] [--producer=ID]     one value or key per line
+//     ingest NAME [FILE|-] [--batch=N] [--format=lines|csv|tsv|jsonl] [--value-column=C] ...
 //     quantiles NAME PHI... [--last=W|DURATION]
 //     ranks NAME VALUE... [--last=W|DURATION]
 //     freq NAME [KEY...] [--summary=KIND]          no keys: F2 alone (ams, count_sketch)
@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -34,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/load_generator.h"
+#include "client/record_reader.h"
 #include "client/spec_parser.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -56,8 +58,15 @@ constexpr char kUsage[] =
     "              (keys: uint64 = IPv4 addresses; strings = paths, or IPv4/IPv6 text)\n"
     "            corrsum[:epsilon=E,window=W]   (numeric; ingest reads 'X Y' per line)\n"
     "            hll[:p=P|epsilon=E]   distinct counts, p in [4, 18] (12), RSE 1.04/sqrt(2^p)\n"
+    "      any KIND may add scope=5m|300s|1h (time: quantiles, lossy_counting, count_min,\n"
+    "      misra_gries; intervals=B) or scope=N (the last N items: quantiles, lossy_counting):\n"
+    "      all history and the recent past in one session; --last=... picks the scope\n"
     "  session list | session get NAME | session delete NAME\n"
-    "  ingest NAME [FILE|-] [--batch=N] [--producer=ID]   one value or key per line\n"
+    "  ingest NAME [FILE|-] [--batch=N] [--producer=ID] [--skip-bad] [--progress]\n"
+    "         [--format=lines|csv|tsv|jsonl] [--value-column=C] [--weight-column=C]\n"
+    "         [--time-column=C [--time-resolution=1s]] [--y-column=C] [--header=true|false]\n"
+    "      lines: one value or key per line ('X Y' for corrsum); csv/tsv/jsonl by extension or\n"
+    "      --format; C is a 1-based column number, a header's name, or a JSON field (a.b)\n"
     "  quantiles NAME PHI... [--last=W|DURATION]      (window sessions: 1000, 300s, 5m, 1h)\n"
     "  ranks NAME VALUE... [--last=W|DURATION]\n"
     "  freq NAME [KEY...] [--summary=KIND] [--last=...]   no KEY: F2 (ams, count_sketch)\n"
@@ -212,6 +221,11 @@ int SessionCommand(Client& client, const Args& args, bool json) {
   return Usage(absl::StrCat("unknown session subcommand '", sub, "'"));
 }
 
+// ingest NAME [FILE|-]: reads records (RecordReader), packs them into batches of --batch items
+// (with --time-column: also cut where the time leaves its --time-resolution slot; a batch carries
+// its first item's time) and streams them. A bad record stops the ingest before anything of its
+// batch is sent (the batches before it are acknowledged and stay), or with --skip-bad is reported
+// and left out. A progress line on a terminal (or with --progress), a summary at the end.
 int IngestCommand(Client& client, const Args& args, bool json) {
   const auto& p = args.positional;
   if (p.size() < 2 || p.size() > 3) return Usage("ingest needs NAME and optionally FILE (or -)");
@@ -221,114 +235,168 @@ int IngestCommand(Client& client, const Args& args, bool json) {
   if (args.Has("batch") && (!absl::SimpleAtoi(args.Get("batch"), &batch_items) || batch_items == 0)) {
     return Usage("--batch must be a positive integer");
   }
+  RecordFormat format = RecordFormatOfPath(path);
+  if (args.Has("format")) {
+    auto f = ParseRecordFormat(args.Get("format"));
+    if (!f.ok()) return Usage(std::string(f.status().message()));
+    format = *f;
+  }
+  double time_resolution = 1;
+  if (args.Has("time-resolution")) {
+    auto last = ParseLast(args.Get("time-resolution"));
+    if (!absl::SimpleAtod(args.Get("time-resolution"), &time_resolution) &&
+        (!last.ok() || last->second <= 0)) {
+      return Usage("--time-resolution is seconds (0.1, 1) or a duration (30s, 5m)");
+    }
+    if (last.ok() && last->second > 0) time_resolution = last->second;
+    if (!(time_resolution > 0)) return Usage("--time-resolution must be positive");
+  }
+  const bool skip_bad = args.Has("skip-bad") && args.Get("skip-bad") != "false";
   auto info = client.GetSession(name);
   if (!info.ok()) return Fail(info.status());
   const v1::ValueKind kind = info->spec().value_kind();
-  // A session with correlated sums takes (x, y) pairs: "X Y" (or "X,Y") per line.
+  // A session with correlated sums takes (x, y) pairs.
   const bool pairs = std::any_of(info->spec().summaries().begin(), info->spec().summaries().end(),
                                  [](const v1::SummarySpec& s) { return s.has_correlated_sum(); });
+  Columns columns;
+  columns.value = args.Get("value-column");
+  columns.weight = args.Get("weight-column");
+  columns.time = args.Get("time-column");
+  columns.y = args.Get("y-column");
+  columns.pairs = pairs;
+  columns.integer_keys = kind == v1::VALUE_KIND_UINT64;
+  if (args.Has("header")) {
+    const std::string h = args.Get("header");
+    if (h != "true" && h != "false") return Usage("--header is true or false");
+    columns.header = h == "true" ? Columns::Header::kYes : Columns::Header::kNo;
+  }
+  if (pairs && columns.y.empty() && format != RecordFormat::kLines) {
+    // x, y: the first two columns, or the fields "x" and "y".
+    const bool csv = format != RecordFormat::kJsonLines;
+    if (columns.value.empty()) columns.value = csv ? "1" : "x";
+    columns.y = csv ? "2" : "y";
+  }
 
   FILE* in = path == "-" ? stdin : std::fopen(path.c_str(), "r");
   if (in == nullptr) return Usage(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  auto reader = RecordReader::Open(in, format, columns);
+  if (!reader.ok()) {
+    if (in != stdin) std::fclose(in);
+    return Usage(absl::StrCat(path, ": ", reader.status().message()));
+  }
 
   auto stream = client.StartIngest();
-  const bool progress = isatty(STDERR_FILENO) && !json;
+  const bool progress = args.Has("progress") ? args.Get("progress") != "false"
+                                             : isatty(STDERR_FILENO) && !json;
+  const bool overwrite = isatty(STDERR_FILENO);  // \r on a terminal, a line each in a log
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
-  uint64_t sent = 0, line_no = 0, sequence = 0;
+  uint64_t sent = 0, sequence = 0, bad = 0;
   v1::IngestRequest request;
+  size_t in_batch = 0;
+  int64_t batch_slot = 0;
   auto reset = [&] {
     request.Clear();
     request.set_session(name);
     request.set_producer_id(args.Get("producer"));
+    in_batch = 0;
   };
   auto flush = [&]() -> bool {
-    size_t n = request.has_values() ? request.values().values_size()
-               : request.has_keys() ? request.keys().keys_size()
-                                    : request.strings().keys_size();
-    if (n == 0) return true;
+    if (in_batch == 0) return true;
     request.set_sequence(++sequence);
     if (!stream->Write(request)) return false;
-    sent += n;
+    sent += in_batch;
     reset();
     auto now = std::chrono::steady_clock::now();
-    if (progress && now - last_progress > std::chrono::milliseconds(250)) {
+    if (progress && now - last_progress > std::chrono::milliseconds(overwrite ? 250 : 5000)) {
       double secs = std::chrono::duration<double>(now - start).count();
-      std::fprintf(stderr, "\r  %llu items sent, %llu acked, %.0f items/s   ",
-                   static_cast<unsigned long long>(sent),
-                   static_cast<unsigned long long>(stream->acked_items()), sent / secs);
+      std::fprintf(stderr, "%s  %llu items sent, %llu acked, %.0f items/s%s",
+                   overwrite ? "\r" : "", static_cast<unsigned long long>(sent),
+                   static_cast<unsigned long long>(stream->acked_items()), sent / secs,
+                   overwrite ? "   " : "\n");
       last_progress = now;
     }
     return true;
   };
   reset();
-  char* line = nullptr;
-  size_t cap = 0;
-  ssize_t len;
   int rc = 0;
-  size_t in_batch = 0;
-  while ((len = getline(&line, &cap, in)) >= 0) {
-    ++line_no;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-    if (len == 0) continue;
-    absl::string_view text(line, len);
-    if (pairs) {
-      std::vector<absl::string_view> fields =
-          absl::StrSplit(text, absl::ByAnyChar(" \t,"), absl::SkipEmpty());
-      double x, y;
-      if (fields.size() != 2 || !absl::SimpleAtod(fields[0], &x) ||
-          !absl::SimpleAtod(fields[1], &y)) {
-        rc = Usage(absl::StrCat(path, ":", line_no, ": this session keeps correlated sums: each "
-                                "line is 'X Y' (two numbers), got '", text, "'"));
-        break;
-      }
-      request.mutable_values()->add_values(x);
-      request.add_y(y);
-    } else if (kind == v1::VALUE_KIND_NUMERIC) {
-      double v;
-      if (!absl::SimpleAtod(text, &v)) {
-        rc = Usage(absl::StrCat(path, ":", line_no, ": not a number: '", text, "'"));
-        break;
-      }
-      request.mutable_values()->add_values(v);
-    } else if (kind == v1::VALUE_KIND_UINT64) {
-      uint64_t k;
-      if (!absl::SimpleAtoi(text, &k)) {
-        rc = Usage(absl::StrCat(path, ":", line_no, ": not an unsigned 64-bit key: '", text, "'"));
-        break;
-      }
-      request.mutable_keys()->add_keys(k);
-    } else {
-      request.mutable_strings()->add_keys(std::string(text));
+  bool broken = false;
+  Row row;
+  for (;;) {
+    absl::StatusOr<bool> got = (*reader)->Next(&row);
+    absl::Status status = got.status();
+    double time = 0;
+    if (status.ok() && *got && row.has_time) {
+      auto t = ParseEventTime(row.time);
+      if (!t.ok()) status = absl::InvalidArgumentError(absl::StrCat("line ", row.line, ": ", t.status().message()));
+      else time = *t;
     }
-    if (++in_batch == batch_items) {
-      in_batch = 0;
-      if (!flush()) break;
+    if (status.ok() && *got && row.has_time && in_batch > 0 &&
+        static_cast<int64_t>(std::floor(time / time_resolution)) != batch_slot) {
+      if (!flush()) {
+        broken = true;
+        break;
+      }
+    }
+    if (status.ok() && *got) status = AppendRow(row, kind, pairs, &request);
+    if (!status.ok()) {
+      if (!skip_bad) {
+        std::fprintf(stderr, "streamstats: %s:%s\n", path.c_str(),
+                     std::string(status.message()).c_str() + std::strlen("line "));
+        rc = 1;
+        break;
+      }
+      if (++bad <= 10) {
+        std::fprintf(stderr, "%sstreamstats: skipped %s:%s\n", progress && overwrite ? "\r" : "",
+                     path.c_str(), std::string(status.message()).c_str() + std::strlen("line "));
+      }
+      continue;
+    }
+    if (!*got) break;
+    if (row.has_time && in_batch == 0) {
+      request.set_event_time_unix_s(time);
+      batch_slot = static_cast<int64_t>(std::floor(time / time_resolution));
+    }
+    if (++in_batch == batch_items && !flush()) {
+      broken = true;
+      break;
     }
   }
-  std::free(line);
   if (in != stdin) std::fclose(in);
-  if (rc == 0) flush();
+  if (rc == 0 && !broken) flush();
   absl::Status status = stream->Finish();
-  if (progress) std::fprintf(stderr, "\r%60s\r", "");
-  if (rc != 0) return rc;
+  if (progress && overwrite) std::fprintf(stderr, "\r%60s\r", "");
+  const uint64_t acked = stream->acked_items();
+  if (rc != 0) {
+    std::fprintf(stderr, "streamstats: stopped there: %llu items in %llu batches were sent before "
+                 "it (%llu acknowledged), nothing of its batch was sent; --skip-bad leaves bad "
+                 "records out instead\n",
+                 static_cast<unsigned long long>(sent), static_cast<unsigned long long>(sequence),
+                 static_cast<unsigned long long>(acked));
+    return rc;
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "streamstats: %llu items acknowledged before the error\n",
-                 static_cast<unsigned long long>(stream->acked_items()));
+                 static_cast<unsigned long long>(acked));
     return Fail(status);
+  }
+  if (bad > 10) {
+    std::fprintf(stderr, "streamstats: ... and %llu more bad records skipped\n",
+                 static_cast<unsigned long long>(bad - 10));
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (json) {
-    std::printf("{\"session\": \"%s\", \"items\": %llu, \"batches\": %llu, \"seconds\": %.3f, "
-                "\"count\": %llu}\n",
-                name.c_str(), static_cast<unsigned long long>(stream->acked_items()),
-                static_cast<unsigned long long>(sequence), secs,
+    std::printf("{\"session\": \"%s\", \"items\": %llu, \"batches\": %llu, \"skipped\": %llu, "
+                "\"seconds\": %.3f, \"count\": %llu}\n",
+                name.c_str(), static_cast<unsigned long long>(acked),
+                static_cast<unsigned long long>(sequence), static_cast<unsigned long long>(bad), secs,
                 static_cast<unsigned long long>(stream->session_count()));
   } else {
-    std::printf("ingested %llu items in %llu batches, %.2f s (%.0f items/s); session N = %llu\n",
-                static_cast<unsigned long long>(stream->acked_items()),
-                static_cast<unsigned long long>(sequence), secs,
-                secs > 0 ? stream->acked_items() / secs : 0.0,
+    std::printf("ingested %llu items in %llu batches%s, %.2f s (%.0f items/s); session N = %llu\n",
+                static_cast<unsigned long long>(acked), static_cast<unsigned long long>(sequence),
+                bad > 0 ? absl::StrCat(", skipped ", bad, " bad record", bad == 1 ? "" : "s").c_str()
+                        : "",
+                secs, secs > 0 ? acked / secs : 0.0,
                 static_cast<unsigned long long>(stream->session_count()));
   }
   return 0;

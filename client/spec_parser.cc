@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -184,13 +185,76 @@ absl::StatusOr<v1::Backend> ParseBackend(absl::string_view text) {
       absl::StrCat("--backend must be auto, cpu or gpu, got '", text, "'"));
 }
 
+namespace {
+
+// scope=5m | 300s | 1h (a time window), scope=100000 (a count window: items), or
+// scope=items:N / seconds:T; intervals=B for a time window. Taken out of `params`.
+absl::StatusOr<std::optional<v1::WindowSpec>> TakeScope(absl::string_view kind, Params* params) {
+  auto scope = params->find("scope");
+  auto intervals = params->find("intervals");
+  if (scope == params->end()) {
+    if (intervals != params->end()) {
+      return absl::InvalidArgumentError(absl::StrCat(kind, ": intervals needs a scope (scope=5m)"));
+    }
+    return std::nullopt;
+  }
+  v1::WindowSpec w;
+  const std::string text = scope->second;
+  if (text.find(':') != std::string::npos) {
+    auto parsed = ParseWindowSpec(text);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(kind, ": scope: ", parsed.status().message()));
+    }
+    w = *parsed;
+  } else {
+    auto last = ParseLast(text);
+    if (!last.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind, ": scope must be a duration (300s, 5m, 1h) or an item count (100000), got '", text,
+          "'"));
+    }
+    if (last->first != 0) {
+      w.set_items(last->first);
+    } else {
+      w.set_seconds(last->second);
+    }
+  }
+  if (intervals != params->end()) {
+    uint32_t b = 0;
+    if (!absl::SimpleAtoi(intervals->second, &b) || b == 0 || !w.has_seconds()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind, ": intervals must be a positive integer, with a time scope (scope=5m,intervals=30)"));
+    }
+    w.set_intervals(b);
+    params->erase(intervals);
+  }
+  params->erase(scope);
+  return w;
+}
+
+absl::StatusOr<v1::SummarySpec> ParseSummaryKind(absl::string_view text, absl::string_view kind,
+                                                 Params params);
+
+}  // namespace
+
 absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
   std::pair<absl::string_view, absl::string_view> parts =
       absl::StrSplit(text, absl::MaxSplits(':', 1));
   const absl::string_view kind = parts.first;
   auto params = ParseParams(kind, parts.second);
   if (!params.ok()) return params.status();
-  Taker take(kind, *std::move(params));
+  auto scope = TakeScope(kind, &*params);
+  if (!scope.ok()) return scope.status();
+  auto spec = ParseSummaryKind(text, kind, *std::move(params));
+  if (spec.ok() && scope->has_value()) *spec->mutable_scope() = **scope;
+  return spec;
+}
+
+namespace {
+
+absl::StatusOr<v1::SummarySpec> ParseSummaryKind(absl::string_view text, absl::string_view kind,
+                                                 Params params) {
+  Taker take(kind, std::move(params));
   v1::SummarySpec spec;
   if (kind == "quantiles") {
     double epsilon = 0;
@@ -360,5 +424,7 @@ absl::StatusOr<v1::SummarySpec> ParseSummarySpec(absl::string_view text) {
       "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf, ams, "
       "count_sketch, hhh, corrsum, hll)"));
 }
+
+}  // namespace
 
 }  // namespace streamstats::client

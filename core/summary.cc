@@ -225,9 +225,11 @@ absl::Status TimeWindowOptions::Validate() const {
   if (intervals < 1 || intervals > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("intervals must be in [1, 4096], got ", intervals));
   }
-  if (inner != SummaryKind::kQuantiles && inner != SummaryKind::kLossyCounting) {
+  if (inner != SummaryKind::kQuantiles && inner != SummaryKind::kLossyCounting &&
+      inner != SummaryKind::kCountMin && inner != SummaryKind::kMisraGries) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a time window keeps quantiles or lossy_counting summaries per interval, not ",
+        "a time window keeps quantiles, lossy_counting, count_min or misra_gries summaries per "
+        "interval (they merge with their bound), not ",
         SummaryKindName(inner)));
   }
   if (!(late_tolerance_seconds >= 0 && late_tolerance_seconds <= window_seconds)) {

@@ -14,33 +14,39 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 namespace {
 
-// Turns each quantiles / lossy_counting summary into its windowed form.
-absl::Status ApplyWindow(const v1::WindowSpec& w, SessionConfig* config) {
+// Turns a summary into its windowed form: a count window (sliding quantiles / frequencies) or a
+// time window (a ring of per-interval summaries). `what` names it in errors.
+absl::Status ApplyWindow(const v1::WindowSpec& w, core::ValueKind value_kind,
+                         core::SummaryOptions* o, absl::string_view what) {
   if (w.kind_case() == v1::WindowSpec::KIND_NOT_SET) {
-    return absl::InvalidArgumentError("window needs items or seconds");
+    return absl::InvalidArgumentError(absl::StrCat(what, " needs items or seconds"));
   }
-  for (core::SummaryOptions& o : config->summaries) {
-    if (o.kind != core::SummaryKind::kQuantiles && o.kind != core::SummaryKind::kLossyCounting) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "windows apply to quantiles and lossy_counting summaries, not ", core::SummaryKindName(o.kind)));
-    }
-    const double epsilon =
-        o.kind == core::SummaryKind::kQuantiles ? o.quantiles.epsilon : o.lossy_counting.epsilon;
-    if (w.kind_case() == v1::WindowSpec::kItems) {
-      o.sliding.epsilon = epsilon;
-      o.sliding.window_items = w.items();
-      o.kind = o.kind == core::SummaryKind::kQuantiles ? core::SummaryKind::kSlidingQuantiles
+  const bool timed = w.kind_case() == v1::WindowSpec::kSeconds;
+  const bool counted_kind =
+      o->kind == core::SummaryKind::kQuantiles || o->kind == core::SummaryKind::kLossyCounting;
+  const bool timed_kind = counted_kind || o->kind == core::SummaryKind::kCountMin ||
+                          o->kind == core::SummaryKind::kMisraGries;
+  if (!(timed ? timed_kind : counted_kind) || o->partition.partitions > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": count windows (items) apply to quantiles and lossy_counting, time windows "
+        "(seconds) also to count_min and misra_gries, without partitioning; not to ",
+        core::SummaryKindName(o->kind), o->partition.partitions > 1 ? " with partitions" : ""));
+  }
+  if (!timed) {
+    o->sliding.epsilon =
+        o->kind == core::SummaryKind::kQuantiles ? o->quantiles.epsilon : o->lossy_counting.epsilon;
+    o->sliding.window_items = w.items();
+    o->kind = o->kind == core::SummaryKind::kQuantiles ? core::SummaryKind::kSlidingQuantiles
                                                        : core::SummaryKind::kSlidingFrequencies;
-    } else {
-      o.time_window.window_seconds = w.seconds();
-      if (w.intervals() != 0) o.time_window.intervals = w.intervals();
-      o.time_window.late_tolerance_seconds = w.late_tolerance_seconds();
-      o.time_window.inner = o.kind;
-      o.kind = core::SummaryKind::kTimeWindow;
-    }
-    if (absl::Status st = o.Validate(config->value_kind); !st.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("window: ", st.message()));
-    }
+  } else {
+    o->time_window.window_seconds = w.seconds();
+    if (w.intervals() != 0) o->time_window.intervals = w.intervals();
+    o->time_window.late_tolerance_seconds = w.late_tolerance_seconds();
+    o->time_window.inner = o->kind;
+    o->kind = core::SummaryKind::kTimeWindow;
+  }
+  if (absl::Status st = o->Validate(value_kind); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", st.message()));
   }
   return absl::OkStatus();
 }
@@ -203,10 +209,26 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
       return absl::InvalidArgumentError(
           absl::StrCat(core::SummaryKindName(o.kind), ": ", st.message()));
     }
+    if (s.has_scope()) {
+      if (spec.has_window()) {
+        return absl::InvalidArgumentError(
+            "a summary's scope is for sessions without a window: give every summary its scope "
+            "(and the whole-history ones none), or the session a window and no scopes");
+      }
+      if (absl::Status st = ApplyWindow(s.scope(), config.value_kind, &o,
+                                        absl::StrCat(core::SummaryKindName(o.kind), " scope"));
+          !st.ok()) {
+        return st;
+      }
+    }
     config.summaries.push_back(o);
   }
   if (spec.has_window()) {
-    if (absl::Status st = ApplyWindow(spec.window(), &config); !st.ok()) return st;
+    for (core::SummaryOptions& o : config.summaries) {
+      if (absl::Status st = ApplyWindow(spec.window(), config.value_kind, &o, "window"); !st.ok()) {
+        return st;
+      }
+    }
   }
   if (spec.export_quantiles_size() > 16) {
     return absl::InvalidArgumentError("export at most 16 quantiles");

@@ -28,6 +28,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/convert.h"
 #include "server/executor.h"
+#include "server/http_api.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/session_manager.h"
@@ -103,6 +104,13 @@ ABSL_FLAG(std::string, gpu_sketches, "pbf",
           "the others stay in host memory (measured: bench/E2E_RESULTS.md, session 9)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
+ABSL_FLAG(std::string, http_listen, "",
+          "IPv4:PORT of the HTTP/JSON read API (GET /v1/sessions/...; README 'HTTP/JSON API'); "
+          "port 0 picks one (see --http_port_file); empty: off. Plain HTTP: off loopback only "
+          "without tokens and TLS, and with --allow_insecure_remote");
+ABSL_FLAG(std::string, http_port_file, "",
+          "if set, write the HTTP API's bound port to this file once serving");
+ABSL_FLAG(int, http_threads, 4, "threads answering HTTP requests (concurrent requests)");
 ABSL_FLAG(int, keepalive_time_s, 60, "server keepalive ping interval on idle connections");
 ABSL_FLAG(int, keepalive_timeout_s, 20, "close a connection whose keepalive ping is unanswered");
 
@@ -226,6 +234,34 @@ int main(int argc, char** argv) {
                  "streamstatsd: refusing to listen on %s without authentication; give "
                  "--auth_tokens_file, use a loopback address, or pass --allow_insecure_remote\n",
                  listen.c_str());
+    return 2;
+  }
+  const std::string http_listen = absl::GetFlag(FLAGS_http_listen);
+  // The HTTP listener has no TLS (server/http_api.h says why): off loopback, bearer tokens would
+  // travel in clear text, and a server whose gRPC listener uses TLS would serve the same data
+  // unencrypted. Neither is allowed, even with --allow_insecure_remote; with neither, the rule
+  // is gRPC's (no authentication: loopback unless --allow_insecure_remote).
+  if (!http_listen.empty() && !IsLoopbackListenAddress(http_listen)) {
+    if (!tokens_file.empty() || !absl::GetFlag(FLAGS_tls_cert).empty()) {
+      std::fprintf(stderr,
+                   "streamstatsd: refusing to serve HTTP on %s without TLS: the HTTP API is plain "
+                   "HTTP (Debian 12's civetweb cannot do TLS), so %s would cross the network in "
+                   "clear text; serve it on a loopback address behind a TLS-terminating proxy\n",
+                   http_listen.c_str(),
+                   tokens_file.empty() ? "what the TLS listener protects" : "bearer tokens");
+      return 2;
+    }
+    if (!absl::GetFlag(FLAGS_allow_insecure_remote)) {
+      std::fprintf(stderr,
+                   "streamstatsd: refusing to serve HTTP on %s without authentication; give "
+                   "--auth_tokens_file (then loopback only), use a loopback address, or pass "
+                   "--allow_insecure_remote\n",
+                   http_listen.c_str());
+      return 2;
+    }
+  }
+  if (const int t = absl::GetFlag(FLAGS_http_threads); t < 1 || t > 256) {
+    std::fprintf(stderr, "streamstatsd: --http_threads must be in [1, 256], got %d\n", t);
     return 2;
   }
   TenantRegistry tenants;
@@ -413,6 +449,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "streamstatsd: cannot listen on %s\n", listen.c_str());
     return 1;
   }
+  // The HTTP API asks this server's own service through an in-process channel (no socket):
+  // the same authentication, roles, tenants and answers as a gRPC client gets.
+  std::unique_ptr<HttpApi> http;
+  if (!http_listen.empty()) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);  // a long session list is the server's own answer
+    auto started = HttpApi::Start({.listen = http_listen,
+                                   .threads = absl::GetFlag(FLAGS_http_threads)},
+                                  server->InProcessChannel(args));
+    if (!started.ok()) {
+      std::fprintf(stderr, "streamstatsd: --http_listen=%s: %s\n", http_listen.c_str(),
+                   std::string(started.status().message()).c_str());
+      server->Shutdown();
+      return 2;
+    }
+    http = *std::move(started);
+  }
   const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
   std::printf("streamstatsd serving on %s (backend %s, data dir %s, %zu sessions restored, %s, %s)\n",
               bound.c_str(), backend_name.c_str(), data_dir.empty() ? "(none)" : data_dir.c_str(),
@@ -425,7 +478,15 @@ int main(int argc, char** argv) {
     std::printf("metrics:     http://%s:%d/metrics\n", ml.substr(0, ml.rfind(':')).c_str(),
                 metrics->port());
   }
+  if (http != nullptr) {
+    std::printf("http api:    http://%s:%d/v1/sessions\n",
+                http_listen.substr(0, http_listen.rfind(':')).c_str(), http->port());
+  }
   std::fflush(stdout);
+  if (const std::string pf = absl::GetFlag(FLAGS_http_port_file); !pf.empty() && http != nullptr) {
+    std::ofstream(pf + ".tmp") << http->port() << "\n";
+    std::filesystem::rename(pf + ".tmp", pf);
+  }
   if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
     std::ofstream(pf + ".tmp") << port << "\n";
     std::filesystem::rename(pf + ".tmp", pf);
@@ -488,6 +549,7 @@ int main(int argc, char** argv) {
                                                std::string(s.message())).c_str());
   }
   std::fprintf(stderr, "streamstatsd: %s received, shutting down\n", strsignal(sig));
+  http.reset();  // answers the requests in flight, then stops listening
   service.BeginShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   executor.reset();  // every batch handed to it is applied

@@ -90,15 +90,40 @@ void FillFrequency(const core::FrequencyAnswer& a, v1::Frequency* f) {
 
 }  // namespace
 
-absl::StatusOr<std::string> StreamStatsService::Tenant(grpc::CallbackServerContext* ctx) const {
+std::optional<Role> StreamStatsService::RequiredRole(absl::string_view method) {
+  static constexpr std::pair<absl::string_view, Role> kRoles[] = {
+      {"CreateSession", Role::kAdmin},
+      {"DeleteSession", Role::kAdmin},
+      {"Ingest", Role::kWrite},
+      {"GetSession", Role::kRead},
+      {"ListSessions", Role::kRead},
+      {"GetQuantiles", Role::kRead},
+      {"GetRanks", Role::kRead},
+      {"GetFrequencies", Role::kRead},
+      {"GetHeavyHitters", Role::kRead},
+      {"GetHierarchicalHeavyHitters", Role::kRead},
+      {"GetCorrelatedSums", Role::kRead},
+      {"GetMoments", Role::kRead},
+      {"GetCardinality", Role::kRead},
+  };
+  for (const auto& [name, role] : kRoles) {
+    if (name == method) return role;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> StreamStatsService::Tenant(grpc::CallbackServerContext* ctx,
+                                                       absl::string_view method) const {
   if (tenants_ == nullptr) return std::string(kDefaultTenant);
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   absl::string_view value;
   if (it != md.end()) value = absl::string_view(it->second.data(), it->second.size());
-  auto tenant = tenants_->Authenticate(value);
-  if (tenant.ok() && metrics_ != nullptr) metrics_->NoteTenant(*tenant);
-  return tenant;
+  // A method missing from the table needs the most: forgetting a row cannot open it up.
+  auto caller = tenants_->Authorize(value, RequiredRole(method).value_or(Role::kAdmin), method);
+  if (!caller.ok()) return caller.status();
+  if (metrics_ != nullptr) metrics_->NoteTenant(caller->tenant);
+  return std::move(caller->tenant);
 }
 
 bool StreamStatsService::AcquireStream(const std::string& tenant) {
@@ -118,7 +143,7 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
                                                             const v1::SessionSpec* request,
                                                             v1::SessionInfo* response) {
   RpcScope rpc(metrics_, "CreateSession", false, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "CreateSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto config = ConfigFromSpec(*request);
   if (!config.ok()) return rpc.Done(config.status());
@@ -137,7 +162,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
                                                          const v1::GetSessionRequest* request,
                                                          v1::SessionInfo* response) {
   RpcScope rpc(metrics_, "GetSession", false, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->name());
   if (!session.ok()) return rpc.Done(session.status());
@@ -149,7 +174,7 @@ grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerC
                                                            const v1::ListSessionsRequest*,
                                                            v1::ListSessionsResponse* response) {
   RpcScope rpc(metrics_, "ListSessions", false, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "ListSessions");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   for (const auto& session : sessions_->List(*tenant)) {
     FillSessionInfo(*session, response->add_sessions());
@@ -161,7 +186,7 @@ grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServer
                                                             const v1::DeleteSessionRequest* request,
                                                             v1::DeleteSessionResponse*) {
   RpcScope rpc(metrics_, "DeleteSession", false, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "DeleteSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   absl::Status deleted = sessions_->Delete(*tenant, request->name());
   if (deleted.ok() && metrics_ != nullptr) metrics_->ClearExported(*tenant, request->name());
@@ -172,7 +197,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
                                                            const v1::GetQuantilesRequest* request,
                                                            v1::GetQuantilesResponse* response) {
   RpcScope rpc(metrics_, "GetQuantiles", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetQuantiles");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -202,7 +227,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
                                                        const v1::GetRanksRequest* request,
                                                        v1::GetRanksResponse* response) {
   RpcScope rpc(metrics_, "GetRanks", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetRanks");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -230,7 +255,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
     grpc::CallbackServerContext* ctx, const v1::GetFrequenciesRequest* request,
     v1::GetFrequenciesResponse* response) {
   RpcScope rpc(metrics_, "GetFrequencies", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetFrequencies");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -261,7 +286,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
     grpc::CallbackServerContext* ctx, const v1::GetHeavyHittersRequest* request,
     v1::GetHeavyHittersResponse* response) {
   RpcScope rpc(metrics_, "GetHeavyHitters", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -296,7 +321,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
     grpc::CallbackServerContext* ctx, const v1::GetHierarchicalHeavyHittersRequest* request,
     v1::GetHierarchicalHeavyHittersResponse* response) {
   RpcScope rpc(metrics_, "GetHierarchicalHeavyHitters", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetHierarchicalHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -330,7 +355,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
     grpc::CallbackServerContext* ctx, const v1::GetCorrelatedSumsRequest* request,
     v1::GetCorrelatedSumsResponse* response) {
   RpcScope rpc(metrics_, "GetCorrelatedSums", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetCorrelatedSums");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -371,7 +396,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetMoments(grpc::CallbackServerCon
                                                          const v1::GetMomentsRequest* request,
                                                          v1::GetMomentsResponse* response) {
   RpcScope rpc(metrics_, "GetMoments", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetMoments");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -396,7 +421,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
     grpc::CallbackServerContext* ctx, const v1::GetCardinalityRequest* request,
     v1::GetCardinalityResponse* response) {
   RpcScope rpc(metrics_, "GetCardinality", true, ctx);
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "GetCardinality");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   auto session = sessions_->Get(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
@@ -559,10 +584,12 @@ class StreamStatsService::IngestReactor final
 
   absl::Status ApplyRequest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
-    // A SIGHUP reload may have revoked the token this stream was opened with (an atomic load
+    // A SIGHUP reload may have revoked the token this stream was opened with, or taken its
+    // write role away (an atomic load
     // per batch; the scan over the tokens only after a reload).
     if (service_->tenants_ != nullptr) {
-      if (absl::Status s = service_->tenants_->Recheck(authorization_, tenant_, &auth_generation_);
+      if (absl::Status s = service_->tenants_->Recheck(authorization_, tenant_, Role::kWrite,
+                                                        "Ingest", &auth_generation_);
           !s.ok()) {
         return s;
       }
@@ -639,7 +666,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamStatsService:
   if (shutting_down_) return new Refuse(absl::UnavailableError("server is shutting down"));
   // Read before authenticating: a reload in between makes the first batch check again.
   const uint64_t auth_generation = tenants_ != nullptr ? tenants_->tokens_generation() : 0;
-  auto tenant = Tenant(ctx);
+  auto tenant = Tenant(ctx, "Ingest");
   if (!tenant.ok()) return new Refuse(tenant.status());
   if (!AcquireStream(*tenant)) {
     return new Refuse(absl::ResourceExhaustedError(

@@ -58,13 +58,31 @@ bool IsWindowed(const core::SummaryOptions& o) {
   return o.kind == SummaryKind::kSlidingQuantiles || o.kind == SummaryKind::kSlidingFrequencies ||
          o.kind == SummaryKind::kTimeWindow;
 }
-absl::Status CheckWindow(const core::SummaryOptions& o, const core::Window& w,
-                         const SessionConfig& c) {
-  if ((w.last_items != 0 || w.last_seconds != 0) && !IsWindowed(o)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "session '", c.name, "' keeps no window; last_items / last_seconds need a session "
-        "created with a window (--window=items:N or --window=seconds:T)"));
+// What a summary covers: all history, the last `size` items (a count window) or the last `size`
+// seconds (a time window).
+struct Scope {
+  enum Kind { kAll, kItems, kSeconds } kind = kAll;
+  double size = 0;
+  bool operator==(const Scope& o) const { return kind == o.kind && size == o.size; }
+};
+Scope ScopeOf(const core::SummaryOptions& o) {
+  if (o.kind == SummaryKind::kSlidingQuantiles || o.kind == SummaryKind::kSlidingFrequencies) {
+    return {Scope::kItems, static_cast<double>(o.sliding.window_items)};
   }
+  if (o.kind == SummaryKind::kTimeWindow) return {Scope::kSeconds, o.time_window.window_seconds};
+  return {};
+}
+std::string ScopeName(const Scope& s) {
+  switch (s.kind) {
+    case Scope::kItems:
+      return absl::StrCat("the last ", s.size, " items");
+    case Scope::kSeconds:
+      return absl::StrCat("the last ", s.size, " s");
+    default:
+      return "all history";
+  }
+}
+absl::Status CheckWindow(const core::Window& w) {
   if (w.last_items != 0 && w.last_seconds != 0) {
     return absl::InvalidArgumentError("give last_items or last_seconds, not both");
   }
@@ -72,6 +90,16 @@ absl::Status CheckWindow(const core::SummaryOptions& o, const core::Window& w,
     return absl::InvalidArgumentError("last_seconds must be a positive number of seconds");
   }
   return absl::OkStatus();
+}
+// How well a summary of scope `s` answers a question over `w`: lower is better, negative is not
+// at all. No window: all history first, then the widest window (its whole window, as a session
+// with a window answers). A window: the smallest scope of its kind that covers it.
+double Fit(const Scope& s, const core::Window& w) {
+  if (w.last_items == 0 && w.last_seconds == 0) return s.kind == Scope::kAll ? 0 : 1 / (1 + s.size);
+  if (w.last_items != 0) {
+    return s.kind == Scope::kItems && s.size >= static_cast<double>(w.last_items) ? s.size : -1;
+  }
+  return s.kind == Scope::kSeconds && s.size >= w.last_seconds ? s.size : -1;
 }
 
 // Whether a batch may be applied to a part of this summary and merged (see session.h): its merge
@@ -188,6 +216,7 @@ core::Batch Slice(const core::Batch& b, size_t begin, size_t end) {
   out.strings = cut(b.strings);
   out.weights = cut(b.weights);
   out.ys = cut(b.ys);
+  out.event_seconds = b.event_seconds;  // the whole batch's time, so each chunk's
   return out;
 }
 
@@ -260,11 +289,15 @@ std::string FrequencyGuarantee(const core::SummaryOptions& o) {
     case SummaryKind::kSlidingFrequencies:
       return absl::StrFormat("deterministic over the window asked: upper - lower <= %gW",
                              o.sliding.epsilon);
-    case SummaryKind::kTimeWindow:
-      return absl::StrFormat(
-          "deterministic over the intervals covered: upper - lower <= %gW plus the items of the "
-          "partly expired oldest interval (coverage.uncertain_items)",
-          o.lossy_counting.epsilon);
+    case SummaryKind::kTimeWindow: {
+      // The inner summary's guarantee over M, the items of the intervals covered (N there is
+      // |M|), and the partly expired oldest interval's items on top.
+      core::SummaryOptions inner = o;
+      inner.kind = o.time_window.inner;
+      return absl::StrCat(FrequencyGuarantee(inner),
+                          " over the intervals covered (N = coverage.covered_items); the window "
+                          "asked may hold up to coverage.uncertain_items fewer of them");
+    }
     default:
       return absl::StrCat(core::SummaryKindName(o.kind), ": see lower/upper");
   }
@@ -317,9 +350,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
   }
   for (size_t i = 0; i < config.summaries.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (RoleName(config.summaries[i]) == RoleName(config.summaries[j])) {
+      if (RoleName(config.summaries[i]) == RoleName(config.summaries[j]) &&
+          ScopeOf(config.summaries[i]) == ScopeOf(config.summaries[j])) {
         return absl::InvalidArgumentError(
-            absl::StrCat("at most one ", RoleName(config.summaries[i]), " summary per session"));
+            absl::StrCat("at most one ", RoleName(config.summaries[i]), " summary per scope (",
+                         ScopeName(ScopeOf(config.summaries[i])), ") in a session"));
       }
     }
   }
@@ -603,14 +638,47 @@ absl::Status AskEither(const core::Summary& s, Over over, Plain plain, Result* r
 
 }  // namespace
 
-const core::Summary* Session::FindQuantiles(const core::SummaryOptions** options) const {
-  for (size_t i = 0; i < summaries_.size(); ++i) {
-    if (AnswersQuantiles(config_.summaries[i])) {
-      *options = &config_.summaries[i];
-      return summaries_[i].get();
+absl::StatusOr<std::vector<size_t>> Session::Answering(bool (*answers)(const core::SummaryOptions&),
+                                                       absl::string_view name,
+                                                       const core::Window& window) const {
+  if (absl::Status s = CheckWindow(window); !s.ok()) return s;
+  std::vector<size_t> picked;
+  std::vector<std::string> scopes;  // of the summaries that answer but not over this window
+  for (size_t i = 0; i < config_.summaries.size(); ++i) {
+    const core::SummaryOptions& o = config_.summaries[i];
+    if (!answers(o) || (!name.empty() && name != RoleName(o))) continue;
+    const double fit = Fit(ScopeOf(o), window);
+    if (fit < 0) {
+      scopes.push_back(absl::StrCat(RoleName(o), " over ", ScopeName(ScopeOf(o))));
+      continue;
+    }
+    auto same = std::find_if(picked.begin(), picked.end(), [&](size_t j) {
+      return RoleName(config_.summaries[j]) == RoleName(o);
+    });
+    if (same == picked.end()) {
+      picked.push_back(i);
+    } else if (fit < Fit(ScopeOf(config_.summaries[*same]), window)) {
+      *same = i;
     }
   }
-  return nullptr;
+  if (picked.empty() && !scopes.empty()) {
+    const bool any_window = std::any_of(config_.summaries.begin(), config_.summaries.end(),
+                                        [](const core::SummaryOptions& o) { return IsWindowed(o); });
+    if (!any_window) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "session '", config_.name, "' keeps no window; last_items / last_seconds need a session "
+          "created with a window (--window=items:N or --window=seconds:T) or summaries with a "
+          "scope (--summary=quantiles:scope=5m)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session '", config_.name, "' keeps no summary for this question over ",
+        window.last_items != 0 ? absl::StrCat("the last ", window.last_items, " items")
+                               : absl::StrCat("the last ", window.last_seconds, " s"),
+        " (it keeps ", absl::StrJoin(scopes, ", "),
+        "; a window is answered by a scope of its kind at least as long)"));
+  }
+  std::sort(picked.begin(), picked.end());
+  return picked;
 }
 
 absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis,
@@ -618,11 +686,12 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
   if (phis.empty()) return absl::InvalidArgumentError("ask for at least one phi");
   // Questions only read (no summary caches anything while answering): concurrent queries share
   // the lock and wait only for the ingest chunk being applied.
+  auto which = Answering(AnswersQuantiles, "", window);
+  if (!which.ok()) return which.status();
+  if (which->empty()) return NoSuchSummary(config_, "quantile questions (add --summary=quantiles)");
   QueryLock lock(this);
-  const core::SummaryOptions* o = nullptr;
-  const core::Summary* q = FindQuantiles(&o);
-  if (q == nullptr) return NoSuchSummary(config_, "quantile questions (add --summary=quantiles)");
-  if (absl::Status s = CheckWindow(*o, window, config_); !s.ok()) return s;
+  const core::SummaryOptions* o = &config_.summaries[which->front()];
+  const core::Summary* q = summaries_[which->front()].get();
   QuantilesResult r;
   r.count = q->count();
   r.epsilon = QuantileEpsilon(*o);
@@ -636,11 +705,12 @@ absl::StatusOr<QuantilesResult> Session::Quantiles(absl::Span<const double> phis
 absl::StatusOr<RanksResult> Session::Ranks(absl::Span<const double> values,
                                            const core::Window& window) const {
   if (values.empty()) return absl::InvalidArgumentError("ask for at least one value");
+  auto which = Answering(AnswersQuantiles, "", window);
+  if (!which.ok()) return which.status();
+  if (which->empty()) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
   QueryLock lock(this);
-  const core::SummaryOptions* o = nullptr;
-  const core::Summary* q = FindQuantiles(&o);
-  if (q == nullptr) return NoSuchSummary(config_, "rank questions (add --summary=quantiles)");
-  if (absl::Status s = CheckWindow(*o, window, config_); !s.ok()) return s;
+  const core::SummaryOptions* o = &config_.summaries[which->front()];
+  const core::Summary* q = summaries_[which->front()].get();
   RanksResult r;
   r.count = q->count();
   r.epsilon = QuantileEpsilon(*o);
@@ -665,16 +735,15 @@ absl::StatusOr<FrequenciesResult> Session::Frequencies(const core::Keys& keys,
   if (!second_moment_only) {
     if (absl::Status s = core::ValidateKeys(keys, config_.value_kind); !s.ok()) return s;
   }
+  auto which = Answering(second_moment_only ? AnswersSecondMoment : AnswersFrequencies, summary,
+                         window);
+  if (!which.ok()) return which.status();
   QueryLock lock(this);  // shared: a Count-Min/PBF device mirror serializes its own refresh
   FrequenciesResult r;
   r.count = summaries_.front()->count();
-  for (size_t i = 0; i < summaries_.size(); ++i) {
+  for (size_t i : *which) {
     const core::Summary& s = *summaries_[i];
     const core::SummaryOptions& o = config_.summaries[i];
-    if (!AnswersFrequencies(o)) continue;
-    if (second_moment_only && !AnswersSecondMoment(o)) continue;
-    if (!summary.empty() && summary != RoleName(o)) continue;
-    if (absl::Status st = CheckWindow(o, window, config_); !st.ok()) return st;
     if (const core::WindowedSummary* w = core::AsWindowed(s); w != nullptr) {
       auto answers = w->FrequenciesOver(keys, window);
       if (!answers.ok()) return answers.status();
@@ -710,13 +779,12 @@ absl::StatusOr<HeavyHittersResult> Session::HeavyHitters(double support,
   if (!(support > 0 && support <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("support must be in (0, 1], got ", support));
   }
+  auto which = Answering(AnswersHeavyHitters, summary, window);
+  if (!which.ok()) return which.status();
   QueryLock lock(this);
-  for (size_t i = 0; i < summaries_.size(); ++i) {
+  for (size_t i : *which) {
     const core::Summary& s = *summaries_[i];
     const core::SummaryOptions& o = config_.summaries[i];
-    if (!AnswersHeavyHitters(o)) continue;
-    if (!summary.empty() && summary != RoleName(o)) continue;
-    if (absl::Status st = CheckWindow(o, window, config_); !st.ok()) return st;
     HeavyHittersResult r;
     r.count = s.count();
     r.kind = s.kind();

@@ -314,10 +314,14 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
   // Applies a batch to fresh parts, then merges them into the session's summaries.
   absl::Status ApplyToParts(const core::Batch& batch, uint64_t lsn);
-  // The summary answering quantiles (plain, sliding or a time window of quantiles), and its
-  // options; null when there is none.
-  const core::Summary* FindQuantiles(const core::SummaryOptions** options) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The summaries that answer a question over `window`, one per kind (`name`: that kind only),
+  // in the session's order: of each kind the smallest scope (SummarySpec.scope, or the session's
+  // window) covering the window asked; no window: the whole history, else the widest window.
+  // InvalidArgument when summaries of the kind exist but none covers the window; empty when the
+  // session keeps none. The session's summaries never change, so this needs no lock.
+  absl::StatusOr<std::vector<size_t>> Answering(bool (*answers)(const core::SummaryOptions&),
+                                                absl::string_view name,
+                                                const core::Window& window) const;
 
   // Holds mu_ shared for a question. When ingest holds mu_, the question announces itself in
   // turns_ until it gets mu_, and ingest steps aside at its next chunk boundary: a mutex lets the

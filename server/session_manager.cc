@@ -54,11 +54,13 @@ std::string EncodeBatchRecord(const std::string& tenant, const std::string& name
   }
   w.Put<uint64_t>(batch.weights.size());
   for (uint64_t x : batch.weights) w.Put<uint64_t>(x);
-  // The y column of correlated sums, only when there is one: records without it keep the bytes
-  // they had before the column existed, and those older records read with no ys.
-  if (!batch.ys.empty()) {
+  // The y column of correlated sums and the batch's event time, only when there is either:
+  // records without them keep the bytes they had before these existed, and read with neither.
+  // Then: u64 count of ys (0 or n), the ys, and the event time as a double when it is set.
+  if (!batch.ys.empty() || batch.event_seconds != 0) {
     w.Put<uint64_t>(batch.ys.size());
     for (double y : batch.ys) w.Put<double>(y);
+    if (batch.event_seconds != 0) w.Put<double>(batch.event_seconds);
   }
   return std::move(w.bytes());
 }
@@ -97,9 +99,10 @@ bool DecodeBatch(core::ByteReader* r, DecodedBatch* b) {
   for (uint64_t& x : b->weights) r->Get(&x);
   if (r->remaining() != 0) {
     uint64_t ys;
-    if (!r->GetCount(&ys, 8) || ys != n || n == 0) return false;
+    if (!r->GetCount(&ys, 8) || (ys != 0 && ys != n)) return false;
     b->ys.resize(ys);
     for (double& y : b->ys) r->Get(&y);
+    if (r->remaining() != 0 && !r->Get(&b->view.event_seconds)) return false;
   }
   b->view.values = b->values;
   b->view.keys = b->keys;

@@ -45,13 +45,40 @@ std::vector<std::pair<int, std::vector<absl::string_view>>> ConfigLines(absl::st
 
 }  // namespace
 
-absl::StatusOr<std::map<std::string, std::string>> TenantRegistry::ParseTokens(
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kRead:
+      return "read";
+    case Role::kWrite:
+      return "write";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Role> ParseRole(absl::string_view text) {
+  for (Role r : {Role::kRead, Role::kWrite, Role::kAdmin}) {
+    if (text == RoleName(r)) return r;
+  }
+  return absl::InvalidArgumentError("a role is read, write or admin");
+}
+
+absl::Status CheckRole(const Caller& caller, Role needed, absl::string_view what) {
+  if (static_cast<int>(caller.role) >= static_cast<int>(needed)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " needs a token with role '", RoleName(needed), "'",
+      needed == Role::kAdmin ? "" : " or above", "; this token of tenant '", caller.tenant,
+      "' has role '", RoleName(caller.role), "' (the tokens file's third column)"));
+}
+
+absl::StatusOr<std::map<std::string, TokenGrant>> TenantRegistry::ParseTokens(
     absl::string_view text) {
-  std::map<std::string, std::string> out;
+  std::map<std::string, TokenGrant> out;
   for (const auto& [line_no, f] : ConfigLines(text)) {
-    if (f.size() != 2) {
+    if (f.size() != 2 && f.size() != 3) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tokens file line ", line_no, ": expected 'TENANT TOKEN'"));
+          absl::StrCat("tokens file line ", line_no, ": expected 'TENANT TOKEN [ROLE]'"));
     }
     if (!ValidateSessionName(f[0]).ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -61,7 +88,17 @@ absl::StatusOr<std::map<std::string, std::string>> TenantRegistry::ParseTokens(
       return absl::InvalidArgumentError(
           absl::StrCat("tokens file line ", line_no, ": tokens must be at least 16 characters"));
     }
-    if (!out.emplace(std::string(f[1]), std::string(f[0])).second) {
+    Role role = Role::kAdmin;  // no third column: as before roles, everything
+    if (f.size() == 3) {
+      auto parsed = ParseRole(f[2]);
+      if (!parsed.ok()) {
+        // The role column may be a token pasted into the wrong place: never echoed.
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokens file line ", line_no, ": the third column must be a role: read, write or admin"));
+      }
+      role = *parsed;
+    }
+    if (!out.emplace(std::string(f[1]), TokenGrant{std::string(f[0]), role}).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("tokens file line ", line_no, ": token used twice"));
     }
@@ -134,11 +171,17 @@ absl::Status TenantRegistry::LoadQuotasFile(const std::string& path) {
   return absl::OkStatus();
 }
 
-void TenantRegistry::SetTokens(std::map<std::string, std::string> token_to_tenant) {
+void TenantRegistry::SetTokens(std::map<std::string, TokenGrant> grants) {
   MutexLock lock(&mu_);
   auth_ = true;
-  tokens_.assign(token_to_tenant.begin(), token_to_tenant.end());
+  tokens_.assign(grants.begin(), grants.end());
   tokens_generation_.fetch_add(1, std::memory_order_release);
+}
+
+void TenantRegistry::SetTokens(const std::map<std::string, std::string>& token_to_tenant) {
+  std::map<std::string, TokenGrant> grants;
+  for (const auto& [token, tenant] : token_to_tenant) grants[token] = {tenant, Role::kAdmin};
+  SetTokens(std::move(grants));
 }
 
 void TenantRegistry::SetQuotas(Quota defaults, std::map<std::string, Quota> overrides) {
@@ -152,20 +195,28 @@ bool TenantRegistry::authentication_enabled() const {
   return auth_;
 }
 
-absl::StatusOr<std::string> TenantRegistry::Authenticate(absl::string_view authorization) const {
+absl::StatusOr<Caller> TenantRegistry::Authenticate(absl::string_view authorization) const {
   MutexLock lock(&mu_);
-  if (!auth_) return std::string(kDefaultTenant);
+  if (!auth_) return Caller{std::string(kDefaultTenant), Role::kAdmin};
   constexpr absl::string_view kBearer = "Bearer ";
   if (!absl::StartsWith(authorization, kBearer)) {
     return absl::UnauthenticatedError("missing 'authorization: Bearer TOKEN' metadata");
   }
   const absl::string_view token = authorization.substr(kBearer.size());
-  const std::string* tenant = nullptr;
-  for (const auto& [t, name] : tokens_) {  // no early exit: the time does not depend on a match
-    if (ConstantTimeEquals(t, token)) tenant = &name;
+  const TokenGrant* grant = nullptr;
+  for (const auto& [t, g] : tokens_) {  // no early exit: the time does not depend on a match
+    if (ConstantTimeEquals(t, token)) grant = &g;
   }
-  if (tenant == nullptr) return absl::UnauthenticatedError("unknown token");
-  return *tenant;
+  if (grant == nullptr) return absl::UnauthenticatedError("unknown token");
+  return Caller{grant->tenant, grant->role};
+}
+
+absl::StatusOr<Caller> TenantRegistry::Authorize(absl::string_view authorization, Role needed,
+                                                 absl::string_view what) const {
+  auto caller = Authenticate(authorization);
+  if (!caller.ok()) return caller.status();
+  if (absl::Status s = CheckRole(*caller, needed, what); !s.ok()) return s;
+  return caller;
 }
 
 bool IsLoopbackListenAddress(absl::string_view address) {
@@ -191,6 +242,7 @@ bool IsLoopbackListenAddress(absl::string_view address) {
 }
 
 absl::Status TenantRegistry::Recheck(absl::string_view authorization, const std::string& tenant,
+                                     Role needed, absl::string_view what,
                                      uint64_t* generation) const {
   const uint64_t now = tokens_generation();
   if (now == *generation) return absl::OkStatus();
@@ -198,8 +250,12 @@ absl::Status TenantRegistry::Recheck(absl::string_view authorization, const std:
   if (!current.ok()) {
     return absl::UnauthenticatedError("the stream's token was revoked by a tokens reload");
   }
-  if (*current != tenant) {
+  if (current->tenant != tenant) {
     return absl::UnauthenticatedError("the stream's token now names another tenant");
+  }
+  if (absl::Status s = CheckRole(*current, needed, what); !s.ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("after a tokens reload: ", s.message()));
   }
   // A reload between the load above and Authenticate is caught by the next call.
   *generation = now;

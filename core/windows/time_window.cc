@@ -8,6 +8,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/common/serialization.h"
+#include "core/frequencies/misra_gries.h"
+#include "core/sketches/count_min.h"
 
 namespace streamstats::core {
 namespace {
@@ -59,8 +61,22 @@ std::string TimeWindowSummary::Describe() const {
 }
 
 double TimeWindowSummary::Epsilon() const {
-  return inner_.kind == SummaryKind::kQuantiles ? inner_.quantiles.epsilon
-                                                : inner_.lossy_counting.epsilon;
+  switch (inner_.kind) {
+    case SummaryKind::kQuantiles:
+      return inner_.quantiles.epsilon;
+    case SummaryKind::kCountMin:
+      return inner_.count_min.epsilon;  // with probability 1 - delta
+    case SummaryKind::kMisraGries:
+      return 1.0 / static_cast<double>(inner_.misra_gries.k + 1);
+    default:
+      return inner_.lossy_counting.epsilon;
+  }
+}
+
+// Count-Min and Misra–Gries intervals: their options travel as an empty interval's bytes (the
+// header's epsilon and window fields are those of quantiles and Lossy Counting).
+bool TimeWindowSummary::InnerTravelsWhole() const {
+  return inner_.kind == SummaryKind::kCountMin || inner_.kind == SummaryKind::kMisraGries;
 }
 
 absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::NewInterval() const {
@@ -293,6 +309,10 @@ std::string TimeWindowSummary::Serialize() const {
   const bool q = inner_.kind == SummaryKind::kQuantiles;
   w.Put<double>(q ? inner_.quantiles.epsilon : inner_.lossy_counting.epsilon);
   w.Put<uint64_t>(q ? inner_.quantiles.window_items : inner_.lossy_counting.window_items);
+  if (InnerTravelsWhole()) {
+    absl::StatusOr<std::unique_ptr<Summary>> empty = NewInterval();
+    w.PutString(empty.ok() ? (*empty)->Serialize() : std::string());
+  }
   w.Put<uint8_t>(static_cast<uint8_t>(stamps_));
   w.Put<double>(newest_);
   w.Put<uint64_t>(late_items_);
@@ -316,8 +336,26 @@ absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::Deserialize(absl::st
   options.kind = SummaryKind::kTimeWindow;
   TimeWindowOptions& tw = options.time_window;
   if (!r.Get(&vk) || !r.Get(&tw.window_seconds) || !r.Get(&tw.intervals) || !r.Get(&inner_kind) ||
-      !r.Get(&tw.late_tolerance_seconds) || !r.Get(&epsilon) || !r.Get(&inner_window) ||
-      !r.Get(&stamps) || !r.Get(&newest) || !r.Get(&late) || !r.GetCount(&count, 16)) {
+      !r.Get(&tw.late_tolerance_seconds) || !r.Get(&epsilon) || !r.Get(&inner_window)) {
+    return Corrupt("time window header cut short");
+  }
+  // Count-Min and Misra–Gries: the inner options from an empty interval's bytes.
+  if (inner_kind == static_cast<uint16_t>(SummaryKind::kCountMin) ||
+      inner_kind == static_cast<uint16_t>(SummaryKind::kMisraGries)) {
+    std::string bytes;
+    if (!r.GetString(&bytes, r.remaining())) return Corrupt("time window inner options cut short");
+    absl::StatusOr<std::unique_ptr<Summary>> empty = DeserializeSummary(bytes, accelerator);
+    if (!empty.ok()) return empty.status();
+    if (const auto* cm = dynamic_cast<const CountMin*>(empty->get()); cm != nullptr) {
+      options.count_min = cm->options();
+    } else if (const auto* mg = dynamic_cast<const MisraGries*>(empty->get()); mg != nullptr) {
+      options.misra_gries.k = mg->k();
+    } else {
+      return Corrupt("time window inner options of another kind");
+    }
+    if ((*empty)->count() != 0) return Corrupt("time window inner options hold items");
+  }
+  if (!r.Get(&stamps) || !r.Get(&newest) || !r.Get(&late) || !r.GetCount(&count, 16)) {
     return Corrupt("time window header cut short");
   }
   if (vk < static_cast<uint8_t>(ValueKind::kNumeric) ||

@@ -1,14 +1,22 @@
 // Quantiles or frequencies over the last T seconds (or any last T' <= T): a
 // ring of mergeable per-interval summaries (seed 000 §5.3's time windows for
-// dashboards: "p99 over the last 5 minutes"). The interval is I = T/B for B =
-// TimeWindowOptions::intervals; each interval keeps a QuantileSummary or a
-// LossyCounting summary (core/quantiles/quantile_summary.h, core/frequencies/lossy_counting.h) of its
-// items, and a query merges the intervals that meet [now − T', now].
+// dashboards: "p99 over the last 5 minutes", "top flows in the last minute").
+// The interval is I = T/B for B = TimeWindowOptions::intervals; each interval
+// keeps a QuantileSummary, a LossyCounting summary, a Count-Min sketch or a
+// Misra–Gries summary (core/quantiles/quantile_summary.h,
+// core/frequencies/lossy_counting.h, core/sketches/count_min.h,
+// core/frequencies/misra_gries.h) of its items, and a query merges the
+// intervals that meet [now − T', now]. Count-Min intervals share their hash
+// seed, so the merge is exact: the merged table is the table of M's items, and
+// f ≤ estimate ≤ f + ε|M| with probability 1 − δ (plain update; a conservative
+// one keeps the bound, its merge sums per-interval tables). Misra–Gries merges
+// (Agarwal et al., PODS 2012) keep f − |M|/(k+1) ≤ estimate ≤ f over M.
 //
 // Guarantee: let M be the items of the merged intervals and U the items of the
 // oldest one when it is only partly inside [now − T', now] (it started before
 // now − T'). The answer is the inner summary's answer over M — quantile rank
-// error <= ε·|M|, frequency error <= ε·|M| (ε of the inner options) — and the
+// error <= ε·|M|, frequency error <= ε·|M| (ε of the inner options; 1/(k+1)
+// for Misra–Gries; with probability 1 − δ for Count-Min) — and the
 // items of the true window are M minus at most U of them, so relative to the
 // true window the error is at most ε·|M| + |U|. Ranks (quantile intervals): the
 // inner answer's [lo, hi] holds the count of items <= v among M with hi − lo <=
@@ -135,6 +143,7 @@ class TimeWindowSummary final : public WindowedSummary {
   absl::StatusOr<Merged> MergeOver(const Window& window) const;
   absl::StatusOr<std::unique_ptr<Summary>> NewInterval() const;
   double Epsilon() const;
+  bool InnerTravelsWhole() const;
 
   SummaryOptions options_;  // kind = kTimeWindow
   SummaryOptions inner_;    // kind = options_.time_window.inner

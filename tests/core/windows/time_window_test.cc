@@ -226,7 +226,7 @@ TEST(TimeWindow, CorruptBytesAreDataLoss) {
 
 TEST(TimeWindow, RejectsBadOptionsAndQuestions) {
   FakeClock clock(0);
-  SummaryOptions o = Options(SummaryKind::kCountMin, 10, 4);
+  SummaryOptions o = Options(SummaryKind::kFcm, 10, 4);  // FCM does not merge exactly
   EXPECT_EQ(TimeWindowSummary::Create(o, ValueKind::kUint64, &clock).status().code(),
             absl::StatusCode::kInvalidArgument);
   o = Options(SummaryKind::kQuantiles, 10, 0);
@@ -242,6 +242,137 @@ TEST(TimeWindow, RejectsBadOptionsAndQuestions) {
   EXPECT_EQ(s->QuantilesOver(std::vector<double>{0.5}, Window{5, 0}).status().code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(s->Quantiles(std::vector<double>{0.5}).ok());
+}
+
+// "Top flows in the last minute" (issue 16): Count-Min intervals share their seed, so the
+// window's answer is exactly the answer of one Count-Min fed the items of the intervals covered
+// (checked key by key and for heavy hitters), through Zipf keys, gaps and a burst, for several
+// seeds, and after a round trip through bytes.
+TEST(TimeWindow, CountMinOverTheLastSecondsEqualsTheSketchOfTheCoveredItems) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    FakeClock clock(1000);
+    SummaryOptions o = Options(SummaryKind::kCountMin, 60, 12);
+    o.count_min.epsilon = 0.01;
+    o.count_min.delta = 0.01;
+    auto s = Make(o, &clock);
+    std::mt19937_64 rng(seed);
+    std::vector<Stamped> items;
+    for (int step = 0; step < 300; ++step) {
+      clock.Advance(step == 150 ? 70 : 0.9);  // a gap longer than the window
+      std::vector<uint64_t> keys(step % 50 == 7 ? 2000 : 40);
+      for (uint64_t& k : keys) {
+        // Pareto(1.1) ranks: key 1 about half the items, a long tail.
+        k = static_cast<uint64_t>(std::pow(1 - std::uniform_real_distribution<double>(0, 1)(rng), -1 / 1.1)) % 5000;
+      }
+      ASSERT_TRUE(s->Update(Keys64(keys)).ok());
+      for (uint64_t k : keys) items.push_back({clock.NowSeconds(), k});
+    }
+    auto round = TimeWindowSummary::Deserialize(OpenEnvelope(s->Serialize())->payload, nullptr, &clock);
+    ASSERT_TRUE(round.ok()) << round.status();
+    auto* restored = static_cast<TimeWindowSummary*>(round->get());
+    for (double last : {5.0, 30.0, 60.0}) {
+      auto hh = s->HeavyHittersOver(0.05, Window{0, last});
+      ASSERT_TRUE(hh.ok()) << hh.status();
+      // The intervals covered: [first·I, now] with first·I the reported span back from now.
+      const double from = s->now() - hh->coverage.span_seconds;
+      SummaryOptions plain = o;
+      plain.kind = SummaryKind::kCountMin;
+      auto reference = CreateSummary(plain, ValueKind::kUint64);
+      ASSERT_TRUE(reference.ok());
+      std::vector<uint64_t> covered;
+      for (const Stamped& x : items) {
+        if (x.time >= from - 1e-9) covered.push_back(x.key);
+      }
+      ASSERT_EQ(hh->coverage.covered_items, covered.size()) << last;
+      ASSERT_TRUE((*reference)->Update(Keys64(covered)).ok());
+      std::vector<uint64_t> ask(200);
+      for (size_t i = 0; i < ask.size(); ++i) ask[i] = i * 25;
+      Keys keys;
+      keys.kind = ValueKind::kUint64;
+      keys.keys = ask;
+      auto got = s->FrequenciesOver(keys, Window{0, last});
+      auto after = restored->FrequenciesOver(keys, Window{0, last});
+      auto want = (*reference)->Frequencies(keys);
+      ASSERT_TRUE(got.ok() && after.ok() && want.ok());
+      for (size_t i = 0; i < ask.size(); ++i) {
+        EXPECT_EQ(got->answers[i].estimate, (*want)[i].estimate) << last << " key " << ask[i];
+        EXPECT_EQ(after->answers[i].estimate, (*want)[i].estimate);
+      }
+      // Heavy hitters: the candidate set is the intervals' merged (not the one sequential
+      // offers would keep), so the bound is what must hold: every key of f >= sM listed, with
+      // an interval holding f; none listed below sM by its estimate.
+      absl::flat_hash_map<uint64_t, uint64_t> f;
+      for (uint64_t k : covered) ++f[k];
+      const double threshold = 0.05 * static_cast<double>(covered.size());
+      size_t heavy = 0;
+      for (const auto& [k, n] : f) {
+        if (static_cast<double>(n) < threshold) continue;
+        ++heavy;
+        EXPECT_TRUE(std::any_of(hh->answers.begin(), hh->answers.end(),
+                                [&, k = k](const HeavyHitter& h) { return h.key == k; }))
+            << "missed key " << k << " f=" << n << " last " << last;
+      }
+      EXPECT_GE(heavy, 1u);
+      for (const HeavyHitter& h : hh->answers) {
+        EXPECT_GE(static_cast<double>(h.frequency.estimate), threshold);
+        EXPECT_LE(h.frequency.lower, f[h.key]);
+        EXPECT_GE(h.frequency.upper, f[h.key]);
+      }
+    }
+    EXPECT_EQ(restored->Describe(), s->Describe());
+    EXPECT_EQ(restored->Serialize(), s->Serialize());
+  }
+}
+
+// Misra–Gries intervals merge (Agarwal et al.): f − |M|/(k+1) ≤ estimate ≤ f over the items of
+// the intervals covered, for every key, on a skewed stream and on an adversarial round-robin one.
+TEST(TimeWindow, MisraGriesOverTheLastSecondsKeepsItsBoundOverTheCoveredItems) {
+  for (int order = 0; order < 2; ++order) {
+    FakeClock clock(50);
+    SummaryOptions o = Options(SummaryKind::kMisraGries, 20, 10);
+    o.misra_gries.k = 30;
+    auto s = Make(o, &clock);
+    std::mt19937_64 rng(9 + order);
+    std::vector<Stamped> items;
+    for (int step = 0; step < 400; ++step) {
+      clock.Advance(0.25);
+      std::vector<uint64_t> keys(64);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        keys[i] = order == 0 ? (rng() % 4 == 0 ? rng() % 3 : rng() % 10000)
+                             : (step * 64 + i) % 97;  // round robin over more keys than k
+      }
+      ASSERT_TRUE(s->Update(Keys64(keys)).ok());
+      for (uint64_t k : keys) items.push_back({clock.NowSeconds(), k});
+    }
+    auto round = TimeWindowSummary::Deserialize(OpenEnvelope(s->Serialize())->payload, nullptr, &clock);
+    ASSERT_TRUE(round.ok()) << round.status();
+    for (const Summary* which : std::vector<const Summary*>{s.get(), round->get()}) {
+      const auto& w = static_cast<const TimeWindowSummary&>(*which);
+      for (double last : {3.0, 20.0}) {
+        std::vector<uint64_t> ask = {0, 1, 2, 5, 50, 96, 9999};
+        Keys keys;
+        keys.kind = ValueKind::kUint64;
+        keys.keys = ask;
+        auto got = w.FrequenciesOver(keys, Window{0, last});
+        ASSERT_TRUE(got.ok()) << got.status();
+        const double from = w.now() - got->coverage.span_seconds;
+        absl::flat_hash_map<uint64_t, uint64_t> f;
+        uint64_t m = 0;
+        for (const Stamped& x : items) {
+          if (x.time >= from - 1e-9) {
+            ++f[x.key];
+            ++m;
+          }
+        }
+        ASSERT_EQ(got->coverage.covered_items, m);
+        for (size_t i = 0; i < ask.size(); ++i) {
+          const double est = static_cast<double>(got->answers[i].estimate);
+          EXPECT_LE(est, static_cast<double>(f[ask[i]])) << ask[i];
+          EXPECT_GE(est, static_cast<double>(f[ask[i]]) - static_cast<double>(m) / 31) << ask[i];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
