@@ -176,6 +176,10 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     return absl::StrCat("cpu: ", core::HierarchyKindName(hhh->hierarchy()),
                         " keys are counted on the cpu (the device sorts integer keys only)");
   }
+  if (o.kind == SummaryKind::kTimeWindow && (o.time_window.inner == SummaryKind::kCountMin ||
+                                              o.time_window.inner == SummaryKind::kMisraGries)) {
+    return "cpu: a ring of per-interval sketches in host memory";
+  }
   uint64_t window = 0;
   if (o.kind == SummaryKind::kQuantiles) window = o.quantiles.EffectiveWindow();
   if (o.kind == SummaryKind::kLossyCounting) window = o.lossy_counting.EffectiveWindow();

@@ -80,7 +80,13 @@ bool TimeWindowSummary::InnerTravelsWhole() const {
 }
 
 absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::NewInterval() const {
-  return CreateSummary(inner_, value_kind_, accelerator_);
+  return CreateSummary(inner_, value_kind_, IntervalAccelerator());
+}
+
+// Count-Min intervals keep their tables in host memory: a device table per interval (and per
+// merged answer) would cost more than it saves. Sorted-window kinds use the accelerator.
+Accelerator* TimeWindowSummary::IntervalAccelerator() const {
+  return inner_.kind == SummaryKind::kCountMin ? CpuAcceleratorInstance() : accelerator_;
 }
 
 int64_t TimeWindowSummary::IndexOf(double seconds) const {
@@ -250,7 +256,7 @@ absl::Status TimeWindowSummary::Merge(const Summary& other_base) {
   std::deque<Interval> ring;
   for (const Interval& in : ring_) {
     absl::StatusOr<std::unique_ptr<Summary>> copy =
-        DeserializeSummary(in.summary->Serialize(), accelerator_);
+        DeserializeSummary(in.summary->Serialize(), IntervalAccelerator());
     if (!copy.ok()) return copy.status();
     ring.push_back({in.index, *std::move(copy)});
   }
@@ -292,7 +298,7 @@ size_t TimeWindowSummary::MemoryBytes() const {
 
 void TimeWindowSummary::set_accelerator(Accelerator* accelerator) {
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
-  for (Interval& in : ring_) in.summary->set_accelerator(accelerator_);
+  for (Interval& in : ring_) in.summary->set_accelerator(IntervalAccelerator());
 }
 
 // value kind u8 | window_seconds f64 | intervals u32 | inner kind u16 | late
@@ -344,7 +350,8 @@ absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::Deserialize(absl::st
       inner_kind == static_cast<uint16_t>(SummaryKind::kMisraGries)) {
     std::string bytes;
     if (!r.GetString(&bytes, r.remaining())) return Corrupt("time window inner options cut short");
-    absl::StatusOr<std::unique_ptr<Summary>> empty = DeserializeSummary(bytes, accelerator);
+    absl::StatusOr<std::unique_ptr<Summary>> empty =
+        DeserializeSummary(bytes, CpuAcceleratorInstance());
     if (!empty.ok()) return empty.status();
     if (const auto* cm = dynamic_cast<const CountMin*>(empty->get()); cm != nullptr) {
       options.count_min = cm->options();
@@ -382,7 +389,7 @@ absl::StatusOr<std::unique_ptr<Summary>> TimeWindowSummary::Deserialize(absl::st
     if (!r.Get(&index) || !r.GetString(&bytes, r.remaining())) return Corrupt("interval cut short");
     if (!s->ring_.empty() && index <= s->ring_.back().index)
       return Corrupt("intervals out of order");
-    absl::StatusOr<std::unique_ptr<Summary>> inner = DeserializeSummary(bytes, s->accelerator_);
+    absl::StatusOr<std::unique_ptr<Summary>> inner = DeserializeSummary(bytes, s->IntervalAccelerator());
     if (!inner.ok()) return inner.status();
     if ((*inner)->kind() != tw.inner || (*inner)->value_kind() != value_kind ||
         (*inner)->Describe() != expected) {

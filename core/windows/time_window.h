@@ -144,6 +144,7 @@ class TimeWindowSummary final : public WindowedSummary {
   absl::StatusOr<std::unique_ptr<Summary>> NewInterval() const;
   double Epsilon() const;
   bool InnerTravelsWhole() const;
+  Accelerator* IntervalAccelerator() const;
 
   SummaryOptions options_;  // kind = kTimeWindow
   SummaryOptions inner_;    // kind = options_.time_window.inner
