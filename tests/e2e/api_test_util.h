@@ -1,22 +1,43 @@
 // Small helpers of the end-to-end tests that speak the API through the C++ client
-// (security_test.cc, bad_input_test.cc): a session spec, batches, streams, counts and names.
+// (security_test.cc, bad_input_test.cc, roles_test.cc, http_api_test.cc): a session spec,
+// batches, streams, counts and names, and files.
 #ifndef STREAMSTATS_TESTS_E2E_API_TEST_UTIL_H_
 #define STREAMSTATS_TESTS_E2E_API_TEST_UTIL_H_
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
 
 namespace streamstats::testing {
 
 namespace v1 = streamstats::v1;
+
+inline bool Contains(absl::string_view haystack, absl::string_view needle) {
+  return haystack.find(needle) != absl::string_view::npos;
+}
+
+// Writes through a temporary file and a rename, as an operator's editor would (what a reload
+// on SIGHUP then reads is whole).
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".tmp") << text;
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 inline v1::SessionSpec Spec(const std::string& name) {
   v1::SessionSpec spec;

@@ -30,7 +30,10 @@ using streamstats::testing::CountOf;
 using streamstats::testing::IngestOne;
 using streamstats::testing::Iota;
 using streamstats::testing::Names;
+using streamstats::testing::Contains;
+using streamstats::testing::ReadFile;
 using streamstats::testing::Server;
+using streamstats::testing::WriteFile;
 using streamstats::testing::Shell;
 using streamstats::testing::Spec;
 
@@ -38,19 +41,6 @@ constexpr char kAdmin[] = "alice-admin-token-0123456789";
 constexpr char kReader[] = "alice-reader-token-012345678";
 constexpr char kBob[] = "bob-token-0123456789abcdefgh";
 
-bool Contains(absl::string_view haystack, absl::string_view needle) {
-  return haystack.find(needle) != absl::string_view::npos;
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path + ".tmp") << text;
-  fs::rename(path + ".tmp", path);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The server's printing of an answer (server/http_api.cc).
 std::string Json(const google::protobuf::Message& m) {

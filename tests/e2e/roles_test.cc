@@ -34,7 +34,10 @@ using streamstats::testing::CountOf;
 using streamstats::testing::IngestOne;
 using streamstats::testing::Iota;
 using streamstats::testing::Names;
+using streamstats::testing::Contains;
+using streamstats::testing::ReadFile;
 using streamstats::testing::Server;
+using streamstats::testing::WriteFile;
 using streamstats::testing::Shell;
 using streamstats::testing::Spec;
 using streamstats::testing::WaitAcked;
@@ -44,14 +47,6 @@ constexpr char kWriter[] = "alice-writer-token-012345678";
 constexpr char kReader[] = "alice-reader-token-012345678";
 constexpr char kProbe[] = "probe-token-0123456789abcdef";
 
-bool Contains(absl::string_view haystack, absl::string_view needle) {
-  return haystack.find(needle) != absl::string_view::npos;
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path + ".tmp") << text;
-  fs::rename(path + ".tmp", path);
-}
 
 // Alice's three tokens, one per role; the admin one without a third column (the default).
 std::string TokensFile(const std::string& writer_role = "write") {

@@ -38,7 +38,10 @@ namespace v1 = streamstats::v1;
 using absl::StatusCode;
 using streamstats::client::Client;
 using streamstats::client::IngestStream;
+using streamstats::testing::Contains;
+using streamstats::testing::ReadFile;
 using streamstats::testing::Server;
+using streamstats::testing::WriteFile;
 using streamstats::testing::Shell;
 using streamstats::testing::Spec;
 using streamstats::testing::Batch;
@@ -53,19 +56,6 @@ constexpr char kAlice[] = "alice-token-0123456789abcdef";
 constexpr char kBob[] = "bob-token-0123456789abcdefgh";
 constexpr char kCarol[] = "carol-token-0123456789abcdef";
 
-bool Contains(absl::string_view haystack, absl::string_view needle) {
-  return haystack.find(needle) != absl::string_view::npos;
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path + ".tmp") << text;
-  fs::rename(path + ".tmp", path);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 class Security : public ::testing::Test {
  protected:
