@@ -235,7 +235,8 @@ absl::Status HashStringsOnDevice(int device, absl::Span<const std::string> strin
 // not once the sketch fills). Registers are max-merged, so after the same key ids the registers
 // equal core::Hll's exactly, in any order and batching (tests/gpu/gpu_test.cc); Download returns
 // them one byte per register for core::Hll::Raise. The device keeps m 32-bit registers (1 MiB at
-// p = 18). Each object owns a stream on its device; not thread-safe.
+// p = 18). Checked on an H100 (gpu_tests 21/21, GpuHll equal to the CPU at p = 4, 12, 18);
+// sessions do not use it yet. Each object owns a stream on its device; not thread-safe.
 class GpuHll {
  public:
   // p in [core::kHllMinPrecision, core::kHllMaxPrecision].
