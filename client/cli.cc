@@ -10,6 +10,8 @@
 //     heavy-hitters NAME --support=S [--summary=KIND]
 //     hhh NAME --phi=P [--prefix=PREFIX] [--depth=D]   hierarchical heavy hitters
 //     corrsum NAME [--at=V,...] [--phi=P,...]      correlated sums (sum of y over x <= v)
+//     moments NAME                                 count, sum, min, max, mean, variance
+//     distinct NAME                                distinct items (hll)
 //
 // Errors print the server's message and exit 1; usage errors exit 2.
 #include <unistd.h>
@@ -46,7 +48,7 @@ constexpr char kUsage[] =
     "  session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...] [--summary=...]\n"
     "                      [--backend=auto|cpu|gpu]\n"
     "                      [--partitions=P --partitioning=block|hash [--groups=G]]\n"
-    "                      [--window=items:N|seconds:T [--intervals=B]] [--export=PHI,...]\n"
+    "                      [--window=items:N|seconds:T [--intervals=B]] [--export=PHI,...,moments,distinct]\n"
     "      KIND: quantiles[:epsilon=E,window=W]  lossy_counting[:epsilon=E,window=W]\n"
     "            count_min[:epsilon=E,delta=D,conservative=true,candidates=C]\n"
     "            fcm[:epsilon=E,delta=D,dh=H,dl=L,k=K,conservative=true]  misra_gries[:k=K]\n"
@@ -55,6 +57,7 @@ constexpr char kUsage[] =
     "            hhh[:epsilon=E,window=W,hierarchy=ipv4|ipv6|path,max_depth=D]\n"
     "              (keys: uint64 = IPv4 addresses; strings = paths, or IPv4/IPv6 text)\n"
     "            corrsum[:epsilon=E,window=W]   (numeric; ingest reads 'X Y' per line)\n"
+    "            hll[:p=P|epsilon=E]   distinct counts, p in [4, 18] (12), RSE 1.04/sqrt(2^p)\n"
     "      any KIND may add scope=5m|300s|1h (time: quantiles, lossy_counting, count_min,\n"
     "      misra_gries; intervals=B) or scope=N (the last N items: quantiles, lossy_counting):\n"
     "      all history and the recent past in one session; --last=... picks the scope\n"
@@ -70,6 +73,8 @@ constexpr char kUsage[] =
     "  heavy-hitters NAME --support=S [--summary=KIND] [--last=...]\n"
     "  hhh NAME --phi=P [--prefix=10.0.0.0/8|eu/fr] [--depth=D]   hierarchical heavy hitters\n"
     "  corrsum NAME [--at=V,...] [--phi=P,...]   sum of y over x <= V, or x <= the P-quantile\n"
+    "  moments NAME     count, sum, min, max, mean, variance (every numeric session)\n"
+    "  distinct NAME    distinct items with their interval (hll)\n"
     "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
     "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051; the token to $STREAMSTATS_TOKEN.\n";
 
@@ -168,6 +173,14 @@ int SessionCommand(Client& client, const Args& args, bool json) {
     }
     if (args.Has("export")) {
       for (absl::string_view phi : absl::StrSplit(args.Get("export"), ',')) {
+        if (phi == "moments") {
+          spec.set_export_moments(true);
+          continue;
+        }
+        if (phi == "distinct") {
+          spec.set_export_distinct(true);
+          continue;
+        }
         double v;
         if (!absl::SimpleAtod(phi, &v)) return Usage(absl::StrCat("--export: not a number: '", phi, "'"));
         spec.add_export_quantiles(v);
@@ -660,6 +673,44 @@ int CorrSumCommand(Client& client, const Args& args, bool json) {
   return 0;
 }
 
+int MomentsCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() != 2) return Usage("moments needs exactly one NAME");
+  v1::GetMomentsRequest request;
+  request.set_session(p[1]);
+  auto r = client.GetMoments(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("count=%llu  sum=%s  min=%s  max=%s\nmean=%s  variance=%s  sample variance=%s  "
+              "stddev=%s\n",
+              static_cast<unsigned long long>(r->count()), Fmt(r->sum()).c_str(),
+              Fmt(r->min()).c_str(), Fmt(r->max()).c_str(), Fmt(r->mean()).c_str(),
+              Fmt(r->variance()).c_str(), Fmt(r->sample_variance()).c_str(),
+              Fmt(r->stddev()).c_str());
+  if (!r->complete()) std::printf("incomplete: %s\n", r->scope().c_str());
+  return 0;
+}
+
+int DistinctCommand(Client& client, const Args& args, bool json) {
+  const auto& p = args.positional;
+  if (p.size() != 2) return Usage("distinct needs exactly one NAME");
+  v1::GetCardinalityRequest request;
+  request.set_session(p[1]);
+  auto r = client.GetCardinality(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("distinct~%.0f in [%.0f, %.0f] (%.0f%%, rse=%.4g, p=%u)  N=%llu\n", r->estimate(),
+              r->lower(), r->upper(), 100 * r->confidence(), r->rse(), r->precision(),
+              static_cast<unsigned long long>(r->n()));
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
@@ -711,6 +762,8 @@ int Main(int argc, char** argv) {
   if (command == "heavy-hitters") return HeavyHittersCommand(*client, args, json);
   if (command == "hhh") return HhhCommand(*client, args, json);
   if (command == "corrsum") return CorrSumCommand(*client, args, json);
+  if (command == "moments") return MomentsCommand(*client, args, json);
+  if (command == "distinct") return DistinctCommand(*client, args, json);
   if (command == "bench") return BenchCommand(server, args.options, std::cout, std::cerr);
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }

@@ -132,6 +132,15 @@ absl::StatusOr<v1::GetCorrelatedSumsResponse> Client::GetCorrelatedSums(
   STREAMSTATS_UNARY(GetCorrelatedSums, v1::GetCorrelatedSumsRequest, v1::GetCorrelatedSumsResponse, r)
 }
 
+absl::StatusOr<v1::GetMomentsResponse> Client::GetMoments(const v1::GetMomentsRequest& r) {
+  STREAMSTATS_UNARY(GetMoments, v1::GetMomentsRequest, v1::GetMomentsResponse, r)
+}
+
+absl::StatusOr<v1::GetCardinalityResponse> Client::GetCardinality(
+    const v1::GetCardinalityRequest& r) {
+  STREAMSTATS_UNARY(GetCardinality, v1::GetCardinalityRequest, v1::GetCardinalityResponse, r)
+}
+
 #undef STREAMSTATS_UNARY
 
 std::unique_ptr<IngestStream> Client::StartIngest() {

@@ -67,6 +67,9 @@ class Client {
       const v1::GetHierarchicalHeavyHittersRequest& request);
   absl::StatusOr<v1::GetCorrelatedSumsResponse> GetCorrelatedSums(
       const v1::GetCorrelatedSumsRequest& request);
+  absl::StatusOr<v1::GetMomentsResponse> GetMoments(const v1::GetMomentsRequest& request);
+  absl::StatusOr<v1::GetCardinalityResponse> GetCardinality(
+      const v1::GetCardinalityRequest& request);
 
   std::unique_ptr<IngestStream> StartIngest();
 

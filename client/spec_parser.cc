@@ -405,11 +405,24 @@ absl::StatusOr<v1::SummarySpec> ParseSummaryKind(absl::string_view text, absl::s
     c->set_window_items(window);
     return spec;
   }
+  if (kind == "hll") {
+    v1::HllSpec* h = spec.mutable_hll();
+    double epsilon = 0;
+    bool has_epsilon;
+    uint64_t p = 0;
+    TAKE(take.Uint("p", &p));
+    TAKE(take.Double("epsilon", &epsilon, &has_epsilon));
+    TAKE(take.Done("p, epsilon"));
+    if (p > 64) return absl::InvalidArgumentError(absl::StrCat("hll: p must be in [4, 18], got ", p));
+    h->set_p(static_cast<uint32_t>(p));
+    if (has_epsilon) h->set_epsilon(epsilon);
+    return spec;
+  }
 #undef TAKE
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown summary '", kind,
       "' (known: quantiles, lossy_counting, count_min, fcm, misra_gries, pbf, ams, "
-      "count_sketch, hhh, corrsum)"));
+      "count_sketch, hhh, corrsum, hll)"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 //                                     ams:epsilon=0.05,delta=0.001  count_sketch:epsilon=0.02,candidates=500
 //                                     hhh:epsilon=0.001,hierarchy=ipv4|ipv6|path,max_depth=8
 //                                     corrsum:epsilon=0.001,window=4096
+//                                     hll:p=14  hll:epsilon=0.01
 #ifndef STREAMSTATS_CLIENT_SPEC_PARSER_H_
 #define STREAMSTATS_CLIENT_SPEC_PARSER_H_
 

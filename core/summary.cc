@@ -15,6 +15,7 @@
 #include "core/sketches/count_min.h"
 #include "core/sketches/count_sketch.h"
 #include "core/sketches/fcm.h"
+#include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 #include "core/windows/sliding_window.h"
 #include "core/windows/time_window.h"
@@ -83,6 +84,8 @@ const char* SummaryKindName(SummaryKind kind) {
       return "hhh";
     case SummaryKind::kCorrelatedSum:
       return "corrsum";
+    case SummaryKind::kHll:
+      return "hll";
   }
   return "unknown";
 }
@@ -108,6 +111,9 @@ absl::StatusOr<std::vector<PrefixHeavyHitter>> Summary::PrefixHeavyHitters(
 }
 absl::StatusOr<CorrelatedSumReport> Summary::CorrelatedSums(const CorrelatedSumQuestion&) const {
   return Unanswerable(*this, "correlated-sum questions");
+}
+absl::StatusOr<CardinalityAnswer> Summary::Cardinality() const {
+  return Unanswerable(*this, "distinct-count questions");
 }
 
 absl::Status QuantileOptions::Validate() const {
@@ -260,6 +266,8 @@ absl::Status SummaryOptions::Validate(ValueKind value_kind) const {
       return hhh.Validate(value_kind);
     case SummaryKind::kCorrelatedSum:
       return correlated_sum.Validate(value_kind);
+    case SummaryKind::kHll:
+      return hll.Validate();
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       if (value_kind == ValueKind::kString) {
@@ -314,6 +322,8 @@ absl::StatusOr<std::unique_ptr<Summary>> CreateSummary(const SummaryOptions& opt
           new HierarchicalHeavyHitters(options.hhh, value_kind, accelerator));
     case SummaryKind::kCorrelatedSum:
       return std::unique_ptr<Summary>(new CorrelatedSum(options.correlated_sum, accelerator));
+    case SummaryKind::kHll:
+      return std::unique_ptr<Summary>(new Hll(options.hll, value_kind, accelerator));
     case SummaryKind::kSlidingQuantiles:
     case SummaryKind::kSlidingFrequencies:
       return std::unique_ptr<Summary>(
@@ -356,6 +366,8 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
       return HierarchicalHeavyHitters::Deserialize(env->payload, accelerator);
     case SummaryKind::kCorrelatedSum:
       return CorrelatedSum::Deserialize(env->payload, accelerator);
+    case SummaryKind::kHll:
+      return Hll::Deserialize(env->payload, accelerator);
     case SummaryKind::kPartitioned:
       return PartitionedSummary::Deserialize(env->payload, accelerator);
     case SummaryKind::kSlidingQuantiles:

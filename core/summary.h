@@ -48,6 +48,8 @@ enum class SummaryKind : uint16_t {
   kHierarchicalHeavyHitters = 13,
   // Correlated sums over (x, y) pairs (seed 000 §5.4; core/quantiles/correlated_sum.h).
   kCorrelatedSum = 14,
+  // Distinct counts: HyperLogLog (Flajolet et al. 2007; core/sketches/hll.h).
+  kHll = 15,
 };
 
 const char* SummaryKindName(SummaryKind kind);
@@ -112,6 +114,8 @@ class Summary {
   // Correlated sums (CorrelatedSum): Σ y over x ≤ v, or over x at or below a φ-quantile of x.
   virtual absl::StatusOr<CorrelatedSumReport> CorrelatedSums(
       const CorrelatedSumQuestion& question) const;
+  // The number of distinct items (Hll).
+  virtual absl::StatusOr<CardinalityAnswer> Cardinality() const;
 };
 
 // Quantiles over windows sorted then summarized à la Greenwald–Khanna (seed 000 §5.2).
@@ -227,6 +231,18 @@ struct CountSketchOptions {
   uint64_t EffectiveHeavyHitterCapacity() const;
 };
 
+// HyperLogLog distinct counts (Flajolet, Fusy, Gandouet & Meunier 2007; Ertl 2017's estimator);
+// see core/sketches/hll.h. m = 2^p six-bit registers; relative standard error 1.04/sqrt(m).
+struct HllOptions {
+  uint32_t p = 0;       // precision, in [4, 18]; 0 = from epsilon when given, else 12 (m = 4096,
+                        // RSE 1.6%, 3 KiB)
+  double epsilon = 0;   // wanted relative standard error, in [1.04/sqrt(2^18) = 0.00203, 0.26];
+                        // 0 = unset; p = the smallest with 1.04/sqrt(2^p) <= epsilon. Not with p.
+  uint64_t seed = kDefaultSketchSeed;  // hash seed; only sketches with equal seeds merge
+  absl::Status Validate() const;
+  uint32_t Precision() const;  // p as used
+};
+
 // Misra–Gries frequent items (1982; seed 001 §V-A); see core/frequencies/misra_gries.h.
 struct MisraGriesOptions {
   uint64_t k = 1000;  // counters; f - N/(k+1) <= estimate <= f; in [1, 2^20]
@@ -308,6 +324,7 @@ struct SummaryOptions {
   CountSketchOptions count_sketch;
   HierarchicalHeavyHittersOptions hhh;
   CorrelatedSumOptions correlated_sum;
+  HllOptions hll;
   PartitionOptions partition;  // partitions > 1: count_min, fcm, misra_gries and pbf only
   SlidingWindowOptions sliding;  // kSlidingQuantiles, kSlidingFrequencies
   TimeWindowOptions time_window;  // kTimeWindow

@@ -180,6 +180,19 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
         o.correlated_sum.window_items = c.window_items();
         break;
       }
+      case v1::SummarySpec::kHll: {
+        const v1::HllSpec& h = s.hll();
+        o.kind = core::SummaryKind::kHll;
+        o.hll.p = h.p();
+        if (h.has_epsilon()) {
+          if (h.epsilon() == 0) {
+            return absl::InvalidArgumentError(
+                "hll: epsilon must be in [0.00203, 1) when given, got 0 (leave it unset for p=12)");
+          }
+          o.hll.epsilon = h.epsilon();
+        }
+        break;
+      }
       default:
         return absl::InvalidArgumentError("a summary spec must name its kind");
     }
@@ -230,6 +243,17 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
                    [](const v1::SummarySpec& s) { return s.has_quantiles(); })) {
     return absl::InvalidArgumentError("export_quantiles needs a quantiles summary");
   }
+  if (spec.export_moments() && config.value_kind != core::ValueKind::kNumeric) {
+    return absl::InvalidArgumentError(
+        "export_moments needs a numeric session (moments are kept for numeric values only)");
+  }
+  if (spec.export_distinct() &&
+      std::none_of(spec.summaries().begin(), spec.summaries().end(),
+                   [](const v1::SummarySpec& s) { return s.has_hll(); })) {
+    return absl::InvalidArgumentError("export_distinct needs an hll summary (--summary=hll)");
+  }
+  config.export_moments = spec.export_moments();
+  config.export_distinct = spec.export_distinct();
   config.spec_bytes = spec.SerializeAsString();
   return config;
 }

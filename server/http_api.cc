@@ -279,6 +279,9 @@ const std::vector<Endpoint>& Endpoints() {
        Ask(&Stub::GetHierarchicalHeavyHitters, BuildHierarchicalHeavyHitters)},
       {"correlated-sums", {"value", "phi"}, false,
        Ask(&Stub::GetCorrelatedSums, BuildCorrelatedSums)},
+      {"moments", {}, false, Ask(&Stub::GetMoments, NoParameters<v1::GetMomentsRequest>)},
+      {"cardinality", {}, false,
+       Ask(&Stub::GetCardinality, NoParameters<v1::GetCardinalityRequest>)},
   };
   return *endpoints;
 }

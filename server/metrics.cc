@@ -54,7 +54,16 @@ std::vector<MetricFamily> SessionFamilyShells() {
   MetricFamily quantiles{"streamstats_session_quantile",
                          "Quantiles of sessions that asked to export them (--export)",
                          prometheus::MetricType::Untyped, {}};
-  return {std::move(sessions), std::move(memory), std::move(quantiles)};
+  MetricFamily moments{"streamstats_session_moment",
+                       "Moments of numeric sessions that asked to export them (--export=moments): "
+                       "count, sum, mean, min, max, stddev",
+                       prometheus::MetricType::Gauge, {}};
+  MetricFamily distinct{"streamstats_session_distinct",
+                        "Distinct-item estimate of sessions that asked to export it "
+                        "(--export=distinct; hll)",
+                        prometheus::MetricType::Gauge, {}};
+  return {std::move(sessions), std::move(memory), std::move(quantiles), std::move(moments),
+          std::move(distinct)};
 }
 
 // The session gauges, from the manager's current state.
@@ -65,10 +74,38 @@ std::vector<MetricFamily> ComputeSessionFamilies(const SessionManager& manager,
   MetricFamily& sessions = families[0];
   MetricFamily& memory = families[1];
   MetricFamily& quantiles = families[2];
+  MetricFamily& moments = families[3];
+  MetricFamily& distinct = families[4];
   for (const std::string& tenant : tenants) {
     uint64_t bytes = 0;
     const auto list = manager.List(tenant);
-    for (const auto& s : list) bytes += s->MemoryBytes();
+    for (const auto& s : list) {
+      bytes += s->MemoryBytes();
+      // Moments and distinct counts: exported by the session's own spec (no registration), so a
+      // restarted server exports them as soon as the session is loaded. An empty session
+      // publishes nothing.
+      if (s->config().export_moments) {
+        if (auto m = s->Moments(); m.ok()) {
+          const core::MomentsAnswer& a = m->moments;
+          for (const auto& [name, value] :
+               {std::pair<const char*, double>{"count", static_cast<double>(a.count)},
+                {"sum", a.sum},
+                {"mean", a.mean},
+                {"min", a.min},
+                {"max", a.max},
+                {"stddev", a.stddev}}) {
+            moments.metric.push_back(GaugeSample(
+                {{"moment", name}, {"session", s->name()}, {"tenant", tenant}}, value));
+          }
+        }
+      }
+      if (s->config().export_distinct) {
+        if (auto c = s->Cardinality(); c.ok() && c->answer.count > 0) {
+          distinct.metric.push_back(
+              GaugeSample({{"session", s->name()}, {"tenant", tenant}}, c->answer.estimate));
+        }
+      }
+    }
     sessions.metric.push_back(GaugeSample({{"tenant", tenant}}, static_cast<double>(list.size())));
     memory.metric.push_back(GaugeSample({{"tenant", tenant}}, static_cast<double>(bytes)));
   }

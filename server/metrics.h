@@ -22,10 +22,15 @@
 //               streamstats_session_quantile{tenant,session,quantile}   exported sessions only;
 //                 TYPE untyped (promtool allows a "quantile" label only on summaries and untyped
 //                 metrics; Prometheus treats it as a gauge)
+//               streamstats_session_moment{tenant,session,moment}   moment = count, sum, mean,
+//                 min, max, stddev; sessions created with export_moments (numeric) only
+//               streamstats_session_distinct{tenant,session}   the hll estimate; sessions created
+//                 with export_distinct only
 //
 // Code labels are the upper-case gRPC names ("OK", "INVALID_ARGUMENT", ...). Label cardinality is
 // bounded by tenants, methods, codes and devices; there are no per-key labels, and per-session
-// labels only for sessions registered with SetExported.
+// labels only for sessions registered with SetExported or created with export_moments /
+// export_distinct.
 //
 // Session gauges (sessions, memory, exported quantiles) are computed from a SessionManager: at
 // every scrape when one is attached (AttachSessions), else from the last Refresh().

@@ -103,6 +103,8 @@ std::optional<Role> StreamStatsService::RequiredRole(absl::string_view method) {
       {"GetHeavyHitters", Role::kRead},
       {"GetHierarchicalHeavyHitters", Role::kRead},
       {"GetCorrelatedSums", Role::kRead},
+      {"GetMoments", Role::kRead},
+      {"GetCardinality", Role::kRead},
   };
   for (const auto& [name, role] : kRoles) {
     if (name == method) return role;
@@ -387,6 +389,55 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
     out->set_sum_upper(a.sum_upper);
     out->set_sum_estimate(a.sum_estimate);
   }
+  return rpc.Done(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetMoments(grpc::CallbackServerContext* ctx,
+                                                         const v1::GetMomentsRequest* request,
+                                                         v1::GetMomentsResponse* response) {
+  RpcScope rpc(metrics_, "GetMoments", true, ctx);
+  auto tenant = Tenant(ctx, "GetMoments");
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
+  if (!session.ok()) return rpc.Done(session.status());
+  auto result = (*session)->Moments();
+  if (!result.ok()) return rpc.Done(result.status());
+  const core::MomentsAnswer& m = result->moments;
+  response->set_n(result->n);
+  response->set_count(m.count);
+  response->set_complete(result->complete);
+  response->set_sum(m.sum);
+  response->set_min(m.min);
+  response->set_max(m.max);
+  response->set_mean(m.mean);
+  response->set_variance(m.variance);
+  response->set_sample_variance(m.sample_variance);
+  response->set_stddev(m.stddev);
+  response->set_scope(result->scope);
+  return rpc.Done(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
+    grpc::CallbackServerContext* ctx, const v1::GetCardinalityRequest* request,
+    v1::GetCardinalityResponse* response) {
+  RpcScope rpc(metrics_, "GetCardinality", true, ctx);
+  auto tenant = Tenant(ctx, "GetCardinality");
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
+  if (!session.ok()) return rpc.Done(session.status());
+  auto result = (*session)->Cardinality();
+  if (!result.ok()) return rpc.Done(result.status());
+  const core::CardinalityAnswer& a = result->answer;
+  response->set_n(a.count);
+  response->set_estimate(a.estimate);
+  response->set_lower(a.lower);
+  response->set_upper(a.upper);
+  response->set_rse(a.rse);
+  response->set_confidence(0.95);
+  response->set_precision(a.precision);
+  response->set_registers(a.registers);
+  response->set_registers_set(a.registers_set);
+  response->set_guarantee(result->guarantee);
   return rpc.Done(absl::OkStatus());
 }
 

@@ -37,7 +37,9 @@ using StreamStatsCallbackBase = v1::StreamStats::WithCallbackMethod_CreateSessio
                     v1::StreamStats::WithCallbackMethod_GetHeavyHitters<
                         v1::StreamStats::WithCallbackMethod_GetHierarchicalHeavyHitters<
                             v1::StreamStats::WithCallbackMethod_GetCorrelatedSums<
-                                v1::StreamStats::Service>>>>>>>>>>>;
+                                v1::StreamStats::WithCallbackMethod_GetMoments<
+                                    v1::StreamStats::WithCallbackMethod_GetCardinality<
+                                        v1::StreamStats::Service>>>>>>>>>>>>>;
 
 class StreamStatsService final : public StreamStatsCallbackBase {
  public:
@@ -91,6 +93,12 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   grpc::ServerUnaryReactor* GetCorrelatedSums(grpc::CallbackServerContext* ctx,
                                               const v1::GetCorrelatedSumsRequest* request,
                                               v1::GetCorrelatedSumsResponse* response) override;
+  grpc::ServerUnaryReactor* GetMoments(grpc::CallbackServerContext* ctx,
+                                       const v1::GetMomentsRequest* request,
+                                       v1::GetMomentsResponse* response) override;
+  grpc::ServerUnaryReactor* GetCardinality(grpc::CallbackServerContext* ctx,
+                                           const v1::GetCardinalityRequest* request,
+                                           v1::GetCardinalityResponse* response) override;
 
  private:
   class IngestReactor;

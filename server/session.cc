@@ -36,8 +36,10 @@ bool AnswersPrefixes(const core::SummaryOptions& o) {
 bool AnswersCorrelatedSums(const core::SummaryOptions& o) {
   return o.kind == SummaryKind::kCorrelatedSum;
 }
+bool AnswersCardinality(const core::SummaryOptions& o) { return o.kind == SummaryKind::kHll; }
 bool AnswersFrequencies(const core::SummaryOptions& o) {
-  return !AnswersQuantiles(o) && !AnswersPrefixes(o) && !AnswersCorrelatedSums(o);
+  return !AnswersQuantiles(o) && !AnswersPrefixes(o) && !AnswersCorrelatedSums(o) &&
+         !AnswersCardinality(o);
 }
 bool AnswersHeavyHitters(const core::SummaryOptions& o) {
   return AnswersFrequencies(o) && o.kind != SummaryKind::kAms;
@@ -116,6 +118,7 @@ bool MergesInParts(const core::SummaryOptions& o) {
     case SummaryKind::kMisraGries:
     case SummaryKind::kHierarchicalHeavyHitters:
     case SummaryKind::kCorrelatedSum:
+    case SummaryKind::kHll:
       return true;
     default:
       return false;
@@ -339,7 +342,8 @@ Session::Session(SessionConfig config, core::Accelerator* accelerator,
     : config_(std::move(config)),
       accelerator_(accelerator),
       turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()),
-      parts_allowed_(PartsAllowed(config_, accelerator_)) {}
+      parts_allowed_(PartsAllowed(config_, accelerator_)),
+      keeps_moments_(config_.value_kind == core::ValueKind::kNumeric) {}
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
                                                          core::Accelerator* accelerator,
@@ -495,6 +499,7 @@ absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
       // or memory exhaustion; report it rather than hide it.
       if (absl::Status s = summary->Update(chunk); !s.ok()) return s;
     }
+    if (keeps_moments_) moments_.AddBatch(chunk);
     chunks_applied_.fetch_add(1, std::memory_order_release);
   }
   MutexLock lock(&mu_);
@@ -527,6 +532,8 @@ absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
     if (absl::Status s = (*part)->Seal(); !s.ok()) return s;
     parts.push_back(*std::move(part));
   }
+  core::Moments part_moments;
+  if (keeps_moments_) part_moments.AddBatch(batch);
   const Clock::time_point updated = Clock::now();
   part_update_ns_.fetch_add(ns(updated - start), std::memory_order_relaxed);
   turns_->StepAside(std::chrono::milliseconds(kStepAsideMs));
@@ -539,6 +546,7 @@ absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
     // report it rather than hide it (as a failed Update above).
     if (absl::Status s = summaries_[i]->Merge(*parts[i]); !s.ok()) return s;
   }
+  if (keeps_moments_) moments_.Merge(part_moments);
   chunks_applied_.fetch_add(1, std::memory_order_release);
   ++batches_;
   ++part_batches_;
@@ -847,6 +855,48 @@ absl::StatusOr<CorrelatedSumsResult> Session::CorrelatedSums(
   return NoSuchSummary(config_, "correlated-sum questions (add --summary=corrsum)");
 }
 
+absl::StatusOr<MomentsResult> Session::Moments() const {
+  if (!keeps_moments_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session '", config_.name, "' holds ", core::ValueKindName(config_.value_kind),
+        " keys; moments (mean, variance, ...) are kept for numeric sessions only"));
+  }
+  QueryLock lock(this);
+  MomentsResult r;
+  r.n = summaries_.front()->count();
+  r.complete = moments_complete_;
+  r.moments = moments_.Answer();
+  r.scope = r.complete
+                ? "every item acknowledged since the session was created (not windowed)"
+                : "only the items acknowledged since the session was restored from a snapshot "
+                  "written before moments were kept (the earlier items are not in them)";
+  if (r.moments.count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session '", config_.name, "' has no items ",
+        r.complete ? "yet" : "since it was restored from a snapshot without moments",
+        ": moments need at least one"));
+  }
+  return r;
+}
+
+absl::StatusOr<CardinalityResult> Session::Cardinality() const {
+  QueryLock lock(this);
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    if (!AnswersCardinality(config_.summaries[i])) continue;
+    auto answer = summaries_[i]->Cardinality();
+    if (!answer.ok()) return answer.status();
+    CardinalityResult r;
+    r.answer = *answer;
+    r.guarantee = absl::StrFormat(
+        "statistical: the estimate's relative standard error is 1.04/sqrt(m) = %g (m = %d "
+        "registers); [lower, upper] is estimate -+ 2 standard errors (about 95%%), narrowed to "
+        "registers_set <= distinct <= N, which always hold",
+        r.answer.rse, r.answer.registers);
+    return r;
+  }
+  return NoSuchSummary(config_, "distinct-count questions (add --summary=hll)");
+}
+
 std::string Session::Serialize() const {
   // Whole batches only: a snapshot never holds half of one, and holds every batch logged so far.
   gate_.Close();
@@ -866,6 +916,12 @@ std::string Session::Serialize() const {
   }
   w.Put<uint64_t>(summaries_.size());
   for (const auto& s : summaries_) w.PutString(s->Serialize());
+  // Numeric sessions' moments after the summaries: a snapshot written before moments existed
+  // ends with the summaries (Deserialize reads that as "moments missing").
+  if (keeps_moments_) {
+    w.Put<uint8_t>(moments_complete_ ? 1 : 0);
+    w.PutString(moments_.Serialize());
+  }
   return core::SealEnvelope(kSessionSnapshotTag, w.bytes());
 }
 
@@ -914,6 +970,23 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
       return core::Corrupt("summary does not match the spec");
     }
     slot = *std::move(restored);
+  }
+  if (s.keeps_moments_) {
+    if (r.remaining() == 0) {
+      // Written before moments were kept: they cover the items from here on, which is all of
+      // them only if there were none before.
+      s.moments_complete_ = s.batches_ == 0;
+    } else {
+      uint8_t complete;
+      std::string blob;
+      if (!r.Get(&complete) || complete > 1 || !r.GetString(&blob, r.remaining())) {
+        return core::Corrupt("session moments");
+      }
+      auto moments = core::Moments::Deserialize(blob);
+      if (!moments.ok()) return moments.status();
+      s.moments_complete_ = complete == 1;
+      s.moments_ = *std::move(moments);
+    }
   }
   if (r.remaining() != 0) return core::Corrupt("trailing bytes after the session");
   return session;

@@ -49,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/common/sync.h"
+#include "core/moments/moments.h"
 #include "core/summary.h"
 #include "core/windows/windowed.h"
 
@@ -62,6 +63,10 @@ struct SessionConfig {
   std::vector<core::SummaryOptions> summaries;
   Backend backend = Backend::kAuto;
   int64_t create_time_unix_ms = 0;
+  // Publish the moments / the distinct estimate as metrics (SessionSpec.export_moments /
+  // export_distinct); read by server/metrics.cc at scrape time.
+  bool export_moments = false;
+  bool export_distinct = false;
   // The spec as the API layer received it (opaque here), kept in snapshots so a restored
   // session is rebuilt from exactly what the client asked for.
   std::string spec_bytes;
@@ -147,6 +152,22 @@ struct PrefixHeavyHittersResult {
 
 struct CorrelatedSumsResult {
   core::CorrelatedSumReport report;
+  std::string guarantee;
+};
+
+// Moments of a numeric session (core/moments/moments.h). Moments cover every item acknowledged
+// since the session was created, in window sessions too (they are not windowed); a session
+// restored from a snapshot written before moments existed covers only the items since
+// (complete = false).
+struct MomentsResult {
+  uint64_t n = 0;  // N as the session's summaries report it (a window session: the window's)
+  bool complete = true;
+  core::MomentsAnswer moments;  // moments.count: the weight they cover
+  std::string scope;            // what they cover, in words
+};
+
+struct CardinalityResult {
+  core::CardinalityAnswer answer;
   std::string guarantee;
 };
 
@@ -263,7 +284,13 @@ class Session {
   absl::StatusOr<CorrelatedSumsResult> CorrelatedSums(
       const core::CorrelatedSumQuestion& question) const;
 
-  // Snapshot: the config, the producers' sequences and every summary, checksummed.
+  // The moments of a numeric session: FailedPrecondition for key sessions and while they cover
+  // no item.
+  absl::StatusOr<MomentsResult> Moments() const;
+  // From the session's hll summary (FailedPrecondition without one).
+  absl::StatusOr<CardinalityResult> Cardinality() const;
+
+  // Snapshot: the config, the producers' sequences, every summary and the moments, checksummed.
   std::string Serialize() const;
   static absl::StatusOr<std::unique_ptr<Session>> Deserialize(absl::string_view bytes,
                                                               const SpecParser& parse_spec,
@@ -334,6 +361,11 @@ class Session {
   CondVar settled_cv_;  // signalled under log_mu_ when a pending sequence settles
   mutable Mutex mu_;
   std::vector<std::unique_ptr<core::Summary>> summaries_ ABSL_GUARDED_BY(mu_);
+  // Numeric sessions keep moments beside their summaries (applied and merged with them).
+  const bool keeps_moments_;
+  core::Moments moments_ ABSL_GUARDED_BY(mu_);
+  // False after a restore from a snapshot without moments that held items (persisted).
+  bool moments_complete_ ABSL_GUARDED_BY(mu_) = true;
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t part_batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> part_update_ns_{0};

@@ -147,6 +147,20 @@ struct CorrelatedSumReport {
   std::vector<CorrelatedSumAnswer> answers;  // values' answers first, then the φs'
 };
 
+// A distinct count (core/sketches/hll.h states the guarantee): `estimate` has relative standard
+// error `rse`; [lower, upper] is estimate -+ 2 rse (about 95 % for a normal error), narrowed by
+// the deterministic bounds registers_set <= distinct <= count.
+struct CardinalityAnswer {
+  double estimate = 0;
+  double lower = 0;
+  double upper = 0;
+  double rse = 0;              // 1.04 / sqrt(m)
+  uint32_t precision = 0;      // p
+  uint64_t registers = 0;      // m = 2^p
+  uint64_t registers_set = 0;  // registers not 0: at least this many distinct items
+  uint64_t count = 0;          // N, the total weight added
+};
+
 }  // namespace streamstats::core
 
 #endif  // STREAMSTATS_CORE_COMMON_TYPES_H_

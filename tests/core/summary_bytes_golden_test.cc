@@ -175,6 +175,22 @@ std::string CorrelatedSumAnswersText(const Summary& s) {
   return text;
 }
 
+SummaryOptions HllOf(uint32_t p) {
+  SummaryOptions o;
+  o.kind = SummaryKind::kHll;
+  o.hll.p = p;
+  return o;
+}
+
+// The distinct-count answer as text.
+std::string CardinalityText(const Summary& s) {
+  auto a = s.Cardinality();
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return "";
+  return absl::StrCat(a->estimate, ",", a->lower, ",", a->upper, ",", a->registers_set, ",",
+                      a->count);
+}
+
 SummaryOptions MisraGriesOf(uint64_t k) {
   SummaryOptions o;
   o.kind = SummaryKind::kMisraGries;
@@ -208,6 +224,7 @@ std::string PrefixAnswersText(const Summary& s) {
 std::string AnswersText(const Summary& s, ValueKind kind) {
   if (s.kind() == SummaryKind::kHierarchicalHeavyHitters) return PrefixAnswersText(s);
   if (s.kind() == SummaryKind::kCorrelatedSum) return CorrelatedSumAnswersText(s);
+  if (s.kind() == SummaryKind::kHll) return CardinalityText(s);
   std::vector<double> values;
   std::vector<uint64_t> ids;
   std::vector<std::string> strings;
@@ -459,6 +476,30 @@ TEST(SummaryBytes, CorrelatedSumsEqualTheirPinnedDigests) {
       {"corrsum 0.002 window 777 sorted", CorrelatedSumOf(0.002, 777), ValueKind::kNumeric, false, 4565462486021149601u,
        true, true},
       {"corrsum 0.001 merged", CorrelatedSumOf(0.001, 0), ValueKind::kNumeric, false, 7206547238128800432u, false, true,
+       true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace streamstats::core
+
+namespace streamstats::core {
+namespace {
+
+// HyperLogLog, pinned when it was added (issue 16): the packed registers, the count and the
+// estimate, for each value kind, weighted, and after a merge of two halves (which equals the
+// whole stream's registers, so "merged" pins the same registers as the unmerged case).
+TEST(SummaryBytes, HllEqualsItsPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"hll p=12 uint64", HllOf(12), ValueKind::kUint64, false, 15931973948647005007u, false, true},
+      {"hll p=4 numeric", HllOf(4), ValueKind::kNumeric, false, 3717476674992053520u, false, true},
+      {"hll p=14 weighted strings", HllOf(14), ValueKind::kString, true, 3094163827246964492u, false, true},
+      {"hll p=12 uint64 merged", HllOf(12), ValueKind::kUint64, false, 15931973948647005007u, false, true, true},
+      {"hll p=18 numeric sorted merged", HllOf(18), ValueKind::kNumeric, false, 12183708633280558517u, true, true,
        true},
   };
   for (const Case& c : cases) {

@@ -81,7 +81,7 @@ class BadInput : public ::testing::Test {
     Snapshot();
   }
 
-  // Remembers every session's N and batches.
+  // Remembers every session's N and batches, and the numeric session's moments.
   void Snapshot() { state_ = State(); }
   std::string State() {
     std::string out;
@@ -90,6 +90,12 @@ class BadInput : public ::testing::Test {
     if (!list.ok()) return "unreachable";
     for (const auto& s : list->sessions()) {
       absl::StrAppend(&out, s.spec().name(), " N=", s.count(), " batches=", s.batches(), "; ");
+    }
+    v1::GetMomentsRequest request;
+    request.set_session("num");
+    if (auto m = client_->GetMoments(request); m.ok()) {
+      absl::StrAppend(&out, "moments ", m->count(), " ", m->sum(), " ", m->min(), " ", m->max(), " ",
+                      m->variance());
     }
     return out;
   }
@@ -236,6 +242,36 @@ TEST_F(BadInput, AbsurdSessionParametersAreInvalidArgumentAndCreateNothing) {
     cases.push_back({"4e9 partitions", s});
   }
   {
+    auto s = spec("hll-p");
+    s.set_value_kind(v1::VALUE_KIND_STRING);
+    s.add_summaries()->mutable_hll()->set_p(4000000000u);
+    cases.push_back({"hll p=4e9", s});
+  }
+  {
+    auto s = spec("hll-eps");
+    s.add_summaries()->mutable_hll()->set_epsilon(std::nan(""));
+    cases.push_back({"hll epsilon NaN", s});
+  }
+  {
+    auto s = spec("hll-both");
+    s.add_summaries()->mutable_hll()->set_p(12);
+    s.mutable_summaries(0)->mutable_hll()->set_epsilon(0.01);
+    cases.push_back({"hll p and epsilon", s});
+  }
+  {
+    auto s = spec("hll-win");
+    s.add_summaries()->mutable_hll();
+    s.mutable_window()->set_seconds(60);
+    cases.push_back({"hll with a time window", s});
+  }
+  {
+    auto s = spec("exp-moments");
+    s.set_value_kind(v1::VALUE_KIND_UINT64);
+    s.add_summaries()->mutable_count_min();
+    s.set_export_moments(true);
+    cases.push_back({"export_moments on keys", s});
+  }
+  {
     auto s = spec("kind");
     s.set_value_kind(static_cast<v1::ValueKind>(99));
     s.add_summaries()->mutable_quantiles();
@@ -278,6 +314,17 @@ TEST_F(BadInput, AbsurdSessionParametersAreInvalidArgumentAndCreateNothing) {
   v1::GetFrequenciesRequest f;
   f.set_session("num");
   EXPECT_EQ(client_->GetFrequencies(f).status().code(), StatusCode::kInvalidArgument);
+  // Moments of a key session, a distinct count without hll: FAILED_PRECONDITION, saying why.
+  v1::GetMomentsRequest mo;
+  mo.set_session("keys");
+  auto moments = client_->GetMoments(mo);
+  EXPECT_EQ(moments.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(moments.status().message().find("numeric sessions only"), std::string::npos);
+  mo.set_session("nope");
+  EXPECT_EQ(client_->GetMoments(mo).status().code(), StatusCode::kNotFound);
+  v1::GetCardinalityRequest ca;
+  ca.set_session("num");
+  EXPECT_EQ(client_->GetCardinality(ca).status().code(), StatusCode::kFailedPrecondition);
   ExpectUnchanged("bad questions");
 }
 

@@ -17,12 +17,14 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
@@ -541,6 +543,111 @@ TEST_F(EndToEnd, CorrelatedSumsAnswerOverGrpcAndTheCli) {
   out = Shell(server->Cli("--json corrsum pairs --at=0,777,9000 --phi=0.1,0.9"));
   ASSERT_EQ(out.rc, 0) << out.out;
   EXPECT_EQ(out.out, before);
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// Issue 16: moments on every numeric session and distinct counts (hll) over gRPC and the CLI,
+// with the exported gauges and a restart that replays the log to the same answers.
+TEST_F(EndToEnd, MomentsAndDistinctCountsAnswerOverGrpcAndTheCli) {
+  namespace v1 = streamstats::v1;
+  auto server = std::make_unique<Server>(dir_);
+  ASSERT_EQ(Shell(server->Cli("session create lat --type=numeric --summary=quantiles "
+                              "--summary=hll:p=14 --export=0.5,moments,distinct")).rc,
+            0);
+  ASSERT_EQ(Shell(server->Cli("session create users --type=strings --summary=hll:epsilon=0.01")).rc,
+            0);
+  std::vector<double> x(60000);
+  {
+    std::mt19937_64 rng(41);
+    std::ofstream out(dir_ + "/lat.txt");
+    std::ofstream users(dir_ + "/users.txt");
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = 1e6 + static_cast<double>(rng() % 20000) / 4;  // 20000 distinct values
+      out << absl::StrFormat("%.17g", x[i]) << "\n";
+      users << "user-" << (rng() % 7000) << "\n";
+    }
+  }
+  ASSERT_EQ(Shell(server->Cli("ingest lat " + dir_ + "/lat.txt --batch=7000")).rc, 0);
+  ASSERT_EQ(Shell(server->Cli("ingest users " + dir_ + "/users.txt --batch=5000")).rc, 0);
+  long double sum = 0;
+  for (double v : x) sum += v;
+  const long double mean = sum / x.size();
+  long double m2 = 0;
+  for (double v : x) m2 += (v - mean) * (v - mean);
+
+  auto client = streamstats::client::Client::Connect(server->address());
+  v1::GetMomentsRequest mr;
+  mr.set_session("lat");
+  auto m = client->GetMoments(mr);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->n(), x.size());
+  EXPECT_EQ(m->count(), x.size());
+  EXPECT_TRUE(m->complete());
+  EXPECT_EQ(m->min(), *std::min_element(x.begin(), x.end()));
+  EXPECT_EQ(m->max(), *std::max_element(x.begin(), x.end()));
+  EXPECT_NEAR(m->sum(), static_cast<double>(sum), 1e-15 * static_cast<double>(sum) + 1e-6);
+  EXPECT_NEAR(m->mean(), static_cast<double>(mean), 1e-15 * static_cast<double>(mean));
+  const double var = static_cast<double>(m2 / x.size());
+  EXPECT_NEAR(m->variance(), var, 1e-11 * var);
+  EXPECT_NEAR(m->stddev(), std::sqrt(var), 1e-11 * std::sqrt(var));
+  v1::GetCardinalityRequest cr;
+  cr.set_session("lat");
+  auto c = client->GetCardinality(cr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::set<double> distinct(x.begin(), x.end());
+  EXPECT_LE(std::fabs(c->estimate() - distinct.size()), 3 * c->rse() * distinct.size());
+  EXPECT_LE(c->lower(), distinct.size());
+  EXPECT_GE(c->upper(), distinct.size());
+  EXPECT_EQ(c->precision(), 14u);
+  EXPECT_EQ(c->confidence(), 0.95);
+  EXPECT_EQ(c->n(), x.size());
+
+  RunResult out = Shell(server->Cli("--json moments lat"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_EQ(JsonNumbers(out.out, "count"), std::vector<double>{static_cast<double>(x.size())});
+  EXPECT_NE(out.out.find("\"complete\": true"), std::string::npos) << out.out;
+  out = Shell(server->Cli("moments lat"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_NE(out.out.find("count=60000  sum="), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("mean="), std::string::npos) << out.out;
+  out = Shell(server->Cli("--json distinct users"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  const std::vector<double> users_estimate = JsonNumbers(out.out, "estimate");
+  ASSERT_EQ(users_estimate.size(), 1u) << out.out;
+  EXPECT_LE(std::fabs(users_estimate[0] - 7000), 3 * 1.04 / 128 * 7000);
+  out = Shell(server->Cli("distinct users"));
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_NE(out.out.find("distinct~"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("(95%, rse=0.008125, p=14)  N=60000"), std::string::npos) << out.out;
+  out = Shell(server->Cli("session get lat"));
+  EXPECT_NE(out.out.find("hll(p=14,m=16384"), std::string::npos) << out.out;
+
+  auto expect = [&](const std::string& args, const std::string& text) {
+    RunResult bad = Shell(server->Cli(args));
+    EXPECT_NE(bad.rc, 0) << args;
+    EXPECT_NE(bad.out.find(text), std::string::npos) << args << "\n" << bad.out;
+  };
+  expect("moments users", "FAILED_PRECONDITION: session 'users' holds string keys");
+  expect("distinct nope", "NOT_FOUND");
+  expect("moments", "moments needs exactly one NAME");
+  ASSERT_EQ(Shell(server->Cli("session create empty --type=numeric --summary=quantiles")).rc, 0);
+  expect("moments empty", "FAILED_PRECONDITION: session 'empty' has no items yet");
+  expect("distinct empty", "FAILED_PRECONDITION: session 'empty' keeps no summary that answers "
+                           "distinct-count questions (add --summary=hll)");
+  expect("session create bad --type=keys --summary=hll:p=20", "hll's p must be in [4, 18], got 20");
+  expect("session create bad --type=keys --summary=hll:p=12,epsilon=0.1", "not both");
+  expect("session create bad --type=keys --summary=hll --window=items:100", "not to hll");
+  expect("session create bad --type=keys --summary=hll --export=moments", "export_moments needs a numeric session");
+  expect("session create bad --type=numeric --summary=quantiles --export=distinct",
+         "export_distinct needs an hll summary");
+
+  const std::string moments_before = Shell(server->Cli("--json moments lat")).out;
+  const std::string distinct_before = Shell(server->Cli("--json distinct users")).out;
+  // A restart replays the log: the same answers, bit for bit.
+  EXPECT_EQ(server->Stop(), 0);
+  server = std::make_unique<Server>(dir_);
+  EXPECT_EQ(Shell(server->Cli("--json moments lat")).out, moments_before);
+  EXPECT_EQ(Shell(server->Cli("--json distinct users")).out, distinct_before);
   EXPECT_EQ(server->Stop(), 0);
 }
 

@@ -136,6 +136,7 @@ void MakeSessions(Client& c) {
   paths.set_value_kind(v1::VALUE_KIND_STRING);
   paths.add_summaries()->mutable_hierarchical_heavy_hitters()->set_epsilon(0.01);
   paths.add_summaries()->mutable_lossy_counting()->set_epsilon(0.01);
+  paths.add_summaries()->mutable_hll()->set_p(10);
   ASSERT_TRUE(c.CreateSession(paths).ok());
   v1::IngestRequest p;
   p.set_session("paths");
@@ -258,6 +259,18 @@ TEST_F(HttpApi, EveryEndpointAnswersTheGrpcAnswerAsJsonToAReadToken) {
          r.add_values(50);
          r.add_phis(0.5);
          return json(c.GetCorrelatedSums(r));
+       }},
+      {"/v1/sessions/lat/moments",
+       [&] {
+         v1::GetMomentsRequest r;
+         r.set_session("lat");
+         return json(c.GetMoments(r));
+       }},
+      {"/v1/sessions/paths/cardinality",
+       [&] {
+         v1::GetCardinalityRequest r;
+         r.set_session("paths");
+         return json(c.GetCardinality(r));
        }},
   };
   for (const Case& k : cases) {

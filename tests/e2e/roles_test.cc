@@ -82,6 +82,7 @@ v1::SessionSpec PathsSpec() {
   spec.set_name("paths");
   spec.set_value_kind(v1::VALUE_KIND_STRING);
   spec.add_summaries()->mutable_hierarchical_heavy_hitters()->set_epsilon(0.01);
+  spec.add_summaries()->mutable_hll();
   return spec;
 }
 
@@ -151,6 +152,18 @@ const std::map<std::string, std::function<absl::Status(Client&)>>& EveryRpc() {
          r.set_session("pairs");
          r.add_values(5);
          return c.GetCorrelatedSums(r).status();
+       }},
+      {"GetMoments",
+       [](Client& c) {
+         v1::GetMomentsRequest r;
+         r.set_session("nums");
+         return c.GetMoments(r).status();
+       }},
+      {"GetCardinality",
+       [](Client& c) {
+         v1::GetCardinalityRequest r;
+         r.set_session("paths");
+         return c.GetCardinality(r).status();
        }},
   };
   return *rpcs;

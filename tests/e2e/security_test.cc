@@ -399,6 +399,22 @@ std::map<std::string, grpc::StatusCode> CallEveryRpc(const std::string& address,
     v1::GetCorrelatedSumsResponse resp;
     out["GetCorrelatedSums"] = stub->GetCorrelatedSums(&c, r, &resp).error_code();
   }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    v1::GetMomentsRequest r;
+    r.set_session(session);
+    v1::GetMomentsResponse resp;
+    out["GetMoments"] = stub->GetMoments(&c, r, &resp).error_code();
+  }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    v1::GetCardinalityRequest r;
+    r.set_session(session);
+    v1::GetCardinalityResponse resp;
+    out["GetCardinality"] = stub->GetCardinality(&c, r, &resp).error_code();
+  }
   return out;
 }
 
@@ -414,7 +430,7 @@ TEST_F(Tenants, MissingOrUnknownTokensAreUnauthenticatedForEveryRpcIncludingInge
         "Bearer " + alice_token.substr(0, alice_token.size() - 1)}) {
     SCOPED_TRACE("authorization: '" + auth + "'");
     auto codes = CallEveryRpc(server.address(), auth, "data");
-    EXPECT_EQ(codes.size(), 11u);
+    EXPECT_EQ(codes.size(), 13u);
     for (const auto& [rpc, code] : codes) {
       EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
     }

@@ -65,6 +65,7 @@ void Exercise(const Summary& s) {
     q.phis = {0, 0.3, 1};
     (void)s.CorrelatedSums(q);
   }
+  (void)s.Cardinality();
 
   // What we serialize must come back, with the same N.
   const std::string bytes = s.Serialize();

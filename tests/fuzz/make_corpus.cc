@@ -179,6 +179,10 @@ void DeserializeCorpus(const fs::path& dir) {
   corrsum.correlated_sum.epsilon = 0.05;
   corrsum.correlated_sum.window_items = 16;
   add("corrsum_numeric", ValueKind::kNumeric, 200, corrsum);
+  SummaryOptions hll;
+  hll.kind = SummaryKind::kHll;
+  hll.hll.p = 6;
+  add("hll_string", ValueKind::kString, 200, hll);
   uint64_t seed = 1;
   for (const Case& c : cases) Write(dir, c.name, Serialized(c.o, c.value_kind, c.items, seed++));
 }
@@ -223,6 +227,14 @@ void SpecCorpus(const fs::path& dir) {
   pairs.set_value_kind(streamstats::v1::VALUE_KIND_NUMERIC);
   pairs.add_summaries()->mutable_correlated_sum()->set_epsilon(0.02);
   Write(dir, "proto_corrsum", pairs.SerializeAsString());
+  Write(dir, "text_hll", "strings\nauto\nhll:p=8\nlossy_counting");
+  streamstats::v1::SessionSpec users;
+  users.set_name("users");
+  users.set_value_kind(streamstats::v1::VALUE_KIND_NUMERIC);
+  users.add_summaries()->mutable_hll()->set_epsilon(0.02);
+  users.set_export_moments(true);
+  users.set_export_distinct(true);
+  Write(dir, "proto_hll", users.SerializeAsString());
 }
 
 void BatchCorpus(const fs::path& dir) {

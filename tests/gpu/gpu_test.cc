@@ -19,6 +19,7 @@
 #include "core/sketches/count_min.h"
 #include "core/sketches/count_sketch.h"
 #include "core/sketches/fcm.h"
+#include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 #include "core/sketches/signed_table.h"
 #include "core/summary.h"
@@ -734,6 +735,45 @@ TEST(GpuSignedSketch, TableAndMediansEqualTheCpusForAmsAndCountSketchShapes) {
   }
   EXPECT_FALSE(GpuSignedSketch::Create(0, 100, 1, 0).ok());
   EXPECT_FALSE(GpuSignedSketch::Create(3, uint64_t{1} << 32, 1, 0).ok());
+}
+
+// Issue 16: HyperLogLog's registers on the device equal core::Hll's register for register after
+// the same key ids (random, Zipf, sorted, all equal; weighted batches), at p = 4, 12 and 18, and
+// so do the estimates built from them.
+TEST(GpuHll, RegistersEqualTheCpusAtEveryPrecision) {
+  REQUIRE_GPU();
+  for (uint32_t p : {4u, 12u, 18u}) {
+    SCOPED_TRACE(absl::StrCat("p=", p));
+    core::SummaryOptions so;
+    so.kind = core::SummaryKind::kHll;
+    so.hll.p = p;
+    auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+    ASSERT_TRUE(cpu.ok());
+    auto gpu = GpuHll::Create(p, so.hll.seed, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    for (int b = 0; b < 6; ++b) {
+      const size_t n = b % 3 == 0 ? 3000000 : 1000 + 7000 * b;
+      std::vector<uint64_t> ids = b % 2 == 0 ? ZipfIds(n, 1.1, 1000000, 60 + b)
+                                             : MakeKeys(n, kPatterns[b], 60 + b);
+      std::vector<uint64_t> w = b == 4 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+      ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
+      ASSERT_TRUE((*gpu)->Update(ids, w).ok());
+    }
+    EXPECT_EQ((*gpu)->count(), (*cpu)->count());
+    std::vector<uint8_t> registers;
+    ASSERT_TRUE((*gpu)->Download(&registers).ok());
+    const auto& hll = dynamic_cast<const core::Hll&>(**cpu);
+    ASSERT_EQ(registers.size(), hll.registers());
+    for (uint64_t j = 0; j < registers.size(); ++j) ASSERT_EQ(registers[j], hll.Register(j)) << j;
+    // Raised into a fresh CPU sketch: the same bytes but the count (which the registers do not
+    // hold), hence the same estimate.
+    auto rebuilt = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+    auto& r = dynamic_cast<core::Hll&>(**rebuilt);
+    for (uint64_t j = 0; j < registers.size(); ++j) r.Raise(j, registers[j]);
+    EXPECT_EQ(r.Histogram(), hll.Histogram());
+  }
+  EXPECT_FALSE(GpuHll::Create(3, 1, 0).ok());
+  EXPECT_FALSE(GpuHll::Create(19, 1, 0).ok());
 }
 
 // Issue 15: a conservative Count-Min lives on the device in sessions too, in the batch form; its

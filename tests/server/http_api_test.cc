@@ -130,7 +130,8 @@ TEST(HttpApiHandle, PathsAndMethodsOutsideTheApiAre404And405BeforeAnyAuthenticat
     EXPECT_TRUE(Contains(r.body, "{\"code\":\"NOT_FOUND\",\"message\":\"no such path")) << r.body;
     // The message lists what is served, from the endpoint table.
     EXPECT_TRUE(Contains(r.body, "/v1/sessions/{name}/{quantiles, ranks, frequencies, "
-                                 "heavy-hitters, hierarchical-heavy-hitters, correlated-sums"))
+                                 "heavy-hitters, hierarchical-heavy-hitters, correlated-sums, moments, "
+                                 "cardinality"))
         << r.body;
   }
   for (const char* method : {"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}) {

@@ -183,7 +183,8 @@ TEST(Metrics, EveryNameTheDeploymentUsesIsExposed) {
         "streamstats_wal_fsync_duration_seconds", "streamstats_snapshot_duration_seconds",
         "streamstats_sessions", "streamstats_session_memory_bytes", "streamstats_ingest_queue_depth",
         "streamstats_device_memory_bytes", "streamstats_build_info",
-        "streamstats_session_quantile"}) {
+        "streamstats_session_quantile", "streamstats_session_moment",
+        "streamstats_session_distinct"}) {
     EXPECT_TRUE(Has(text, absl::StrCat("# TYPE ", name, " "))) << name;
   }
 }
@@ -270,6 +271,64 @@ TEST(Metrics, AnAttachedManagerIsReadAtEveryScrape) {
   EXPECT_EQ(Samples(text)["streamstats_sessions{tenant=\"default\"}"], 0);
   EXPECT_FALSE(Has(text, "session=\"s1\""));
   m.AttachSessions(nullptr);
+}
+
+// Moments and the distinct estimate are exported by the session's own spec (issue 16): no
+// registration, so a session restored at start exports them too; sessions that did not ask, and
+// empty ones, publish nothing.
+TEST(Metrics, SessionsThatAskExportTheirMomentsAndDistinctCount) {
+  SessionManager manager({});
+  auto create = [&](const std::string& name, bool moments, bool distinct) {
+    v1::SessionSpec spec;
+    spec.set_name(name);
+    spec.set_value_kind(v1::VALUE_KIND_NUMERIC);
+    spec.add_summaries()->mutable_quantiles()->set_epsilon(0.01);
+    spec.add_summaries()->mutable_hll()->set_p(14);
+    spec.set_export_moments(moments);
+    spec.set_export_distinct(distinct);
+    auto config = ConfigFromSpec(spec);
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto session = manager.Create("acme", *config);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return *session;
+  };
+  auto both = create("both", true, true);
+  auto quiet = create("quiet", false, false);
+  create("empty", true, true);
+  std::vector<double> values(10000);
+  std::iota(values.begin(), values.end(), 1.0);  // 1..10000: sum 50005000, mean 5000.5
+  core::Batch batch;
+  batch.values = values;
+  ASSERT_TRUE(both->Ingest(batch, "", 0).ok());
+  ASSERT_TRUE(quiet->Ingest(batch, "", 0).ok());
+  auto m = Metrics::CreateUnserved("0");
+  m->NoteTenant("acme");
+  m->Refresh(manager);
+  const std::string text = m->Text();
+  auto s = Samples(text);
+  auto moment = [&](const std::string& which) {
+    const std::string key = "streamstats_session_moment{moment=\"" + which +
+                            "\",session=\"both\",tenant=\"acme\"}";
+    EXPECT_EQ(s.count(key), 1u) << key;
+    return s[key];
+  };
+  EXPECT_EQ(moment("count"), 10000);
+  EXPECT_EQ(moment("sum"), 50005000);
+  EXPECT_EQ(moment("mean"), 5000.5);
+  EXPECT_EQ(moment("min"), 1);
+  EXPECT_EQ(moment("max"), 10000);
+  EXPECT_NEAR(moment("stddev"), std::sqrt((10000.0 * 10000 - 1) / 12), 1e-6);
+  const double distinct = s["streamstats_session_distinct{session=\"both\",tenant=\"acme\"}"];
+  EXPECT_LE(std::fabs(distinct - 10000), 3 * 1.04 / 128 * 10000);
+  EXPECT_FALSE(Has(text, "session=\"quiet\""));
+  EXPECT_FALSE(Has(text, "session=\"empty\""));
+  EXPECT_TRUE(Has(text, "# TYPE streamstats_session_moment gauge"));
+  EXPECT_TRUE(Has(text, "# TYPE streamstats_session_distinct gauge"));
+  EXPECT_EQ(PromtoolProblems(text), "");
+  // Deleted: gone at the next refresh.
+  ASSERT_TRUE(manager.Delete("acme", "both").ok());
+  m->Refresh(manager);
+  EXPECT_FALSE(Has(m->Text(), "session=\"both\""));
 }
 
 TEST(Metrics, StartReportsBadAddressesAndPortsInUse) {

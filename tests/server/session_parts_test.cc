@@ -241,6 +241,51 @@ TEST(SessionParts, ConcurrentOwnedBatchesKeepTheCorrelatedSumBound) {
   }
 }
 
+// Moments merge their parts with Chan's pairwise update and HyperLogLog with register max
+// (issue 16): the count, min and max are exact, the sum and variance within rounding of the exact
+// ones, and the registers those of one sketch over every batch in any order.
+TEST(SessionParts, ConcurrentBatchesKeepExactMomentsAndTheHllRegistersOfOnePass) {
+  auto session = *Session::Create(Config("hot", {"quantiles:epsilon=0.01", "hll:p=12"}), nullptr);
+  auto reference = *Session::Create(Config("ref", {"hll:p=12"}), nullptr);
+  constexpr int kBatches = 10;
+  constexpr size_t kItems = 5000;
+  auto make = [&](int t, int b) {
+    std::mt19937_64 rng(100 * t + b);
+    std::normal_distribution<double> normal(1e9, 5);
+    OwnedBatch pb;
+    for (size_t i = 0; i < kItems; ++i) {
+      pb.values.push_back(t % 3 == 0 ? static_cast<double>(rng() % 50000) : normal(rng));
+    }
+    return pb;
+  };
+  IngestConcurrently(*session, kBatches, make);
+  EXPECT_GT(session->Stats().part_batches, 0u) << "no batch went to a part: the test tested nothing";
+  std::vector<double> all;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < kBatches; ++b) {
+      const OwnedBatch pb = make(t, b);
+      all.insert(all.end(), pb.values.begin(), pb.values.end());
+      ASSERT_TRUE(reference->Ingest(pb.view(), "", 0).ok());
+    }
+  }
+  long double sum = 0;
+  for (double x : all) sum += x;
+  const long double mean = sum / all.size();
+  long double m2 = 0;
+  for (double x : all) m2 += (x - mean) * (x - mean);
+  auto r = session->Moments();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->moments.count, all.size());
+  EXPECT_EQ(r->moments.min, *std::min_element(all.begin(), all.end()));
+  EXPECT_EQ(r->moments.max, *std::max_element(all.begin(), all.end()));
+  EXPECT_NEAR(r->moments.sum, static_cast<double>(sum), 1e-14 * static_cast<double>(sum));
+  const double var = static_cast<double>(m2 / all.size());
+  EXPECT_NEAR(r->moments.variance, var, 1e-11 * var);
+  EXPECT_EQ(session->Cardinality()->answer.estimate, reference->Cardinality()->answer.estimate);
+  EXPECT_EQ(session->Cardinality()->answer.registers_set,
+            reference->Cardinality()->answer.registers_set);
+}
+
 // Whether the answer's value can have a rank within epsilon*N of the target in `sorted`.
 ::testing::AssertionResult WithinBound(const std::vector<double>& sorted, double epsilon,
                                        const core::QuantileAnswer& a) {

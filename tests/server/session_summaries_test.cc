@@ -1,5 +1,5 @@
 // The seeds' summaries in sessions (issue 15): AMS and Count Sketch, PBF heavy hitters,
-// hierarchical heavy hitters and correlated sums — their spec texts and the server's refusals,
+// hierarchical heavy hitters, correlated sums; moments and HyperLogLog (issue 16) — their spec texts and the server's refusals,
 // bad batches changing nothing, answers within their bounds, and snapshots. The rules every
 // session follows are in session_test.cc.
 #include <algorithm>
@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/spec_parser.h"
+#include "core/common/serialization.h"
+#include "core/sketches/hll.h"
 #include "gtest/gtest.h"
 #include "tests/core/frequencies/hierarchical_heavy_hitters_test_util.h"
 #include "tests/server/session_test_util.h"
@@ -582,6 +584,283 @@ TEST(SessionManager, SnapshotsRestoreCorrelatedSumsExactly) {
     EXPECT_EQ(after->report.answers[i].sum_upper, before.report.answers[i].sum_upper);
     EXPECT_EQ(after->report.answers[i].threshold, before.report.answers[i].threshold);
   }
+}
+
+// Issue 16: moments and distinct counts.
+
+TEST(SpecParser, ParsesHllAndTheServerRefusesBadParametersWithAMessage) {
+  auto h = client::ParseSummarySpec("hll:p=14");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->hll().p(), 14u);
+  EXPECT_FALSE(h->hll().has_epsilon());
+  auto e = client::ParseSummarySpec("hll:epsilon=0.01");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->hll().epsilon(), 0.01);
+  EXPECT_EQ(e->hll().p(), 0u);
+  EXPECT_TRUE(client::ParseSummarySpec("hll").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("hll:k=3").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("hll:p=abc").ok());
+  EXPECT_FALSE(client::ParseSummarySpec("hll:p=4294967297").ok());
+  struct Bad {
+    v1::ValueKind kind;
+    std::string text;
+    std::string message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {v1::VALUE_KIND_UINT64, "hll:p=3", "hll: hll's p must be in [4, 18], got 3"},
+           {v1::VALUE_KIND_STRING, "hll:p=19", "hll's p must be in [4, 18], got 19"},
+           {v1::VALUE_KIND_NUMERIC, "hll:epsilon=0.001", "(p=18)"},
+           {v1::VALUE_KIND_NUMERIC, "hll:epsilon=1.5", "must be in"},
+           {v1::VALUE_KIND_NUMERIC, "hll:epsilon=0", "epsilon must be in [0.00203, 1) when given"},
+           {v1::VALUE_KIND_UINT64, "hll:p=12,epsilon=0.01", "not both"}}) {
+    EXPECT_TRUE(SpecIsRefused(bad.kind, bad.text, bad.message));
+  }
+  EXPECT_TRUE(SpecIsRefusedWithAWindow(v1::VALUE_KIND_UINT64, "hll"));
+  // Exports: moments need a numeric session, the distinct estimate an hll summary.
+  v1::SessionSpec spec;
+  spec.set_name("x");
+  spec.set_value_kind(v1::VALUE_KIND_UINT64);
+  *spec.add_summaries() = *client::ParseSummarySpec("count_min");
+  spec.set_export_moments(true);
+  auto config = ConfigFromSpec(spec);
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("export_moments needs a numeric session"),
+            std::string::npos);
+  spec.set_export_moments(false);
+  spec.set_export_distinct(true);
+  config = ConfigFromSpec(spec);
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("export_distinct needs an hll summary"), std::string::npos);
+  *spec.add_summaries() = *client::ParseSummarySpec("hll");
+  config = ConfigFromSpec(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->export_distinct);
+}
+
+core::Batch Values(const std::vector<double>& v, const std::vector<uint64_t>& w = {}) {
+  core::Batch b;
+  b.values = v;
+  b.weights = w;
+  return b;
+}
+
+// Exact moments of (value, weight) pairs in long double.
+struct ExactMoments {
+  uint64_t count = 0;
+  long double sum = 0, m2 = 0;
+  double min = 0, max = 0;
+  void Of(const std::vector<double>& x, const std::vector<uint64_t>& w) {
+    long double mean = 0;
+    count = 0;
+    sum = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      count += w[i];
+      sum += static_cast<long double>(w[i]) * x[i];
+    }
+    mean = sum / count;
+    m2 = 0;
+    for (size_t i = 0; i < x.size(); ++i) m2 += w[i] * (x[i] - mean) * (x[i] - mean);
+    min = *std::min_element(x.begin(), x.end());
+    max = *std::max_element(x.begin(), x.end());
+  }
+};
+
+void ExpectMoments(const MomentsResult& r, const ExactMoments& e) {
+  EXPECT_EQ(r.moments.count, e.count);
+  EXPECT_EQ(r.moments.min, e.min);
+  EXPECT_EQ(r.moments.max, e.max);
+  EXPECT_NEAR(r.moments.sum, static_cast<double>(e.sum), 1e-13 * std::fabs(static_cast<double>(e.sum)));
+  EXPECT_NEAR(r.moments.mean, static_cast<double>(e.sum / e.count),
+              1e-13 * std::fabs(static_cast<double>(e.sum / e.count)));
+  const double var = static_cast<double>(e.m2 / e.count);
+  EXPECT_NEAR(r.moments.variance, var, 1e-10 * var);
+  EXPECT_NEAR(r.moments.stddev, std::sqrt(var), 1e-10 * std::sqrt(var));
+  EXPECT_NEAR(r.moments.sample_variance, static_cast<double>(e.m2 / (e.count - 1)), 1e-10 * var);
+}
+
+// Every numeric session keeps moments, whatever its summaries; weights count; a refused batch
+// (NaN anywhere) changes nothing; key sessions and empty sessions are FAILED_PRECONDITION.
+TEST(Session, EveryNumericSessionAnswersExactMomentsAndABadBatchChangesThem) {
+  for (const std::vector<std::string>& summaries :
+       {std::vector<std::string>{"quantiles:epsilon=0.01"}, std::vector<std::string>{"misra_gries"},
+        std::vector<std::string>{"hll:p=10", "count_min"}}) {
+    auto session = *Session::Create(Config("m", summaries), nullptr);
+    auto empty = session->Moments();
+    EXPECT_EQ(empty.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(empty.status().message().find("has no items yet"), std::string::npos);
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> normal(1e8, 2);
+    std::vector<double> all;
+    std::vector<uint64_t> weights;
+    for (int b = 0; b < 7; ++b) {
+      std::vector<double> v(20000 + b * 1000);
+      std::vector<uint64_t> w(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = normal(rng);
+        w[i] = b % 2 == 0 ? 1 : 1 + rng() % 3;
+      }
+      ASSERT_TRUE(session->Ingest(Values(v, b % 2 == 0 ? std::vector<uint64_t>{} : w), "", 0).ok());
+      all.insert(all.end(), v.begin(), v.end());
+      weights.insert(weights.end(), w.begin(), w.end());
+    }
+    ExactMoments exact;
+    exact.Of(all, weights);
+    auto r = session->Moments();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->complete);
+    EXPECT_EQ(r->n, exact.count);
+    ExpectMoments(*r, exact);
+    // A batch with a NaN (or an infinity) is refused whole: the moments stay as they were.
+    std::vector<double> bad = {1, 2, std::nan(""), 4};
+    EXPECT_EQ(session->Ingest(Values(bad), "", 0).code(), StatusCode::kInvalidArgument);
+    bad[2] = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(session->Ingest(Values(bad), "", 0).code(), StatusCode::kInvalidArgument);
+    auto after = session->Moments();
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->moments.count, r->moments.count);
+    EXPECT_EQ(after->moments.sum, r->moments.sum);
+    EXPECT_EQ(after->moments.variance, r->moments.variance);
+    EXPECT_EQ(after->moments.max, r->moments.max);
+  }
+  for (v1::ValueKind kind : {v1::VALUE_KIND_UINT64, v1::VALUE_KIND_STRING}) {
+    auto keys = *Session::Create(Config("k", {"count_min"}, kind), nullptr);
+    auto r = keys->Moments();
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(r.status().message().find("numeric sessions only"), std::string::npos);
+  }
+}
+
+// Moments are not windowed: a window session's moments cover every item, its N the window's.
+TEST(Session, AWindowSessionsMomentsCoverTheWholeHistory) {
+  auto session = *Session::Create(Config("w", {"quantiles:epsilon=0.01"}, v1::VALUE_KIND_NUMERIC,
+                                         "items:1000"),
+                                  nullptr);
+  std::vector<double> v(10000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  ASSERT_TRUE(session->Ingest(Values(v), "", 0).ok());
+  auto r = session->Moments();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->complete);
+  EXPECT_EQ(r->moments.count, 10000u);
+  EXPECT_EQ(r->moments.min, 0);
+  EXPECT_EQ(r->moments.mean, 4999.5);
+  EXPECT_NE(r->scope.find("not windowed"), std::string::npos);
+  EXPECT_LT(r->n, 10000u);  // the window's N
+}
+
+// Distinct counts on every value kind, within 3 RSE; the hll answers nothing else and a session
+// without one refuses the question.
+TEST(Session, HllAnswersDistinctCountsOnEveryValueKindAndNothingElse) {
+  const uint64_t distinct = 30000;
+  for (v1::ValueKind kind : {v1::VALUE_KIND_NUMERIC, v1::VALUE_KIND_UINT64, v1::VALUE_KIND_STRING}) {
+    auto session = *Session::Create(Config("d", {"hll:epsilon=0.01"}, kind), nullptr);
+    std::vector<double> values;
+    std::vector<uint64_t> keys;
+    std::vector<std::string> strings;
+    for (uint64_t i = 0; i < 3 * distinct; ++i) {
+      const uint64_t k = (i * 7919) % distinct;
+      values.push_back(static_cast<double>(k) * 0.5 - 100);
+      keys.push_back(k * 1000003);
+      strings.push_back(absl::StrCat("k", k));
+    }
+    core::Batch b;
+    b.kind = kind == v1::VALUE_KIND_NUMERIC ? core::ValueKind::kNumeric
+             : kind == v1::VALUE_KIND_UINT64 ? core::ValueKind::kUint64
+                                              : core::ValueKind::kString;
+    b.values = values;
+    b.keys = keys;
+    b.strings = strings;
+    ASSERT_TRUE(session->Ingest(b, "", 0).ok());
+    auto r = session->Cardinality();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->answer.precision, 14u);  // epsilon 0.01
+    EXPECT_LE(std::fabs(r->answer.estimate - distinct), 3 * r->answer.rse * distinct);
+    EXPECT_LE(r->answer.lower, distinct);
+    EXPECT_GE(r->answer.upper, distinct);
+    EXPECT_EQ(r->answer.count, 3 * distinct);
+    EXPECT_NE(r->guarantee.find("1.04/sqrt(m)"), std::string::npos);
+    // Not a frequency summary: frequency and heavy-hitter questions find none.
+    core::Keys q;
+    q.kind = b.kind;
+    q.values = absl::MakeConstSpan(values).subspan(0, 1);
+    q.keys = absl::MakeConstSpan(keys).subspan(0, 1);
+    q.strings = absl::MakeConstSpan(strings).subspan(0, 1);
+    EXPECT_EQ(session->Frequencies(q, "").status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(session->HeavyHitters(0.1, "").status().code(), StatusCode::kFailedPrecondition);
+  }
+  auto none = *Session::Create(Config("q", {"quantiles"}), nullptr);
+  auto r = none->Cardinality();
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("add --summary=hll"), std::string::npos);
+}
+
+// The moments section a snapshot ends with, removed: what a server before issue 16 wrote.
+std::string WithoutMoments(const std::string& snapshot) {
+  auto env = core::OpenEnvelope(snapshot);
+  EXPECT_TRUE(env.ok()) << env.status();
+  const size_t moments = core::Moments().Serialize().size();
+  std::string payload(env->payload.substr(0, env->payload.size() - 1 - 8 - moments));
+  return core::SealEnvelope(env->summary_kind, payload);
+}
+
+// A snapshot keeps the moments and the hll registers exactly; one written before moments existed
+// still loads, and its moments then say truthfully that they cover only the items since.
+TEST(Session, SnapshotsKeepMomentsAndHllAndOldSnapshotsLoadWithIncompleteMoments) {
+  auto session = *Session::Create(Config("s", {"quantiles:epsilon=0.01", "hll:p=12"}), nullptr);
+  std::vector<double> v;
+  for (int i = 0; i < 50000; ++i) v.push_back(std::sin(i) * 1000 + 1e6);
+  ASSERT_TRUE(session->Ingest(Values(v), "", 0).ok());
+  const std::string bytes = session->Serialize();
+  auto restored = Session::Deserialize(bytes, ConfigFromSpecBytes, nullptr);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  auto a = session->Moments(), b = (*restored)->Moments();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(b->complete);
+  EXPECT_EQ(b->moments.count, a->moments.count);
+  EXPECT_EQ(b->moments.sum, a->moments.sum);
+  EXPECT_EQ(b->moments.variance, a->moments.variance);
+  EXPECT_EQ(b->moments.min, a->moments.min);
+  EXPECT_EQ((*restored)->Cardinality()->answer.estimate, session->Cardinality()->answer.estimate);
+  EXPECT_EQ((*restored)->Serialize(), bytes);
+
+  auto old = Session::Deserialize(WithoutMoments(bytes), ConfigFromSpecBytes, nullptr);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ((*old)->count(), 50000u);
+  auto none = (*old)->Moments();
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("restored from a snapshot without moments"),
+            std::string::npos);
+  std::vector<double> more = {1, 2, 3};
+  ASSERT_TRUE((*old)->Ingest(Values(more), "", 0).ok());
+  auto partial = (*old)->Moments();
+  ASSERT_TRUE(partial.ok());
+  EXPECT_FALSE(partial->complete);
+  EXPECT_EQ(partial->n, 50003u);
+  EXPECT_EQ(partial->moments.count, 3u);
+  EXPECT_EQ(partial->moments.mean, 2);
+  EXPECT_NE(partial->scope.find("only the items acknowledged since"), std::string::npos);
+  // Incomplete stays incomplete through the next snapshot.
+  auto again = Session::Deserialize((*old)->Serialize(), ConfigFromSpecBytes, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE((*again)->Moments()->complete);
+  // An old snapshot of a session that held no batch: its moments are complete.
+  auto fresh = *Session::Create(Config("f", {"quantiles"}), nullptr);
+  auto old_empty = Session::Deserialize(WithoutMoments(fresh->Serialize()), ConfigFromSpecBytes, nullptr);
+  ASSERT_TRUE(old_empty.ok()) << old_empty.status();
+  ASSERT_TRUE((*old_empty)->Ingest(Values(more), "", 0).ok());
+  EXPECT_TRUE((*old_empty)->Moments()->complete);
+  // Key sessions write no moments: their snapshots are as before.
+  auto keys = *Session::Create(Config("k", {"hll"}, v1::VALUE_KIND_UINT64), nullptr);
+  EXPECT_TRUE(Session::Deserialize(keys->Serialize(), ConfigFromSpecBytes, nullptr).ok());
+  // Corrupt moments in a snapshot are DataLoss.
+  auto env = core::OpenEnvelope(bytes);
+  std::string payload(env->payload);
+  payload[payload.size() - 1 - 8 - core::Moments().Serialize().size()] = 7;  // the complete flag
+  EXPECT_EQ(Session::Deserialize(core::SealEnvelope(env->summary_kind, payload), ConfigFromSpecBytes,
+                                 nullptr)
+                .status()
+                .code(),
+            StatusCode::kDataLoss);
 }
 
 }  // namespace
