@@ -38,6 +38,7 @@ __all__ = [
     "UnauthenticatedError", "ResourceExhaustedError", "UnavailableError", "Quantile", "Quantiles",
     "Rank", "Ranks", "Frequency", "Frequencies", "HeavyHitter", "PrefixHeavyHitter",
     "CorrelatedSum", "CorrelatedSums", "Coverage", "IngestResult", "SessionInfo", "parse_summary",
+    "Moments", "Cardinality",
 ]
 
 
@@ -251,6 +252,40 @@ class CorrelatedSums(_Answers):
     max_rank_error: int
     guarantee: str
     answers: Tuple[CorrelatedSum, ...] = ()
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Exact count, sum, min, max, mean and variance of a numeric session (GetMoments); `complete`
+    is False when they cover only part of N (a restore from an older snapshot: see `scope`)."""
+    n: int
+    count: int
+    complete: bool
+    sum: float
+    min: float
+    max: float
+    mean: float
+    variance: float
+    sample_variance: float
+    stddev: float
+    scope: str
+
+
+@dataclass(frozen=True)
+class Cardinality:
+    """Distinct items (HyperLogLog): the estimate, [lower, upper] at `confidence`, the relative
+    standard error 1.04/sqrt(m); float(c) is the estimate."""
+    n: int
+    estimate: float
+    lower: float
+    upper: float
+    rse: float
+    confidence: float
+    precision: int
+    guarantee: str
+
+    def __float__(self) -> float:
+        return self.estimate
 
 
 @dataclass(frozen=True)
@@ -781,6 +816,18 @@ class Session:
         for p in r.prefixes:
             yield PrefixHeavyHitter(p.prefix, p.depth, (p.discounted.lower, p.discounted.upper),
                                     (p.total.lower, p.total.upper))
+
+    def moments(self) -> Moments:
+        """Exact moments of a numeric session (every numeric session keeps them)."""
+        r = self._client._call("GetMoments", pb.GetMomentsRequest(session=self.name))
+        return Moments(r.n, r.count, r.complete, r.sum, r.min, r.max, r.mean, r.variance,
+                       r.sample_variance, r.stddev, r.scope)
+
+    def distinct(self) -> Cardinality:
+        """The distinct count of a session keeping an hll summary."""
+        r = self._client._call("GetCardinality", pb.GetCardinalityRequest(session=self.name))
+        return Cardinality(r.n, r.estimate, r.lower, r.upper, r.rse, r.confidence, r.precision,
+                           r.guarantee)
 
     def correlated_sums(self, values: Iterable[float] = (), phis: Iterable[float] = ()) -> CorrelatedSums:
         """Σ y over the items with x <= each value, then over x <= each φ-quantile of x."""

@@ -243,6 +243,31 @@ class PythonClient(unittest.TestCase):
         lo, hi = prefixes["eu/fr/paris"].total
         self.assertTrue(lo <= 300 <= hi)
 
+    def test_moments_and_distinct_counts(self):
+        rng = random.Random(5)
+        values = [rng.gauss(1e6, 3.0) for _ in range(20000)]
+        s = self.session(["quantiles", "hll:p=12"])
+        s.ingest(values, weights=[1 + i % 2 for i in range(len(values))])
+        m = s.moments()
+        w = [1 + i % 2 for i in range(len(values))]
+        total = sum(w)
+        mean = math.fsum(x * k for x, k in zip(values, w)) / total
+        var = math.fsum(k * (x - mean) ** 2 for x, k in zip(values, w)) / total
+        self.assertEqual((m.n, m.count, m.complete), (total, total, True))
+        self.assertEqual((m.min, m.max), (min(values), max(values)))
+        self.assertAlmostEqual(m.mean, mean, delta=1e-9 * abs(mean))
+        self.assertAlmostEqual(m.variance, var, delta=1e-9 * var)
+        d = s.distinct()
+        self.assertEqual(d.precision, 12)
+        self.assertLessEqual(abs(d.estimate - len(set(values))), 3 * d.rse * len(set(values)))
+        self.assertTrue(d.lower <= float(d) <= d.upper)
+        keys = self.session(["misra_gries"], kind="uint64")
+        keys.ingest([1, 2, 3])
+        with self.assertRaises(streamstats.FailedPreconditionError):
+            keys.moments()  # a key session has no numeric moments
+        with self.assertRaises(streamstats.FailedPreconditionError):
+            keys.distinct()  # no hll
+
     def test_sessions_listing_info_and_delete(self):
         s = self.session(["quantiles", "lossy_counting"])
         s.ingest([1.0, 2.0, 3.0])
