@@ -1,6 +1,7 @@
 // GpuHll (gpu/gpu_sketches.h): HyperLogLog's registers on the device.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +86,40 @@ absl::Status GpuHll::Download(std::vector<uint8_t>* registers) {
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
   registers->assign(wide.begin(), wide.end());
   return absl::OkStatus();
+}
+
+absl::Status GpuHll::Load(absl::Span<const uint64_t> registers) {
+  const size_t m = size_t{1} << p_;
+  if (registers.size() != m) {
+    return absl::InvalidArgumentError("GPU hll: the registers to load have the wrong count");
+  }
+  std::vector<unsigned int> narrow(m);
+  for (size_t j = 0; j < m; ++j) {
+    if (registers[j] > 65 - p_) return absl::InvalidArgumentError("GPU hll: a register too large");
+    narrow[j] = static_cast<unsigned int>(registers[j]);
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(registers_, narrow.data(),
+                                                   m * sizeof(unsigned int),
+                                                   cudaMemcpyHostToDevice, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  dev_->bytes_copied += m * sizeof(unsigned int);
+  return absl::OkStatus();
+}
+
+absl::Status GpuHll::DownloadTo(absl::Span<uint64_t> registers) {
+  if (registers.size() != (size_t{1} << p_)) {
+    return absl::InvalidArgumentError("GPU hll: the register words have the wrong count");
+  }
+  std::vector<uint8_t> bytes;
+  STREAMSTATS_RETURN_IF_ERROR(Download(&bytes));
+  std::copy(bytes.begin(), bytes.end(), registers.begin());
+  dev_->bytes_copied += bytes.size() * sizeof(unsigned int);
+  return absl::OkStatus();
+}
+
+GpuWorkStats GpuHll::work_stats() const {
+  return GpuWorkStats{dev_->timer.seconds(), dev_->bytes_copied};
 }
 
 }  // namespace streamstats::gpu

@@ -230,8 +230,8 @@ void GpuPool::CountWindowFallback(const GpuAccelerator* device) {
 class GpuPool::PoolSketch final : public core::DeviceSketch {
  public:
   PoolSketch(GpuPool* pool, size_t slot, std::unique_ptr<GpuCountMin> cm,
-             std::unique_ptr<GpuPbf> pbf)
-      : pool_(pool), slot_(slot), cm_(std::move(cm)), pbf_(std::move(pbf)) {}
+             std::unique_ptr<GpuPbf> pbf, std::unique_ptr<GpuHll> hll = nullptr)
+      : pool_(pool), slot_(slot), cm_(std::move(cm)), pbf_(std::move(pbf)), hll_(std::move(hll)) {}
 
   absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                    std::vector<uint64_t>* estimates) override {
@@ -246,9 +246,10 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
       } else {
         s = cm_->AddSequential(ids, weights, estimates);
       }
+    } else if (estimates != nullptr) {
+      s = absl::InvalidArgumentError("PBF and HyperLogLog updates return no estimates");
     } else {
-      s = estimates == nullptr ? pbf_->Insert(ids, weights)
-                               : absl::InvalidArgumentError("PBF inserts return no estimates");
+      s = pbf_ != nullptr ? pbf_->Insert(ids, weights) : hll_->Update(ids, weights);
     }
     Account(s);
     return s;
@@ -257,7 +258,8 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
   absl::Status Download(absl::Span<uint64_t> state) override {
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
                      : cm_ != nullptr    ? cm_->DownloadTo(state)
-                                         : pbf_->DownloadTo(state);
+                     : pbf_ != nullptr   ? pbf_->DownloadTo(state)
+                                         : hll_->DownloadTo(state);
     Account(s);
     return s;
   }
@@ -284,7 +286,9 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
  private:
   void Account(const absl::Status& s) {
     SketchWork& work = *pool_->sketch_work_[slot_];
-    const GpuWorkStats now = cm_ != nullptr ? cm_->work_stats() : pbf_->work_stats();
+    const GpuWorkStats now = cm_ != nullptr    ? cm_->work_stats()
+                             : pbf_ != nullptr ? pbf_->work_stats()
+                                               : hll_->work_stats();
     work.kernel_nanos.fetch_add(
         static_cast<uint64_t>((now.kernel_seconds - reported_.kernel_seconds) * 1e9));
     work.bytes_copied.fetch_add(now.bytes_copied - reported_.bytes_copied);
@@ -299,6 +303,7 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
   size_t slot_;
   std::unique_ptr<GpuCountMin> cm_;
   std::unique_ptr<GpuPbf> pbf_;
+  std::unique_ptr<GpuHll> hll_;
   GpuWorkStats reported_;
 };
 
@@ -318,6 +323,13 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
     sketches_.fetch_add(1);
     return std::make_unique<PoolSketch>(this, slot, nullptr, *std::move(pbf));
   }
+  if (spec.hll != nullptr) {
+    absl::StatusOr<std::unique_ptr<GpuHll>> hll =
+        GpuHll::Create(spec.hll->Precision(), spec.hll->seed, ordinal);
+    if (!hll.ok() || !(*hll)->Load(spec.state).ok()) return nullptr;
+    sketches_.fetch_add(1);
+    return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, *std::move(hll));
+  }
   return nullptr;
 }
 
@@ -326,6 +338,7 @@ bool GpuPool::KeepsSketch(const core::DeviceSketchSpec& spec) const {
   if (spec.count_min != nullptr) {
     return spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min;
   }
+  if (spec.hll != nullptr) return kinds.hll;
   return spec.pbf != nullptr && kinds.pbf;
 }
 

@@ -67,6 +67,7 @@ struct GpuPoolOptions {
     bool count_min = true;               // plain Count-Min (bit-equal sequential update)
     bool conservative_count_min = true;  // conservative Count-Min, in its batch form
     bool pbf = true;                     // the Probabilistic Bloom Filter's bits
+    bool hll = true;                     // HyperLogLog's registers
   } sketches;
 };
 

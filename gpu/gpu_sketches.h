@@ -235,8 +235,9 @@ absl::Status HashStringsOnDevice(int device, absl::Span<const std::string> strin
 // not once the sketch fills). Registers are max-merged, so after the same key ids the registers
 // equal core::Hll's exactly, in any order and batching (tests/gpu/gpu_test.cc); Download returns
 // them one byte per register for core::Hll::Raise. The device keeps m 32-bit registers (1 MiB at
-// p = 18). Checked on an H100 (gpu_tests 21/21, GpuHll equal to the CPU at p = 4, 12, 18);
-// sessions do not use it yet. Each object owns a stream on its device; not thread-safe.
+// p = 18). Checked on an H100 (gpu_tests 21/21, GpuHll equal to the CPU at p = 4, 12, 18).
+// Sessions keep their hll registers here through the GPU pool (GpuPool::AttachSketch) when
+// --gpu_sketches names hll. Each object owns a stream on its device; not thread-safe.
 class GpuHll {
  public:
   // p in [core::kHllMinPrecision, core::kHllMaxPrecision].
@@ -250,6 +251,11 @@ class GpuHll {
   absl::Status Update(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights = {});
   // The registers, m of them, one byte each.
   absl::Status Download(std::vector<uint8_t>* registers);
+  // The registers as the device mirror keeps them (core/accel/device_mirror.h): m words, one
+  // register each. Load replaces the device's registers with them (each <= 65 - p).
+  absl::Status Load(absl::Span<const uint64_t> registers);
+  absl::Status DownloadTo(absl::Span<uint64_t> registers);
+  GpuWorkStats work_stats() const;
 
  private:
   GpuHll() = default;

@@ -15,6 +15,7 @@
 #include "core/parallel/partitioned.h"
 #include "core/quantiles/quantile_summary.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 
 namespace streamstats::server {
@@ -166,6 +167,10 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
                         cm->options().conservative
                             ? " (conservative update per batch: targets from the table before it)"
                             : "");
+  }
+  if (const auto* hll = dynamic_cast<const core::Hll*>(&s); hll != nullptr) {
+    return hll->on_device() ? absl::StrCat(accelerator.name(), ": registers on the device")
+                            : "cpu: registers in host memory";
   }
   if (const auto* pbf = dynamic_cast<const core::Pbf*>(&s); pbf != nullptr) {
     return pbf->on_device() ? absl::StrCat(accelerator.name(), ": filter on the device")

@@ -19,6 +19,7 @@ namespace streamstats::core {
 
 struct CountMinOptions;  // core/summary.h
 struct PbfOptions;
+struct HllOptions;
 
 // One distinct key of a sorted window and its total weight.
 struct HistogramEntry {
@@ -46,9 +47,11 @@ class DeviceSketch {
   // (core/sketches/count_min.h), estimates[i] = ids[i]'s minimum after the batch.
   // PBF: inserts the items at the stream positions that follow the ones already inserted, as
   // Pbf::Update does; `estimates` must be null.
+  // HyperLogLog: raises each id's register (core::HllPosition); `estimates` must be null.
   virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            std::vector<uint64_t>* estimates) = 0;
-  // Copies the state out: Count-Min's row-major d x w counters, or the PBF's bit words.
+  // Copies the state out: Count-Min's row-major d x w counters, the PBF's bit words, or the
+  // HyperLogLog's 2^p registers, one a word.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
   // PBF: y[i] = how many of ids[i]'s k positions are set (Pbf::SetPositions) and *set_bits = the
   // filter's set bits, as the table now stands: what the heavy-hitter candidates are offered
@@ -61,6 +64,7 @@ class DeviceSketch {
 struct DeviceSketchSpec {
   const CountMinOptions* count_min = nullptr;  // plain or conservative update
   const PbfOptions* pbf = nullptr;
+  const HllOptions* hll = nullptr;
   absl::Span<const uint64_t> state;  // the current table / bit words, uploaded as the start
   uint64_t position = 0;             // PBF: items inserted so far (the next stream position)
 };

@@ -107,10 +107,56 @@ std::string Hll::Describe() const {
 }
 
 void Hll::set_accelerator(Accelerator* accelerator) {
+  Detach();
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
 }
 
+void Hll::Refresh() const {
+  if (mirror_ != nullptr) mirror_->Refresh();
+}
+
+void Hll::Detach() {
+  if (mirror_ == nullptr) return;
+  mirror_->Refresh();
+  mirror_->Detach();
+  for (uint64_t j = 0; j < registers(); ++j) Raise(j, static_cast<uint8_t>(wide_[j]));
+  mirror_.reset();
+  wide_ = std::vector<uint64_t>();
+}
+
+bool Hll::UpdateOnDevice(const Batch& batch) {
+  DeviceSketchSpec spec;
+  spec.hll = &options_;
+  if (mirror_ == nullptr) {
+    if (!accelerator_->KeepsSketch(spec)) return false;
+    wide_.assign(registers(), 0);
+    mirror_ = std::make_unique<DeviceMirror>(
+        absl::MakeSpan(wide_),
+        [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t>, uint64_t) {
+          uint32_t index;
+          uint8_t rho;
+          for (uint64_t id : ids) {
+            HllPosition(id, seed_mix_, p_, &index, &rho);
+            wide_[index] = std::max<uint64_t>(wide_[index], rho);
+          }
+        });
+  }
+  if (!mirror_->attached()) {
+    for (uint64_t j = 0; j < registers(); ++j) wide_[j] = Register(j);
+    mirror_->TryAttach(accelerator_, spec);
+    if (!mirror_->attached()) return false;
+  }
+  scratch_ids_.resize(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+  return mirror_->Add(scratch_ids_, batch.weights, nullptr);
+}
+
 uint8_t Hll::Register(uint64_t j) const {
+  const uint8_t packed = Packed(j);
+  return wide_.empty() ? packed : std::max(packed, static_cast<uint8_t>(wide_[j]));
+}
+
+uint8_t Hll::Packed(uint64_t j) const {
   const uint64_t bit = 6 * j;
   const uint64_t at = bit >> 3;
   const unsigned v = bytes_[at] | (static_cast<unsigned>(bytes_[at + 1]) << 8);
@@ -128,11 +174,17 @@ void Hll::Set(uint64_t j, uint8_t value) {
 }
 
 void Hll::Raise(uint64_t j, uint8_t rho) {
-  if (rho > Register(j)) Set(j, rho);
+  if (rho > Packed(j)) Set(j, rho);
 }
 
 absl::Status Hll::Update(const Batch& batch) {
   const size_t n = batch.size();
+  if (UpdateOnDevice(batch)) {
+    // (A failed device call has already brought wide_ up to date and detached; the batch then
+    // goes to the packed registers below, which Register reads together with wide_.)
+    for (size_t i = 0; i < n; ++i) count_ += batch.weights.empty() ? 1 : batch.weights[i];
+    return absl::OkStatus();
+  }
   uint32_t index;
   uint8_t rho;
   switch (batch.kind) {
@@ -169,19 +221,27 @@ absl::Status Hll::Merge(const Summary& other_summary) {
         absl::StrCat("hll cannot merge a ", SummaryKindName(other_summary.kind()), " summary"));
   }
   const auto& other = static_cast<const Hll&>(other_summary);
+  if (&other == this) return absl::InvalidArgumentError("cannot merge a summary into itself");
   if (other.value_kind_ != value_kind_ || other.p_ != p_ || other.options_.seed != options_.seed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "hll merges only with equal value kind, p and seed: this is ", ValueKindName(value_kind_),
         " ", Describe(), ", the other ", ValueKindName(other.value_kind_), " ", other.Describe()));
   }
+  Detach();  // the merge writes the packed registers; the next batch attaches again
+  other.Refresh();
   for (uint64_t j = 0; j < registers(); ++j) Raise(j, other.Register(j));
   count_ += other.count_;
   return absl::OkStatus();
 }
 
-size_t Hll::MemoryBytes() const { return sizeof(*this) + bytes_.capacity(); }
+size_t Hll::MemoryBytes() const {
+  return sizeof(*this) + bytes_.capacity() + wide_.capacity() * sizeof(uint64_t) +
+         scratch_ids_.capacity() * sizeof(uint64_t) +
+         (mirror_ != nullptr ? mirror_->MemoryBytes() : 0);
+}
 
 std::vector<uint64_t> Hll::Histogram() const {
+  Refresh();
   std::vector<uint64_t> histogram(66 - p_, 0);
   for (uint64_t j = 0; j < registers(); ++j) ++histogram[Register(j)];
   return histogram;
@@ -210,7 +270,14 @@ std::string Hll::Serialize() const {
   w.Put<uint8_t>(static_cast<uint8_t>(p_));
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
-  w.bytes().append(reinterpret_cast<const char*>(bytes_.data()), PackedBytes(p_));
+  Refresh();
+  if (wide_.empty()) {
+    w.bytes().append(reinterpret_cast<const char*>(bytes_.data()), PackedBytes(p_));
+  } else {  // device registers: pack the combined values as Set would
+    Hll packed(options_, value_kind_, nullptr);
+    for (uint64_t j = 0; j < registers(); ++j) packed.Set(j, Register(j));
+    w.bytes().append(reinterpret_cast<const char*>(packed.bytes_.data()), PackedBytes(p_));
+  }
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kHll), w.bytes());
 }
 

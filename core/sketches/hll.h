@@ -35,6 +35,12 @@
 // over both streams (so any order and any partitioning give the same bytes).
 // Space: 6m/8 bytes plus a fixed header. Update: one Mix64 and one register read per item (about
 // 10 ns an item on one core of the shared 2-vCPU VM at p = 12 and 18; gpu::GpuHll on a device).
+// On an accelerator that keeps HyperLogLog registers on its device (the GPU pool with
+// --gpu_sketches including hll), the registers live there (core/accel/device_mirror.h): the host
+// computes the key ids and the device raises the registers; questions, snapshots and merges read
+// them back first. The host copy is then one register a 64-bit word (8m bytes, 32 KiB at p = 12)
+// beside the packed bytes; a device failure moves the registers back without losing a batch. The
+// registers are a max over the items, so the device's equal the CPU's exactly.
 // Not thread-safe for writers; const methods may run concurrently.
 #ifndef STREAMSTATS_CORE_SKETCHES_HLL_H_
 #define STREAMSTATS_CORE_SKETCHES_HLL_H_
@@ -49,6 +55,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/accel/accelerator.h"
+#include "core/accel/device_mirror.h"
 #include "core/common/hash.h"
 #include "core/common/host_device.h"
 #include "core/common/types.h"
@@ -107,7 +114,12 @@ class Hll final : public Summary {
 
   uint32_t precision() const { return p_; }
   uint64_t registers() const { return uint64_t{1} << p_; }
+  // Register j (on a device: as of the last Refresh(), which every reader here calls first).
   uint8_t Register(uint64_t j) const;
+  // Whether the registers are on a device (see above).
+  bool on_device() const { return mirror_ != nullptr && mirror_->attached(); }
+  // Brings the host copy of device registers up to date (no-op on the host).
+  void Refresh() const;
   // Raises register j to at least `rho` (what an update does; also for a device's registers).
   void Raise(uint64_t j, uint8_t rho);
   // The histogram HllEstimate reads.
@@ -115,6 +127,11 @@ class Hll final : public Summary {
 
  private:
   void Set(uint64_t j, uint8_t v);
+  uint8_t Packed(uint64_t j) const;
+  // Moves registers kept on a device back into the packed bytes and lets the device copy go.
+  void Detach();
+  // The batch to the device when the accelerator keeps the registers there: true when done.
+  bool UpdateOnDevice(const Batch& batch);
 
   HllOptions options_;
   ValueKind value_kind_;
@@ -124,6 +141,11 @@ class Hll final : public Summary {
   uint64_t count_ = 0;
   // 6m/8 packed bytes plus one spare zero byte, so every register reads with one 16-bit load.
   std::vector<uint8_t> bytes_;
+  // Device registers: the mirror's host copy, one register a word (>= the packed bytes while
+  // the mirror exists); made on the first batch an accelerator that keeps them sees.
+  std::vector<uint64_t> wide_;
+  std::unique_ptr<DeviceMirror> mirror_;
+  std::vector<uint64_t> scratch_ids_;
 };
 
 }  // namespace streamstats::core

@@ -694,6 +694,54 @@ TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures)
   EXPECT_TRUE(some_work);
 }
 
+// Issue 16: an hll summary built through the pool keeps its registers on the device (the
+// placement says so) and its bytes and answers equal the CPU-built one's after every batch, for
+// string, numeric and uint64 keys, despite a device failure (which moves it back to the host).
+TEST(GpuPool, HllRegistersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok());
+  for (uint32_t p : {4u, 12u, 18u}) {
+    for (int inject_at : {-1, 5}) {
+      core::SummaryOptions so;
+      so.kind = core::SummaryKind::kHll;
+      so.hll.p = p;
+      auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+      auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+      ASSERT_TRUE(cpu.ok() && gpu.ok());
+      const uint64_t fallbacks_before = (*pool)->stats().fallbacks;
+      for (int b = 0; b < 12; ++b) {
+        if (b == inject_at) (*pool)->InjectFailuresForTesting(1);
+        std::vector<uint64_t> ids = ZipfIds(1000 + 20000 * b, 1.1, 1 << 22, b + 7);
+        std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+        ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
+        ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
+        if (b % 4 == 1) {
+          auto a = (*cpu)->Cardinality();
+          auto g = (*gpu)->Cardinality();
+          ASSERT_TRUE(a.ok() && g.ok());
+          EXPECT_EQ(a->estimate, g->estimate) << "p " << p << " batch " << b;
+        }
+      }
+      const auto& hll = static_cast<const core::Hll&>(**gpu);
+      EXPECT_EQ(hll.on_device(), inject_at < 0) << "p " << p;
+      EXPECT_TRUE((*gpu)->Serialize() == (*cpu)->Serialize()) << "p " << p << " inject " << inject_at;
+      EXPECT_EQ((*pool)->stats().fallbacks - fallbacks_before, inject_at >= 0 ? 1u : 0u);
+    }
+  }
+  // Off with --gpu_sketches=none (kinds.hll = false): the registers stay on the host.
+  GpuPoolOptions off;
+  off.sketches.hll = false;
+  auto host_pool = GpuPool::Create(off);
+  ASSERT_TRUE(host_pool.ok());
+  core::SummaryOptions so;
+  so.kind = core::SummaryKind::kHll;
+  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
+  EXPECT_FALSE(static_cast<const core::Hll&>(**kept).on_device());
+}
+
 // Issue 15: the signed table of AMS and Count Sketch on the device equals the CPU's counter for
 // counter after the same batches (unweighted batches large enough for the shared-memory path,
 // small ones and weighted ones through global atomics), and its medians equal Count Sketch's.

@@ -14,6 +14,7 @@
 #include "core/accel/accelerator.h"
 #include "core/common/hash.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 
 namespace streamstats::core::fake {
@@ -31,7 +32,8 @@ struct FakeDeviceStats {
 
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
 // (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
-// through PbfInsert (the CPU semantics the GPU kernels reproduce).
+// through PbfInsert, HyperLogLog registers through HllPosition (the CPU semantics the GPU kernels
+// reproduce).
 class FakeDeviceSketch final : public DeviceSketch {
  public:
   FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
@@ -42,8 +44,11 @@ class FakeDeviceSketch final : public DeviceSketch {
       for (uint64_t r = 0; r < spec.count_min->Depth(); ++r) {
         rows_.push_back(MakePairwiseHash(spec.count_min->seed, r));
       }
-    } else {
+    } else if (spec.pbf != nullptr) {
       pbf_ = *spec.pbf;
+    } else {
+      hll_p_ = spec.hll->Precision();
+      hll_seed_mix_ = HllSeedMix(spec.hll->seed);
     }
   }
 
@@ -57,6 +62,15 @@ class FakeDeviceSketch final : public DeviceSketch {
       add(rows_, width_, ids.subspan(0, applied),
           weights.empty() ? weights : weights.subspan(0, applied), absl::MakeSpan(state_),
           estimates);
+    } else if (hll_p_ != 0) {
+      // Half of the batch before a failure, as above.
+      const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
+      uint32_t index;
+      uint8_t rho;
+      for (size_t i = 0; i < applied; ++i) {
+        HllPosition(ids[i], hll_seed_mix_, hll_p_, &index, &rho);
+        state_[index] = std::max<uint64_t>(state_[index], rho);
+      }
     } else {
       const PbfParameters params = pbf_.Effective();
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -106,6 +120,8 @@ class FakeDeviceSketch final : public DeviceSketch {
   bool conservative_ = false;
   uint64_t width_ = 0;
   PbfOptions pbf_;
+  uint32_t hll_p_ = 0;  // HyperLogLog: its precision (0: not one)
+  uint64_t hll_seed_mix_ = 0;
 };
 
 class FakeDeviceAccelerator final : public Accelerator {

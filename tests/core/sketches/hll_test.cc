@@ -15,6 +15,7 @@
 #include "core/common/serialization.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/serialization_test_util.h"
 
 namespace streamstats::core {
@@ -295,6 +296,57 @@ TEST(Hll, CorruptBytesAreDataLoss) {
   p = payload;
   for (int i = 11; i < 19; ++i) p[i] = 0;  // count 0 with registers set
   EXPECT_EQ(code(p), absl::StatusCode::kDataLoss);
+}
+
+// On an accelerator that keeps the registers on its device (the GPU pool; here the fake one):
+// the registers, the answer and the bytes equal the CPU's after every batch, over string, numeric
+// and uint64 keys with weights; a failed Add or Download at any point moves the registers back to
+// the host without losing a batch; a merge reads the device's registers and the sketch goes back
+// to the device on the next batch.
+TEST(Hll, OnADeviceTheRegistersEqualTheCpusAndAFailureLosesNothing) {
+  for (int fail = -1; fail < 6; ++fail) {
+    fake::FakeDeviceAccelerator device;
+    device.stats.fail_add_at = fail % 2 == 0 ? fail : -1;
+    device.stats.fail_download_at = fail % 2 == 1 ? fail / 2 : -1;
+    SummaryOptions o;
+    o.kind = SummaryKind::kHll;
+    o.hll.p = 10;
+    auto on_device = *CreateSummary(o, ValueKind::kString, &device);
+    auto on_cpu = *CreateSummary(o, ValueKind::kString);
+    std::mt19937_64 rng(40 + fail);
+    for (int b = 0; b < 12; ++b) {
+      std::vector<std::string> keys(500 + rng() % 3000);
+      for (std::string& k : keys) k = absl::StrCat("k", rng() % (1 + rng() % 100000));
+      std::vector<uint64_t> weights(b % 3 == 0 ? keys.size() : 0, 3);
+      Batch batch;
+      batch.kind = ValueKind::kString;
+      batch.strings = keys;
+      batch.weights = weights;
+      ASSERT_TRUE(on_device->Update(batch).ok());
+      ASSERT_TRUE(on_cpu->Update(batch).ok());
+      if (b % 4 == 3) {  // a question (and with it a download) now and then
+        EXPECT_EQ(Estimate(*on_device), Estimate(*on_cpu)) << "fail " << fail << " batch " << b;
+      }
+    }
+    EXPECT_GE(device.stats.attaches, 1);
+    EXPECT_EQ(on_device->count(), on_cpu->count());
+    EXPECT_TRUE(on_device->Serialize() == on_cpu->Serialize()) << "fail " << fail;
+    const auto& hll = static_cast<const Hll&>(*on_device);
+    EXPECT_EQ(hll.on_device(), fail < 0) << fail;  // a failure moves it to the host for good
+    // Merge into and from a device sketch.
+    auto other = *CreateSummary(o, ValueKind::kString);
+    std::vector<std::string> more = {"x", "y", "z"};
+    Batch extra;
+    extra.kind = ValueKind::kString;
+    extra.strings = more;
+    ASSERT_TRUE(other->Update(extra).ok());
+    ASSERT_TRUE(on_device->Merge(*other).ok());
+    ASSERT_TRUE(on_cpu->Merge(*other).ok());
+    EXPECT_TRUE(on_device->Serialize() == on_cpu->Serialize());
+    auto sum = *CreateSummary(o, ValueKind::kString);
+    ASSERT_TRUE(sum->Merge(*on_device).ok());
+    EXPECT_TRUE(sum->Serialize() == on_cpu->Serialize());
+  }
 }
 
 }  // namespace
