@@ -52,6 +52,7 @@
 #include "core/moments/moments.h"
 #include "core/summary.h"
 #include "core/windows/windowed.h"
+#include "server/summary_roles.h"
 
 namespace streamstats::server {
 
@@ -374,13 +375,6 @@ class Session {
   std::atomic<uint64_t> create_lsn_{0};
   uint64_t applied_lsn_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-// The guarantee a frequency summary gives, in words with its parameters.
-std::string FrequencyGuarantee(const core::SummaryOptions& options);
-// The guarantee of its heavy hitters: the frequency one, but for PBF's selection bound.
-std::string HeavyHitterGuarantee(const core::SummaryOptions& options);
-// The hierarchical heavy hitters' guarantee at support phi, in words.
-std::string PrefixGuarantee(double epsilon, double phi);
 
 }  // namespace streamstats::server
 
