@@ -179,33 +179,31 @@ void Hll::Raise(uint64_t j, uint8_t rho) {
 
 absl::Status Hll::Update(const Batch& batch) {
   const size_t n = batch.size();
-  if (UpdateOnDevice(batch)) {
-    // (A failed device call has already brought wide_ up to date and detached; the batch then
-    // goes to the packed registers below, which Register reads together with wide_.)
-    for (size_t i = 0; i < n; ++i) count_ += batch.weights.empty() ? 1 : batch.weights[i];
-    return absl::OkStatus();
-  }
-  uint32_t index;
-  uint8_t rho;
-  switch (batch.kind) {
-    case ValueKind::kNumeric:
-      for (size_t i = 0; i < n; ++i) {
-        HllPosition(ToOrderedBits(batch.values[i]), seed_mix_, p_, &index, &rho);
-        Raise(index, rho);
-      }
-      break;
-    case ValueKind::kUint64:
-      for (size_t i = 0; i < n; ++i) {
-        HllPosition(batch.keys[i], seed_mix_, p_, &index, &rho);
-        Raise(index, rho);
-      }
-      break;
-    case ValueKind::kString:
-      for (size_t i = 0; i < n; ++i) {
-        HllPosition(StringKeyId(batch.strings[i]), seed_mix_, p_, &index, &rho);
-        Raise(index, rho);
-      }
-      break;
+  // On a device: done there. (A failed device call has already brought wide_ up to date and
+  // detached; the batch then goes to the packed registers, which Register reads with wide_.)
+  if (!UpdateOnDevice(batch)) {
+    uint32_t index;
+    uint8_t rho;
+    switch (batch.kind) {  // one loop per kind: no per-item switch on the host's hot path
+      case ValueKind::kNumeric:
+        for (size_t i = 0; i < n; ++i) {
+          HllPosition(ToOrderedBits(batch.values[i]), seed_mix_, p_, &index, &rho);
+          Raise(index, rho);
+        }
+        break;
+      case ValueKind::kUint64:
+        for (size_t i = 0; i < n; ++i) {
+          HllPosition(batch.keys[i], seed_mix_, p_, &index, &rho);
+          Raise(index, rho);
+        }
+        break;
+      case ValueKind::kString:
+        for (size_t i = 0; i < n; ++i) {
+          HllPosition(StringKeyId(batch.strings[i]), seed_mix_, p_, &index, &rho);
+          Raise(index, rho);
+        }
+        break;
+    }
   }
   if (batch.weights.empty()) {
     count_ += n;
