@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -194,6 +195,82 @@ void CompressGk(GkSummary* s, uint64_t allowed_gap) {
   }
   t[out++] = t.back();
   t.resize(out);
+}
+
+// Without visiting every window item: In the merged order the window's items between two summary tuples
+// form a run whose rmin and rmax both rise by one per item, and the compress keeps a held tuple
+// only where the next one is out of reach of the last kept one (rmax − kept.rmin − 1 > allowed,
+// monotone along the run) and has another key (keys rise along the run). So the first item of a
+// run that makes the compress keep something is found by arithmetic and one upper_bound; the
+// items before it are only held and replaced, and need not be built.
+// Measured (peers_bench, ε = 0.001, window 2000, 10^6 uniform doubles, callgrind): the absorb
+// went from 91 to 49 instructions per item (callgrind) and the update from 49 to 52 M items/s
+// on one core of the 2-vCPU VM.
+void MergeExactAndCompress(const GkSummary& a, absl::Span<const uint64_t> b, uint64_t allowed,
+                           std::vector<GkTuple>* out) {
+  out->clear();
+  GkTuple last{};
+  bool held = false;
+  // StreamingCompress::Push.
+  auto push = [&](const GkTuple& t) {
+    if (out->empty()) {
+      out->push_back(t);
+      return;
+    }
+    const GkTuple& kept = out->back();
+    if (held && kept.key != t.key && t.rmax - kept.rmin - 1 > allowed) out->push_back(last);
+    last = t;
+    held = true;
+  };
+  const std::vector<GkTuple>& at = a.tuples;
+  const size_t na = at.size(), nb = b.size();
+  size_t i = 0, j = 0;
+  while (i < na || j < nb) {
+    if (j == nb || (i < na && at[i].key <= b[j])) {
+      // Its neighbours in the window are b[j-1] (rmin j) and b[j] (rmax j + 1).
+      const GkTuple& t = at[i++];
+      push({t.key, t.rmin + j, t.rmax + j});
+      continue;
+    }
+    // The run b[j, k): items ordered before at[i] (ties: the summary's first).
+    // Runs are short on random input (about |b|/|a| items): a scan, not a binary search.
+    size_t k = nb;
+    if (i < na) {
+      const uint64_t key = at[i].key;
+      for (k = j + 1; k < nb && b[k] < key;) ++k;
+    }
+    const uint64_t below = i > 0 ? at[i - 1].rmin : 0;
+    const uint64_t above = i < na ? at[i].rmax - 1 : a.n;
+    auto item = [&](size_t m) { return GkTuple{b[m], m + 1 + below, m + 1 + above}; };
+    while (j < k) {
+      if (out->empty() || !held) {
+        push(item(j++));
+        continue;
+      }
+      const GkTuple kept = out->back();
+      // Item m is out of reach when m + above − kept.rmin > allowed. Where that difference could
+      // wrap (never in a valid summary), the plain loop decides.
+      if (j + above < kept.rmin) {
+        push(item(j++));
+        continue;
+      }
+      // The first m ≥ j with m + above − kept.rmin > allowed.
+      size_t m = j;
+      const uint64_t reach = kept.rmin + allowed;  // out of reach once m + above > reach
+      if (reach >= above && reach - above + 1 > m) m = reach - above + 1;
+      if (m < k && b[m] == kept.key) m = std::upper_bound(b.begin() + m, b.begin() + k, kept.key) - b.begin();
+      if (m >= k) {
+        last = item(k - 1);  // held and replaced one by one, none kept
+        j = k;
+        break;
+      }
+      if (m > j) last = item(m - 1);
+      out->push_back(last);  // item m makes the compress keep the held tuple
+      last = item(m);
+      j = m + 1;
+    }
+  }
+  if (held) out->push_back(last);  // StreamingCompress::Finish
 }
 
 std::pair<uint64_t, uint64_t> CountAtMost(const GkSummary& s, uint64_t key, bool below_all) {
@@ -409,7 +486,11 @@ void QuantileSummary::Absorb(const Run& run) {
   // near its size: the merge's width is transient).
   thread_local std::vector<GkTuple> merged;
   const uint64_t n = summary_.n + run.totals();
-  MergeAndCompress<GkTuple>(SummaryRun{&summary_}, run, AllowedGap(n), &merged);
+  if constexpr (std::is_same_v<Run, ExactRun>) {
+    MergeExactAndCompress(summary_, run.keys, AllowedGap(n), &merged);
+  } else {
+    MergeAndCompress<GkTuple>(SummaryRun{&summary_}, run, AllowedGap(n), &merged);
+  }
   summary_.tuples.assign(merged.begin(), merged.end());
   summary_.n = n;
   if (merged.capacity() > (size_t{1} << 20)) std::vector<GkTuple>().swap(merged);

@@ -114,6 +114,10 @@ GkSummary PruneGk(const GkSummary& s, uint64_t b);
 // inside a run) or when the next one is in reach of the last kept one. So the result is the
 // fewest tuples of s, keeping both ends, whose DistinctGap() ≤ allowed_gap (rmax rises along s).
 void CompressGk(GkSummary* s, uint64_t allowed_gap);
+// CompressGk(MergeGk(a, the exact summary of the sorted keys b), allowed) into *out, tuple for
+// tuple, in O(|a| + tuples kept · log |b|): how a sorted window is absorbed.
+void MergeExactAndCompress(const GkSummary& a, absl::Span<const uint64_t> b, uint64_t allowed,
+                           std::vector<GkTuple>* out);
 // How many items are ≤ key, as s bounds it: [rmin of the last tuple with key ≤ key (0 if none),
 // rmax − 1 of the first with key > key (n if none)], two adjacent tuples, so the width is at most
 // s.Gap(). `below_all` asks for the count below every item instead (a key

@@ -450,5 +450,53 @@ TEST(GkPrune, TerminatesForItemCountsAtTheTopOfUint64) {
   }
 }
 
+// The absorb's shortcut (MergeExactAndCompress) against the plain merge and compress it replaces,
+// tuple for tuple: summaries of several shapes (exact, sampled, compressed at several gaps),
+// windows that interleave with them, lie wholly below or above, share their keys, hold few
+// distinct keys or one, and allowed gaps from 0 to more than n.
+TEST(GkMergeExact, EqualsMergeGkThenCompressGkTupleForTuple) {
+  std::mt19937_64 rng(20261127);
+  auto keys_of = [&](size_t n, int shape) {
+    std::vector<uint64_t> k(n);
+    for (auto& x : k) {
+      switch (shape) {
+        case 0: x = rng(); break;                  // distinct
+        case 1: x = rng() % 8; break;              // few distinct keys
+        case 2: x = 7; break;                      // one key
+        case 3: x = 1000 + rng() % 1000; break;    // a band
+        default: x = (rng() % 50) * 1000000; break;  // duplicates spread out
+      }
+    }
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  int cases = 0;
+  for (int round = 0; round < 400; ++round) {
+    const size_t na = rng() % 300, nb = 1 + rng() % 400;
+    GkSummary a;
+    if (na > 0) {
+      a = Exact(keys_of(na, static_cast<int>(rng() % 5)));
+      if (rng() % 2 == 0) CompressGk(&a, rng() % (na + 1));
+      if (rng() % 3 == 0) a = Sampled(keys_of(na, static_cast<int>(rng() % 5)), 1 + rng() % 9);
+    }
+    const std::vector<uint64_t> b = keys_of(nb, static_cast<int>(rng() % 5));
+    const uint64_t n = a.n + nb;
+    for (uint64_t allowed : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{5}, n / 10, n / 3, n, 2 * n}) {
+      GkSummary want = MergeGk(a, Exact(b));
+      CompressGk(&want, allowed);
+      std::vector<GkTuple> got;
+      MergeExactAndCompress(a, b, allowed, &got);
+      ASSERT_EQ(got.size(), want.tuples.size()) << "round " << round << " allowed " << allowed;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].key, want.tuples[i].key) << "round " << round << " tuple " << i;
+        ASSERT_EQ(got[i].rmin, want.tuples[i].rmin) << "round " << round << " tuple " << i;
+        ASSERT_EQ(got[i].rmax, want.tuples[i].rmax) << "round " << round << " tuple " << i;
+      }
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 400 * 8);
+}
+
 }  // namespace
 }  // namespace streamstats::core
