@@ -73,12 +73,21 @@ size_t Executor::queue_depth() const {
   return tasks_.size();
 }
 
+int Executor::idle() const {
+  MutexLock lock(&mu_);
+  return std::max(0, waiting_ - static_cast<int>(tasks_.size()));
+}
+
 void Executor::Loop() {
   for (;;) {
     std::function<void()> task;
     {
       MutexLock lock(&mu_);
-      while (!stopping_ && tasks_.empty()) work_cv_.Wait(&mu_);
+      while (!stopping_ && tasks_.empty()) {
+        ++waiting_;
+        work_cv_.Wait(&mu_);
+        --waiting_;
+      }
       if (tasks_.empty()) return;  // stopping, and everything submitted has run
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -41,6 +41,8 @@ class Executor {
 
   void Submit(std::function<void()> task);
   size_t queue_depth() const;
+  // Threads waiting for work that no queued task will take: a hint for lending them work.
+  int idle() const;
 
  private:
   void Loop();
@@ -48,7 +50,8 @@ class Executor {
   CondVar work_cv_;  // signalled on a new task and on stopping
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int started_ ABSL_GUARDED_BY(mu_) = 0;  // threads past their name and priority set-up
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;  // threads in Loop's wait  // threads past their name and priority set-up
   CondVar started_cv_;
   std::vector<std::thread> threads_;
 };

@@ -57,6 +57,10 @@ ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, i
 ABSL_FLAG(int, ingest_threads, 0,
           "threads applying batches; 0: one per core but one (at least one), which leaves gRPC's "
           "threads and the questions they answer a core during full-speed ingest");
+ABSL_FLAG(bool, ingest_slices, true,
+          "cut a large batch (at least 32768 items) into slices applied by idle ingest threads "
+          "and merged, where the session's summaries merge within their bound: one stream into "
+          "one session then uses the idle cores");
 ABSL_FLAG(std::string, ingest_policy, "idle",
           "scheduling of the threads applying batches: idle (SCHED_IDLE: any other thread of the "
           "server, e.g. one answering a query, preempts them at once) or nice (--ingest_nice)");
@@ -432,6 +436,7 @@ int main(int argc, char** argv) {
   }
   auto executor = std::make_unique<Executor>(
       threads, ThreadPriority{.idle = ingest_policy == "idle", .nice = ingest_nice}, "ingest");
+  if (absl::GetFlag(FLAGS_ingest_slices)) sessions.set_slice_helpers(executor.get());
   StreamStatsService service(&sessions, executor.get(), &tenants,
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
                               .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},
@@ -558,6 +563,7 @@ int main(int argc, char** argv) {
   service.BeginShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   executor.reset();  // every batch handed to it is applied
+  sessions.set_slice_helpers(nullptr);
   server->Wait();
   {
     streamstats::MutexLock lock(&stop_mu);

@@ -263,6 +263,28 @@ absl::Status Session::Settle(absl::string_view producer_id, uint64_t sequence, u
 
 absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
   const size_t n = batch.size();
+  if (parts_allowed_ && n >= 2 * kSliceItems) {
+    if (Executor* helpers = helpers_.load(std::memory_order_acquire); helpers != nullptr) {
+      const size_t slices = std::min(n / kSliceItems, 1 + static_cast<size_t>(helpers->idle()));
+      if (slices > 1) return ApplySliced(batch, lsn, slices, helpers);
+    }
+  }
+  std::optional<Parts> rest;
+  Clock::time_point start;
+  if (absl::Status s = ApplyChunks(batch, &rest, &start); !s.ok()) return s;
+  if (!rest.has_value()) {
+    MutexLock lock(&mu_);
+    ++batches_;
+    applied_lsn_ = std::max(applied_lsn_, lsn);
+    return absl::OkStatus();
+  }
+  std::vector<Parts*> parts = {&*rest};
+  return MergeParts(parts, lsn, start);
+}
+
+absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest,
+                                  Clock::time_point* rest_start) {
+  const size_t n = batch.size();
   // Items applied under one hold of the session lock (core::Summary::ChunkItems): a question
   // waits for at most one chunk.
   size_t chunk_items = core::Summary::kDefaultChunkItems;
@@ -275,7 +297,9 @@ absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
       // Other batches arrived: their merges would wait for every chunk left here (a waiting
       // thread rarely wins the lock from the one that just released it), so the rest of this
       // batch goes to a part too.
-      return ApplyToParts(Slice(batch, begin, n), lsn);
+      *rest_start = Clock::now();
+      rest->emplace();
+      return BuildParts(Slice(batch, begin, n), &**rest);
     }
     end = std::min(n, begin + chunk_items);
     core::Batch chunk = Slice(batch, begin, end);
@@ -289,26 +313,80 @@ absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
     if (keeps_moments_) moments_.AddBatch(chunk);
     chunks_applied_.fetch_add(1, std::memory_order_release);
   }
-  MutexLock lock(&mu_);
-  ++batches_;
-  applied_lsn_ = std::max(applied_lsn_, lsn);
   return absl::OkStatus();
+}
+
+// One slice of a large batch, handed to an idle ingest thread; whichever thread claims it first
+// (that one, or the batch's own once it has applied its first slice) builds its parts.
+struct Session::SliceWork {
+  core::Batch batch;
+  std::atomic<bool> claimed{false};
+  Mutex mu;
+  CondVar done_cv;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status;  // written before done, read after
+  Parts parts;
+
+  void RunIfUnclaimed(const Session* session) {
+    if (claimed.exchange(true, std::memory_order_acq_rel)) return;
+    status = session->BuildParts(batch, &parts);
+    MutexLock lock(&mu);
+    done = true;
+    done_cv.SignalAll();
+  }
+  void Wait() {
+    MutexLock lock(&mu);
+    while (!done) done_cv.Wait(&mu);
+  }
+};
+
+absl::Status Session::ApplySliced(const core::Batch& batch, uint64_t lsn, size_t slices,
+                                  Executor* helpers) {
+  const Clock::time_point start = Clock::now();
+  const size_t n = batch.size();
+  const size_t per = (n + slices - 1) / slices;
+  std::vector<std::shared_ptr<SliceWork>> work;
+  for (size_t begin = per; begin < n; begin += per) {
+    auto w = std::make_shared<SliceWork>();
+    w->batch = Slice(batch, begin, std::min(n, begin + per));
+    work.push_back(w);
+    // The closure keeps its slice alive; once the batch's own thread has claimed the slice, the
+    // closure does nothing (the batch's items may be gone by then).
+    helpers->Submit([this, w] { w->RunIfUnclaimed(this); });
+  }
+  // The first slice goes to the session's summaries as an unsliced batch would, meanwhile.
+  std::optional<Parts> rest;
+  Clock::time_point rest_start;
+  absl::Status first = ApplyChunks(Slice(batch, 0, per), &rest, &rest_start);
+  for (const auto& w : work) w->RunIfUnclaimed(this);
+  for (const auto& w : work) w->Wait();
+  if (!first.ok()) return first;
+  std::vector<Parts*> parts;
+  if (rest.has_value()) parts.push_back(&*rest);
+  for (const auto& w : work) {
+    if (!w->status.ok()) return w->status;
+    parts.push_back(&w->parts);
+  }
+  sliced_batches_.fetch_add(1, std::memory_order_relaxed);
+  return MergeParts(parts, lsn, start);
 }
 
 absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
   // No session lock while the parts are built and updated: this is the work that runs in parallel.
-  using Clock = std::chrono::steady_clock;
-  auto ns = [](Clock::duration d) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  };
   const Clock::time_point start = Clock::now();
-  std::vector<std::unique_ptr<core::Summary>> parts;
-  parts.reserve(config_.summaries.size());
+  Parts parts;
+  if (absl::Status s = BuildParts(batch, &parts); !s.ok()) return s;
+  std::vector<Parts*> all = {&parts};
+  return MergeParts(all, lsn, start);
+}
+
+absl::Status Session::BuildParts(const core::Batch& batch, Parts* parts) const {
   uint64_t weight = batch.size();
   if (!batch.weights.empty()) {
     weight = 0;
     for (uint64_t w : batch.weights) weight += w;  // ValidateBatch bounds the sum
   }
+  parts->summaries.reserve(config_.summaries.size());
   for (const core::SummaryOptions& options : config_.summaries) {
     auto part = core::CreateSummary(options, config_.value_kind, accelerator_);
     if (!part.ok()) return part.status();
@@ -317,10 +395,17 @@ absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
     // A quantile part's partial window would otherwise be appended to the session's window and
     // sorted there, under the lock (measured at eps = 0.001: most of the merge's time).
     if (absl::Status s = (*part)->Seal(); !s.ok()) return s;
-    parts.push_back(*std::move(part));
+    parts->summaries.push_back(*std::move(part));
   }
-  core::Moments part_moments;
-  if (keeps_moments_) part_moments.AddBatch(batch);
+  if (keeps_moments_) parts->moments.AddBatch(batch);
+  return absl::OkStatus();
+}
+
+absl::Status Session::MergeParts(const std::vector<Parts*>& parts, uint64_t lsn,
+                                 Clock::time_point start) {
+  auto ns = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  };
   const Clock::time_point updated = Clock::now();
   part_update_ns_.fetch_add(ns(updated - start), std::memory_order_relaxed);
   turns_->StepAside(std::chrono::milliseconds(kStepAsideMs));
@@ -328,13 +413,15 @@ absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
   const Clock::time_point locked = Clock::now();
   merge_wait_ns_.fetch_add(ns(locked - updated), std::memory_order_relaxed);
   absl::Cleanup account = [&] { merge_ns_ += ns(Clock::now() - locked); };
-  for (size_t i = 0; i < parts.size(); ++i) {
-    // Same options, so a failure is a bug; the summaries before i hold the batch already, so
-    // report it rather than hide it (as a failed Update above).
-    if (absl::Status s = summaries_[i]->Merge(*parts[i]); !s.ok()) return s;
+  for (Parts* p : parts) {
+    for (size_t i = 0; i < p->summaries.size(); ++i) {
+      // Same options, so a failure is a bug; the summaries before i hold the batch already, so
+      // report it rather than hide it (as a failed Update).
+      if (absl::Status s = summaries_[i]->Merge(*p->summaries[i]); !s.ok()) return s;
+    }
+    if (keeps_moments_) moments_.Merge(p->moments);
+    chunks_applied_.fetch_add(1, std::memory_order_release);
   }
-  if (keeps_moments_) moments_.Merge(part_moments);
-  chunks_applied_.fetch_add(1, std::memory_order_release);
   ++batches_;
   ++part_batches_;
   applied_lsn_ = std::max(applied_lsn_, lsn);

@@ -52,6 +52,7 @@
 #include "core/moments/moments.h"
 #include "core/summary.h"
 #include "core/windows/windowed.h"
+#include "server/executor.h"
 #include "server/summary_roles.h"
 
 namespace streamstats::server {
@@ -247,6 +248,17 @@ class Session {
                       const LogFn& log = nullptr, bool* duplicate = nullptr,
                       uint64_t* lsn = nullptr);
 
+  // Lends a large batch's slices to `helpers`' idle threads (the server's ingest executor; null:
+  // never). Where parts are allowed (top of this file), a batch of at least 2 * kSliceItems items
+  // is cut into up to 1 + helpers->idle() slices of at least kSliceItems, built as parts
+  // concurrently and merged in order, so one stream into one session uses the idle cores (issue
+  // 14). The answers keep the bound of the merged summary, as concurrent batches' do; a replay
+  // of the log slices as it finds the threads. `helpers` must outlive every Ingest call.
+  static constexpr size_t kSliceItems = 16384;
+  void set_slice_helpers(Executor* helpers) { helpers_.store(helpers, std::memory_order_release); }
+  // Batches applied in slices so far.
+  uint64_t sliced_batches() const { return sliced_batches_.load(std::memory_order_relaxed); }
+
   // The WAL position of the session's creation and the highest of the batches applied (0: none;
   // when no batch is being applied, every batch logged at or below it has been applied).
   uint64_t create_lsn() const { return create_lsn_; }
@@ -309,12 +321,34 @@ class Session {
   // Returns `applied`.
   absl::Status Settle(absl::string_view producer_id, uint64_t sequence, uint64_t lsn,
                       absl::Status applied);
+  using Clock = std::chrono::steady_clock;
+  // A batch's items in fresh summaries of the session's options (and their moments), built with
+  // no session lock held and merged under it.
+  struct Parts {
+    std::vector<std::unique_ptr<core::Summary>> summaries;
+    core::Moments moments;
+  };
+  struct SliceWork;
   // Applies a batch to the session's summaries in chunks; where parts are allowed, what is left
-  // of it when other batches arrive goes to a part.
+  // of it when other batches arrive goes to a part, and a large batch is sliced over the idle
+  // ingest threads (ApplySliced).
   absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // The chunk loop of ApplyDirect without its bookkeeping; what it leaves to a part is built in
+  // *rest (from *rest_start) for the caller to merge.
+  absl::Status ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest,
+                           Clock::time_point* rest_start);
+  // A batch in `slices` slices: the first applied by this thread in chunks, the others built as
+  // parts by idle ingest threads (or by this one, for any no thread has taken by the time it is
+  // done), all merged in slice order once every slice is built.
+  absl::Status ApplySliced(const core::Batch& batch, uint64_t lsn, size_t slices,
+                           Executor* helpers);
   // Applies a batch to fresh parts, then merges them into the session's summaries.
   absl::Status ApplyToParts(const core::Batch& batch, uint64_t lsn);
+  absl::Status BuildParts(const core::Batch& batch, Parts* parts) const;
+  // Merges the parts, in order, under the session lock and counts one batch at `lsn`; `start`:
+  // when their building began (the timing statistics).
+  absl::Status MergeParts(const std::vector<Parts*>& parts, uint64_t lsn, Clock::time_point start);
   // The summaries that answer a question over `window`, one per kind (`name`: that kind only),
   // in the session's order: of each kind the smallest scope (SummarySpec.scope, or the session's
   // window) covering the window asked; no window: the whole history, else the widest window.
@@ -344,6 +378,9 @@ class Session {
   const std::shared_ptr<QueryTurns> turns_;
   // Whether a batch may go to a part while another is applied (see the top of this file).
   const bool parts_allowed_;
+  // Where a large batch's slices may run (set_slice_helpers; null: never sliced).
+  std::atomic<Executor*> helpers_{nullptr};
+  std::atomic<uint64_t> sliced_batches_{0};
   std::atomic<int> in_flight_{0};  // batches inside Ingest past validation
   std::atomic<uint64_t> chunks_applied_{0};
   // Every batch is inside from before it is logged until it is applied; Serialize closes it.

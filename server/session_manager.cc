@@ -173,6 +173,12 @@ absl::StatusOr<core::Accelerator*> SessionManager::AcceleratorFor(Backend backen
   return options_.accelerator;
 }
 
+void SessionManager::set_slice_helpers(Executor* helpers) {
+  MutexLock lock(&mu_);
+  slice_helpers_.store(helpers, std::memory_order_release);
+  for (const auto& [key, s] : sessions_) s->set_slice_helpers(helpers);
+}
+
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::string& tenant,
                                                                 SessionConfig config) {
   auto accelerator = AcceleratorFor(config.backend);
@@ -180,6 +186,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
   auto session = Session::Create(std::move(config), *accelerator, turns_);
   if (!session.ok()) return session.status();
   std::shared_ptr<Session> shared = *std::move(session);
+  shared->set_slice_helpers(slice_helpers_.load(std::memory_order_acquire));
   MutexLock lock(&mu_);
   size_t tenant_sessions = 0;
   for (const auto& [key, s] : sessions_) tenant_sessions += key.first == tenant;

@@ -9,6 +9,7 @@
 #ifndef STREAMSTATS_SERVER_SESSION_MANAGER_H_
 #define STREAMSTATS_SERVER_SESSION_MANAGER_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,11 @@ class SessionManager {
 
   size_t size() const;
 
+  // Lends large batches' slices to `helpers` (the ingest executor), in every session now and
+  // created later (Session::set_slice_helpers; null: none). Set once the executor runs, before
+  // serving; clear it before the executor goes.
+  void set_slice_helpers(Executor* helpers);
+
   // Admission for a batch of `items` into one of the tenant's sessions: the summary-memory
   // quota and the ingest-rate token bucket. RESOURCE_EXHAUSTED says which was exceeded; on
   // error nothing is taken.
@@ -85,6 +91,7 @@ class SessionManager {
   absl::StatusOr<core::Accelerator*> AcceleratorFor(Backend backend) const;
 
   Options options_;
+  std::atomic<Executor*> slice_helpers_{nullptr};
   std::function<void(double)> on_snapshot_;
   // Shared by every session: all ingest steps aside while any question waits for a session.
   const std::shared_ptr<QueryTurns> turns_ = std::make_shared<QueryTurns>();

@@ -51,38 +51,6 @@ void IngestConcurrently(Session& session, int batches_per_thread, MakeBatch make
   for (auto& th : threads) th.join();
 }
 
-// A batch that owns its items: uint64 keys, or numeric values.
-struct OwnedBatch {
-  std::vector<uint64_t> keys;
-  std::vector<double> values;
-  std::vector<double> ys;  // correlated sums' y column, or empty
-  core::Batch view() const {
-    core::Batch b;
-    b.kind = keys.empty() ? core::ValueKind::kNumeric : core::ValueKind::kUint64;
-    b.keys = keys;
-    b.values = values;
-    b.ys = ys;
-    return b;
-  }
-};
-
-// Zipf(1.1)-like keys over 10^5 ids by inverse transform of a fixed table.
-class Zipf {
- public:
-  explicit Zipf(uint64_t n) : cdf_(n) {
-    double sum = 0;
-    for (uint64_t i = 0; i < n; ++i) cdf_[i] = sum += 1 / std::pow(static_cast<double>(i + 1), 1.1);
-    for (double& c : cdf_) c /= sum;
-  }
-  uint64_t operator()(std::mt19937_64& rng) const {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    return static_cast<uint64_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-  }
-
- private:
-  std::vector<double> cdf_;
-};
-
 TEST(SessionParts, ConcurrentOwnedBatchesKeepEveryFrequencyBoundAndCountMinsExactCounters) {
   const std::vector<std::string> specs = {"count_min:epsilon=0.001,delta=0.01", "fcm",
                                           "lossy_counting:epsilon=0.001", "misra_gries:k=200"};
@@ -284,21 +252,6 @@ TEST(SessionParts, ConcurrentBatchesKeepExactMomentsAndTheHllRegistersOfOnePass)
   EXPECT_EQ(session->Cardinality()->answer.estimate, reference->Cardinality()->answer.estimate);
   EXPECT_EQ(session->Cardinality()->answer.registers_set,
             reference->Cardinality()->answer.registers_set);
-}
-
-// Whether the answer's value can have a rank within epsilon*N of the target in `sorted`.
-::testing::AssertionResult WithinBound(const std::vector<double>& sorted, double epsilon,
-                                       const core::QuantileAnswer& a) {
-  const double n = static_cast<double>(sorted.size());
-  const auto lo = std::lower_bound(sorted.begin(), sorted.end(), a.value) - sorted.begin();
-  const auto hi = std::upper_bound(sorted.begin(), sorted.end(), a.value) - sorted.begin();
-  if (hi == lo) return ::testing::AssertionFailure() << a.value << " is not in the data";
-  const double target = std::max(1.0, std::ceil(a.phi * n));
-  // Ranks lo+1..hi hold a.value; the nearest to the target must be within epsilon*N.
-  const double nearest = std::clamp(target, static_cast<double>(lo + 1), static_cast<double>(hi));
-  if (std::abs(nearest - target) <= epsilon * n) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "phi " << a.phi << ": " << a.value << " has ranks "
-                                       << lo + 1 << ".." << hi << ", target " << target;
 }
 
 TEST(SessionParts, ConcurrentOwnedBatchesKeepTheQuantileBoundOnEveryOrder) {
