@@ -10,7 +10,13 @@
 #include "core/common/serialization.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12 warns that the AVX-512 intrinsics' own _mm512_undefined_* placeholders "may be used
+// uninitialized" when they are inlined (a known false positive of its headers); the warning is
+// silenced for the header's lines only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #define STREAMSTATS_COUNT_MIN_AVX2 1
 #endif
 
@@ -56,9 +62,8 @@ namespace {
 
 // Items per stage of AddStaged: enough independent hashes to keep the multipliers busy and the
 // counter loads in flight, few enough that the bucket indices (kStage * depth) stay in L1.
-constexpr size_t kStage = 32;
+constexpr size_t kStage = 64;
 
-#ifdef STREAMSTATS_COUNT_MIN_AVX2
 // The bucket h mod w (h < 2^61) through double precision, exactly, for w < kDoubleModMaxWidth:
 // with h = h1*2^32 + h0 (h1 < 2^29) and c = 2^32 mod w, h' = h1*c + h0 == h (mod w) and
 // h' < 2^49 + 2^32 < 2^50, so h' is exact as a double. y = fl(h' * fl(1/w)) differs from h'/w
@@ -83,6 +88,7 @@ struct DoubleMod {
   }
 };
 
+#ifdef STREAMSTATS_COUNT_MIN_AVX2
 // RowCellsOf for four keys at a time with AVX2, the same arithmetic in 32-bit limbs (AVX2 has no
 // 64x64-bit multiply); exact, so every bucket equals the scalar one (count_min_test compares them
 // on full 64-bit keys). Returns how many leading items it did (a multiple of 4).
@@ -96,7 +102,8 @@ struct DoubleMod {
 // callgrind, 5 x 2719: 83 -> 71 instructions per item for the five rows.
 template <bool kDoubleMod>
 __attribute__((target("avx2"))) size_t RowCellsAvx2(const PairwiseHash& h,
-                                                     const FastModBelow63& mod, uint64_t base,
+                                                     const FastModBelow63& mod,
+                                                     const DoubleMod& dm, uint64_t base,
                                                      const uint64_t* ids, size_t len,
                                                      uint64_t* out) {
   const __m256i mask32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
@@ -113,7 +120,6 @@ __attribute__((target("avx2"))) size_t RowCellsAvx2(const PairwiseHash& h,
   const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(mod.shift));
   const __m256i w = _mm256_set1_epi64x(static_cast<long long>(mod.divisor));
   const __m256i vbase = _mm256_set1_epi64x(static_cast<long long>(base));
-  const DoubleMod dm = DoubleMod::For(mod.divisor);
   const __m256i dc = _mm256_set1_epi64x(static_cast<long long>(dm.c));
   const __m256i two52_bits = _mm256_set1_epi64x(static_cast<long long>(kTwo52Bits));
   const __m256d two52 = _mm256_set1_pd(kTwo52);
@@ -171,33 +177,89 @@ __attribute__((target("avx2"))) size_t RowCellsAvx2(const PairwiseHash& h,
   return j;
 }
 
-bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
+// The AVX2 kernel's double route eight keys at a time with AVX-512F (masks for the two
+// conditional subtractions); the same values. Only for w < kDoubleModMaxWidth.
+__attribute__((target("avx512f"))) size_t RowCellsAvx512(const PairwiseHash& h,
+                                                         const DoubleMod& dm, uint64_t base,
+                                                         const uint64_t* ids, size_t len,
+                                                         uint64_t* out) {
+  const __m512i mask32 = _mm512_set1_epi64(0xFFFFFFFFLL);
+  const __m512i mask29 = _mm512_set1_epi64((1LL << 29) - 1);
+  const __m512i p = _mm512_set1_epi64(static_cast<long long>(kMersenne61));
+  const __m512i p_minus_1 = _mm512_set1_epi64(static_cast<long long>(kMersenne61 - 1));
+  const __m512i a_hi0 = _mm512_set1_epi64(static_cast<long long>(h.a_hi & 0xFFFFFFFFULL));
+  const __m512i a_hi1 = _mm512_set1_epi64(static_cast<long long>(h.a_hi >> 32));
+  const __m512i a_lo0 = _mm512_set1_epi64(static_cast<long long>(h.a_lo & 0xFFFFFFFFULL));
+  const __m512i a_lo1 = _mm512_set1_epi64(static_cast<long long>(h.a_lo >> 32));
+  const __m512i b = _mm512_set1_epi64(static_cast<long long>(h.b));
+  const __m512i dc = _mm512_set1_epi64(static_cast<long long>(dm.c));
+  const __m512i two52_bits = _mm512_set1_epi64(static_cast<long long>(kTwo52Bits));
+  const __m512d two52 = _mm512_set1_pd(kTwo52);
+  const __m512d two52_base = _mm512_set1_pd(kTwo52 + static_cast<double>(base));
+  const __m512d dw = _mm512_set1_pd(dm.w);
+  const __m512d inv_w = _mm512_set1_pd(dm.inv_w);
+  size_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    const __m512i x = _mm512_loadu_si512(ids + j);
+    const __m512i x_hi = _mm512_srli_epi64(x, 32);
+    const __m512i p1 = _mm512_mul_epu32(x_hi, a_hi0);
+    const __m512i p2 = _mm512_mul_epu32(x, a_lo0);
+    const __m512i y = _mm512_add_epi64(_mm512_mul_epu32(x_hi, a_hi1), _mm512_mul_epu32(x, a_lo1));
+    __m512i t = _mm512_add_epi64(_mm512_srli_epi64(y, 29),
+                                 _mm512_slli_epi64(_mm512_and_si512(y, mask29), 32));
+    t = _mm512_add_epi64(t, _mm512_add_epi64(_mm512_and_si512(p1, p), _mm512_srli_epi64(p1, 61)));
+    t = _mm512_add_epi64(t, _mm512_add_epi64(_mm512_and_si512(p2, p), _mm512_srli_epi64(p2, 61)));
+    t = _mm512_add_epi64(t, b);
+    __m512i hv = _mm512_add_epi64(_mm512_and_si512(t, p), _mm512_srli_epi64(t, 61));
+    hv = _mm512_mask_sub_epi64(hv, _mm512_cmpgt_epu64_mask(hv, p_minus_1), hv, p);
+    const __m512i hr = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(hv, 32), dc),
+                                        _mm512_and_si512(hv, mask32));
+    const __m512d hd = _mm512_sub_pd(_mm512_castsi512_pd(_mm512_or_si512(hr, two52_bits)), two52);
+    const __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(hd, inv_w),
+                                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_sub_pd(hd, _mm512_mul_pd(q, dw));  // in [0, w]
+    r = _mm512_mask_sub_pd(r, _mm512_cmp_pd_mask(r, dw, _CMP_GE_OQ), r, dw);
+    _mm512_storeu_si512(out + j, _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(r, two52_base)),
+                                                  two52_bits));
+  }
+  return j;
 }
+
+count_min_internal::Simd BestSimd() {
+  static const count_min_internal::Simd best =
+      __builtin_cpu_supports("avx512f")  ? count_min_internal::Simd::kAvx512
+      : __builtin_cpu_supports("avx2") ? count_min_internal::Simd::kAvx2
+                                         : count_min_internal::Simd::kNone;
+  return best;
+}
+#else
+count_min_internal::Simd BestSimd() { return count_min_internal::Simd::kNone; }
 #endif
 
-// out[j] = base + h(ids[j]) mod w for j in [0, len).
-void RowCellsOf(const PairwiseHash& h, const FastModBelow63& mod, uint64_t base,
-                const uint64_t* ids, size_t len, uint64_t* out, bool simd) {
+// out[j] = base + h(ids[j]) mod w for j in [0, len), with the vector kernels `simd` allows
+// (at most BestSimd()).
+void RowCellsOf(const PairwiseHash& h, const FastModBelow63& mod, const DoubleMod& dm,
+                uint64_t base, const uint64_t* ids, size_t len, uint64_t* out,
+                count_min_internal::Simd simd) {
+  using count_min_internal::Simd;
   size_t j = 0;
 #ifdef STREAMSTATS_COUNT_MIN_AVX2
-  if (simd) {
-    j = mod.divisor < kDoubleModMaxWidth ? RowCellsAvx2<true>(h, mod, base, ids, len, out)
-                                         : RowCellsAvx2<false>(h, mod, base, ids, len, out);
+  const bool double_mod = mod.divisor < kDoubleModMaxWidth;
+  if (simd == Simd::kAvx512 && double_mod) {
+    j = RowCellsAvx512(h, dm, base, ids, len, out);
+  } else if (simd != Simd::kNone) {
+    j = double_mod ? RowCellsAvx2<true>(h, mod, dm, base, ids, len, out)
+                   : RowCellsAvx2<false>(h, mod, dm, base, ids, len, out);
+  }
+  if (j < len && simd != Simd::kNone) {  // the last 1-7 keys: the 4-wide kernel, then scalar
+    j += double_mod ? RowCellsAvx2<true>(h, mod, dm, base, ids + j, len - j, out + j)
+                    : RowCellsAvx2<false>(h, mod, dm, base, ids + j, len - j, out + j);
   }
 #else
   (void)simd;
+  (void)dm;
 #endif
   for (; j < len; ++j) out[j] = base + mod(h(ids[j]));
-}
-
-bool SimdAvailable() {
-#ifdef STREAMSTATS_COUNT_MIN_AVX2
-  return HaveAvx2();
-#else
-  return false;
-#endif
 }
 
 // Adds ids[0, n) (weights[i], or 1 each when `weights` is null) in order to the row-major table
@@ -223,13 +285,14 @@ void AddStagedDepth(const PairwiseHash* rows, size_t runtime_depth, FastModBelow
                     uint64_t* estimates) {
   const size_t depth = kDepth > 0 ? kDepth : runtime_depth;
   const uint64_t width = mod_w.divisor;
-  const bool simd = SimdAvailable();
+  const count_min_internal::Simd simd = BestSimd();
+  const DoubleMod dm = DoubleMod::For(width);
   uint64_t cell[kStage * 32];  // [row][item]; depth <= ceil(ln 1e12) = 28
   for (size_t begin = 0; begin < n; begin += kStage) {
     const size_t len = std::min(kStage, n - begin);
     for (size_t r = 0; r < depth; ++r) {
       uint64_t* row_cells = cell + r * kStage;
-      RowCellsOf(rows[r], mod_w, r * width, ids + begin, len, row_cells, simd);
+      RowCellsOf(rows[r], mod_w, dm, r * width, ids + begin, len, row_cells, simd);
     }
     for (size_t j = 0; j < len; ++j) {
       const uint64_t weight = weights == nullptr ? 1 : weights[begin + j];
@@ -298,10 +361,12 @@ void AddStaged(const PairwiseHash* rows, size_t depth, FastModBelow63 mod_w, con
 namespace count_min_internal {
 
 void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
-              uint64_t* out, bool simd) {
-  RowCellsOf(h, FastModBelow63::For(width), base, ids.data(), ids.size(), out,
-             simd && SimdAvailable());
+              uint64_t* out, Simd simd) {
+  RowCellsOf(h, FastModBelow63::For(width), DoubleMod::For(width), base, ids.data(), ids.size(),
+             out, std::min(simd, BestSimd()));
 }
+
+Simd BestSimd() { return streamstats::core::BestSimd(); }
 
 }  // namespace count_min_internal
 

@@ -91,10 +91,15 @@ void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t 
                                   std::vector<uint64_t>* estimates);
 
 namespace count_min_internal {
-// out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with AVX2 when `simd` and the CPU has
-// it, else scalar; exposed so tests can check that both give the same buckets.
+// The bucket kernels, by preference: AVX-512F (8 keys at a time, widths below 2^20), AVX2 (4),
+// scalar.
+enum class Simd { kNone = 0, kAvx2 = 1, kAvx512 = 2 };
+// What this CPU runs (checked once).
+Simd BestSimd();
+// out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with the best kernel at most `simd`
+// that the CPU has; exposed so tests can check that all of them give the same buckets.
 void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
-              uint64_t* out, bool simd);
+              uint64_t* out, Simd simd);
 }  // namespace count_min_internal
 
 class CountMin final : public Summary {
