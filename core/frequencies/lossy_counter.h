@@ -119,9 +119,12 @@ absl::Status WindowHistogram(const Segment<std::string>& a, const Segment<std::s
 // flushed count <= f + delta, or its subtree's in a trie). ----
 
 // #entries | (key f delta)* with the keys ascending, so that equal tables write equal bytes.
-template <typename Key, typename Entry>
-void WriteEntries(const absl::flat_hash_map<Key, Entry>& map, ByteWriter* w) {
-  std::vector<const std::pair<const Key, Entry>*> sorted;
+// Map: absl::flat_hash_map<Key, Entry>, or a map with its iteration, find, try_emplace, reserve
+// and size (lossy_counting.cc's IdMap).
+template <typename Map>
+void WriteEntries(const Map& map, ByteWriter* w) {
+  using Key = typename Map::key_type;
+  std::vector<const typename Map::value_type*> sorted;
   sorted.reserve(map.size());
   for (const auto& kv : map) sorted.push_back(&kv);
   std::sort(sorted.begin(), sorted.end(),
@@ -137,9 +140,11 @@ void WriteEntries(const absl::flat_hash_map<Key, Entry>& map, ByteWriter* w) {
 // Reads what WriteEntries wrote into `map` (empty), counting the keys' heap bytes. Keys must
 // ascend; `admit(key, entry)` checks each entry (and may note it elsewhere) before it goes in.
 // `what` names the table in the messages ("lossy_counting table").
-template <typename Key, typename Entry, typename Admit>
-absl::Status ReadEntries(ByteReader* r, absl::string_view what, Admit admit,
-                         absl::flat_hash_map<Key, Entry>* map, size_t* heap_bytes) {
+template <typename Admit, typename Map>
+absl::Status ReadEntries(ByteReader* r, absl::string_view what, Admit admit, Map* map,
+                         size_t* heap_bytes) {
+  using Key = typename Map::key_type;
+  using Entry = typename Map::mapped_type;
   uint64_t entries = 0;
   if (!r->GetCount(&entries, 3 * sizeof(uint64_t))) {
     return Corrupt(absl::StrCat(what, " size exceeds the bytes left"));
@@ -163,10 +168,11 @@ absl::Status ReadEntries(ByteReader* r, absl::string_view what, Admit admit,
 
 // The union of two summaries' tables: an entry on both sides adds its counts; one absent on a
 // side had a count <= that side's T there, so that T joins its delta.
-template <typename Key, typename Entry>
-void UnionEntries(const absl::flat_hash_map<Key, Entry>& other, uint64_t own_threshold,
-                  uint64_t other_threshold, absl::flat_hash_map<Key, Entry>* map,
+template <typename Map>
+void UnionEntries(const Map& other, uint64_t own_threshold, uint64_t other_threshold, Map* map,
                   size_t* heap_bytes) {
+  using Key = typename Map::key_type;
+  using Entry = typename Map::mapped_type;
   for (auto& [key, e] : *map) {
     auto it = other.find(key);
     if (it != other.end()) {

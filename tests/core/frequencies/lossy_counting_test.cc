@@ -180,6 +180,65 @@ TEST(LossyCounting, WeightedBatchesMatchTheirUnweightedExpansion) {
   }
 }
 
+// uint64 keys live in lossy_counting.cc's own open-addressing map, string keys in abseil's:
+// the same stream as keys and as their decimal strings must give the same table and answers
+// (issue 14: the uint64 map's Compress re-homes entries in place). Keys spread over 2^64 and
+// keys packed in a few ids, many windows, fixed seeds.
+TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
+  std::mt19937_64 rng(1414);
+  for (int variant = 0; variant < 4; ++variant) {
+    std::vector<uint64_t> keys(60000);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint64_t r = rng();
+      if (variant == 0) keys[i] = r;                                          // all distinct
+      if (variant == 1) keys[i] = (r % 100) * (r % 7 == 0 ? 1 : 97);          // few, skewed
+      if (variant == 2) keys[i] = (r % 5000) << 40;                           // high bits only
+      if (variant == 3) keys[i] = i % 3 == 0 ? r % 50 : (r % 20000) * 0x100000001ULL;
+    }
+    for (double epsilon : {0.01, 0.002}) {
+      SummaryOptions o;
+      o.kind = SummaryKind::kLossyCounting;
+      o.lossy_counting.epsilon = epsilon;
+      auto ints = CreateSummary(o, ValueKind::kUint64);
+      auto strs = CreateSummary(o, ValueKind::kString);
+      ASSERT_TRUE(ints.ok() && strs.ok());
+      std::vector<std::string> names(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) names[i] = absl::StrCat(keys[i]);
+      for (size_t b = 0; b < keys.size(); b += 777) {
+        const size_t len = std::min<size_t>(777, keys.size() - b);
+        Batch ib;
+        ib.kind = ValueKind::kUint64;
+        ib.keys = absl::MakeConstSpan(keys).subspan(b, len);
+        Batch sb;
+        sb.kind = ValueKind::kString;
+        sb.strings = absl::MakeConstSpan(names).subspan(b, len);
+        ASSERT_TRUE((*ints)->Update(ib).ok());
+        ASSERT_TRUE((*strs)->Update(sb).ok());
+      }
+      const auto& li = dynamic_cast<const LossyCounting&>(**ints);
+      const auto& ls = dynamic_cast<const LossyCounting&>(**strs);
+      ASSERT_EQ(li.table_size(), ls.table_size()) << variant << " " << epsilon;
+      Keys ik;
+      ik.kind = ValueKind::kUint64;
+      ik.keys = keys;
+      Keys sk;
+      sk.kind = ValueKind::kString;
+      sk.strings = names;
+      auto fi = (*ints)->Frequencies(ik);
+      auto fs = (*strs)->Frequencies(sk);
+      ASSERT_TRUE(fi.ok() && fs.ok());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        ASSERT_EQ((*fi)[i].lower, (*fs)[i].lower) << keys[i];
+        ASSERT_EQ((*fi)[i].upper, (*fs)[i].upper) << keys[i];
+      }
+      auto hi = (*ints)->HeavyHitters(2 * epsilon);
+      auto hs = (*strs)->HeavyHitters(2 * epsilon);
+      ASSERT_TRUE(hi.ok() && hs.ok());
+      ASSERT_EQ(hi->size(), hs->size());
+    }
+  }
+}
+
 TEST(LossyCounting, CountsStringKeys) {
   std::mt19937_64 rng(91);
   ZipfSampler zipf(20'000, 1.1);

@@ -13,8 +13,10 @@
 namespace streamstats::core {
 namespace {
 
-// The vectorized bucket computation (when the CPU has AVX2) must equal h(x) mod w exactly, for
-// full 64-bit keys (high halves included) and every width a sketch can have.
+// The vectorized bucket computations (AVX2, AVX-512, where the CPU has them; BestSimd() says
+// which ran) must equal h(x) mod w exactly, for
+// full 64-bit keys (high halves included) and every width a sketch can have (below and above
+// 2^20, where the vector path changes its reduction).
 TEST(CountMin, SimdBucketsEqualTheScalarOnes) {
   std::mt19937_64 rng(21);
   std::vector<uint64_t> ids = {0, 1, 2, 0xFFFFFFFFULL, 0x100000000ULL, kMersenne61 - 1,
@@ -22,17 +24,21 @@ TEST(CountMin, SimdBucketsEqualTheScalarOnes) {
                                uint64_t{1} << 63};
   for (int i = 0; i < 4000; ++i) ids.push_back(i % 3 == 0 ? rng() % 1000000 : rng());
   for (uint64_t width : {uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{1024}, uint64_t{2719},
-                         uint64_t{27183}, uint64_t{1} << 20, (uint64_t{1} << 26) - 1,
+                         uint64_t{27183}, uint64_t{999983}, (uint64_t{1} << 20) - 1,
+                         uint64_t{1} << 20, (uint64_t{1} << 20) + 1, (uint64_t{1} << 26) - 1,
                          uint64_t{1} << 26}) {
     for (uint64_t index = 0; index < 6; ++index) {
       const PairwiseHash h = MakePairwiseHash(rng(), index);
       const uint64_t base = index * width;
-      std::vector<uint64_t> simd(ids.size()), scalar(ids.size());
-      count_min_internal::RowCells(h, width, base, ids, simd.data(), true);
-      count_min_internal::RowCells(h, width, base, ids, scalar.data(), false);
+      using count_min_internal::Simd;
+      std::vector<uint64_t> avx512(ids.size()), avx2(ids.size()), scalar(ids.size());
+      count_min_internal::RowCells(h, width, base, ids, avx512.data(), Simd::kAvx512);
+      count_min_internal::RowCells(h, width, base, ids, avx2.data(), Simd::kAvx2);
+      count_min_internal::RowCells(h, width, base, ids, scalar.data(), Simd::kNone);
       for (size_t j = 0; j < ids.size(); ++j) {
         ASSERT_EQ(scalar[j], base + h(ids[j]) % width) << ids[j] << " width " << width;
-        ASSERT_EQ(simd[j], scalar[j]) << ids[j] << " width " << width;
+        ASSERT_EQ(avx2[j], scalar[j]) << ids[j] << " width " << width;
+        ASSERT_EQ(avx512[j], scalar[j]) << ids[j] << " width " << width;
       }
     }
   }
