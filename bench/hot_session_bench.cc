@@ -5,12 +5,17 @@
 //
 //   hot_session_bench [--threads=1,2,4,8,16] [--batch=100000] [--items=N per thread count]
 //                     [--summary=quantiles ...]   (CLI summary specs; repeatable)
+//                     [--slice_helpers=H]   (an executor of H threads the session lends a large
+//                                            batch's slices to, as streamstatsd's ingest threads;
+//                                            0: none, the default; --slice_items=S, the
+//                                            fewest items in a slice, 16384)
 //
 // Prints, per summary and thread count: items/s, the speedup over the first thread count, the batches that
 // went to parts, and where the parts' time went (updating parts with no lock held; waiting for
 // the session lock to merge; merging under it, the part that does not run in parallel).
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -21,6 +26,7 @@
 #include "bench/bench_common.h"
 #include "client/spec_parser.h"
 #include "server/convert.h"
+#include "server/executor.h"
 #include "server/session.h"
 
 namespace {
@@ -44,6 +50,8 @@ int Run(int argc, char** argv) {
   size_t batch = 100000;
   size_t items = 20000000;
   std::vector<std::string> summaries;
+  int slice_helpers = 0;
+  size_t slice_items = server::Session::kSliceItems;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--threads=")) {
@@ -57,12 +65,20 @@ int Run(int argc, char** argv) {
       if (!absl::SimpleAtoi(a, &batch) || batch == 0) return std::fprintf(stderr, "bad --batch\n"), 2;
     } else if (absl::ConsumePrefix(&a, "--items=")) {
       if (!absl::SimpleAtoi(a, &items) || items == 0) return std::fprintf(stderr, "bad --items\n"), 2;
+    } else if (absl::ConsumePrefix(&a, "--slice_helpers=")) {
+      if (!absl::SimpleAtoi(a, &slice_helpers) || slice_helpers < 0) {
+        return std::fprintf(stderr, "bad --slice_helpers\n"), 2;
+      }
+    } else if (absl::ConsumePrefix(&a, "--slice_items=")) {
+      if (!absl::SimpleAtoi(a, &slice_items) || slice_items == 0) {
+        return std::fprintf(stderr, "bad --slice_items\n"), 2;
+      }
     } else if (absl::ConsumePrefix(&a, "--summary=")) {
       summaries.emplace_back(a);
     } else {
       std::fprintf(stderr,
                    "usage: hot_session_bench [--threads=1,2,4] [--batch=B] [--items=N] "
-                   "[--summary=SPEC]...\n");
+                   "[--summary=SPEC]... [--slice_helpers=H] [--slice_items=S]\n");
       return 2;
     }
   }
@@ -74,10 +90,12 @@ int Run(int argc, char** argv) {
   const size_t pool = std::max<size_t>(batch * 64, std::min<size_t>(items, batch * 256));
   const Data data = Generate(pool);
   const size_t batches_in_pool = pool / batch;
-  std::printf("hot_session_bench: %zu items per run, batches of %zu, %u hardware threads\n", items,
-              batch, std::thread::hardware_concurrency());
-  std::printf("| summary | threads | items/s | speedup | part batches | part update s | merge wait s | merge s |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("hot_session_bench: %zu items per run, batches of %zu, %u hardware threads, %d slice helpers\n",
+              items, batch, std::thread::hardware_concurrency(), slice_helpers);
+  std::unique_ptr<server::Executor> helpers;
+  if (slice_helpers > 0) helpers = std::make_unique<server::Executor>(slice_helpers, server::ThreadPriority{}, "slices");
+  std::printf("| summary | threads | items/s | speedup | part batches | sliced | part update s | merge wait s | merge s |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& text : summaries) {
     auto summary = client::ParseSummarySpec(text);
     if (!summary.ok()) return std::fprintf(stderr, "%s\n", summary.status().ToString().c_str()), 2;
@@ -92,6 +110,7 @@ int Run(int argc, char** argv) {
       if (!config.ok()) return std::fprintf(stderr, "%s\n", config.status().ToString().c_str()), 2;
       auto session = server::Session::Create(*std::move(config), nullptr);
       if (!session.ok()) return std::fprintf(stderr, "%s\n", session.status().ToString().c_str()), 2;
+      (*session)->set_slice_helpers(helpers.get(), slice_items);
       const size_t total_batches = std::max<size_t>(1, items / batch);
       std::atomic<size_t> next{0};
       std::atomic<int> ready{0};
@@ -125,10 +144,11 @@ int Run(int argc, char** argv) {
       const server::SessionStats stats = (*session)->Stats();
       const double rate = static_cast<double>(total_batches * batch) / seconds;
       if (threads == thread_counts.front()) first = rate;
-      std::printf("| %s | %d | %.1f M | %.2fx | %llu / %llu | %.2f | %.2f | %.2f |\n", text.c_str(),
+      std::printf("| %s | %d | %.1f M | %.2fx | %llu / %llu | %llu | %.2f | %.2f | %.2f |\n", text.c_str(),
                   threads, rate / 1e6, rate / first,
                   static_cast<unsigned long long>(stats.part_batches),
-                  static_cast<unsigned long long>(stats.batches), stats.part_update_seconds,
+                  static_cast<unsigned long long>(stats.batches),
+                  static_cast<unsigned long long>((*session)->sliced_batches()), stats.part_update_seconds,
                   stats.merge_wait_seconds, stats.merge_seconds);
       std::fflush(stdout);
     }

@@ -58,9 +58,10 @@ ABSL_FLAG(int, ingest_threads, 0,
           "threads applying batches; 0: one per core but one (at least one), which leaves gRPC's "
           "threads and the questions they answer a core during full-speed ingest");
 ABSL_FLAG(bool, ingest_slices, true,
-          "cut a large batch (at least 32768 items) into slices applied by idle ingest threads "
-          "and merged, where the session's summaries merge within their bound: one stream into "
-          "one session then uses the idle cores");
+          "cut a large batch (at least 2 * --ingest_slice_items) into slices applied by idle "
+          "ingest threads and merged, where the session's summaries merge within their bound: one "
+          "stream into one session then uses the idle cores");
+ABSL_FLAG(int, ingest_slice_items, 16384, "the fewest items in a slice of a batch (--ingest_slices)");
 ABSL_FLAG(std::string, ingest_policy, "idle",
           "scheduling of the threads applying batches: idle (SCHED_IDLE: any other thread of the "
           "server, e.g. one answering a query, preempts them at once) or nice (--ingest_nice)");
@@ -436,7 +437,15 @@ int main(int argc, char** argv) {
   }
   auto executor = std::make_unique<Executor>(
       threads, ThreadPriority{.idle = ingest_policy == "idle", .nice = ingest_nice}, "ingest");
-  if (absl::GetFlag(FLAGS_ingest_slices)) sessions.set_slice_helpers(executor.get());
+  const int slice_items = absl::GetFlag(FLAGS_ingest_slice_items);
+  if (slice_items < 1024) {
+    std::fprintf(stderr, "streamstatsd: --ingest_slice_items must be at least 1024, got %d\n",
+                 slice_items);
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_ingest_slices)) {
+    sessions.set_slice_helpers(executor.get(), static_cast<size_t>(slice_items));
+  }
   StreamStatsService service(&sessions, executor.get(), &tenants,
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
                               .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},

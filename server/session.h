@@ -16,8 +16,10 @@
 // hierarchical heavy hitters (a union of tries with T summed, core/frequencies/
 // hierarchical_heavy_hitters.h) keep their stated bound, though not bit for bit the answers of
 // one order. One stream's batches never
-// overlap, so a session fed by one stream (and every replay of the log) applies them one after
-// another, exactly as before. A batch is acknowledged after its merge, so every question after an
+// overlap; a large one is sliced over the idle ingest threads instead where the server lends
+// them (set_slice_helpers: the first slice applied directly, the others built as parts and
+// merged in order), else a session fed by one stream (and every replay of the log) applies its
+// batches one after another, exactly as before. A batch is acknowledged after its merge, so every question after an
 // acknowledgement sees it. Measured: bench/E2E_RESULTS.md, "16 streams into one session".
 // Count-Min / FCM heavy hitters through parts (each part a sketch with its own candidates, merged
 // as the union re-estimated, top C kept): let x end with f >= sN. Take the last batch j in which
@@ -35,6 +37,7 @@
 #ifndef STREAMSTATS_SERVER_SESSION_H_
 #define STREAMSTATS_SERVER_SESSION_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -249,13 +252,17 @@ class Session {
                       uint64_t* lsn = nullptr);
 
   // Lends a large batch's slices to `helpers`' idle threads (the server's ingest executor; null:
-  // never). Where parts are allowed (top of this file), a batch of at least 2 * kSliceItems items
-  // is cut into up to 1 + helpers->idle() slices of at least kSliceItems, built as parts
+  // never). Where parts are allowed (top of this file), a batch of at least 2 * slice_items items
+  // is cut into up to 1 + helpers->idle() slices of at least slice_items (twice that in a session
+  // with a Count-Min or FCM, whose parts cost more to merge), built as parts
   // concurrently and merged in order, so one stream into one session uses the idle cores (issue
   // 14). The answers keep the bound of the merged summary, as concurrent batches' do; a replay
   // of the log slices as it finds the threads. `helpers` must outlive every Ingest call.
-  static constexpr size_t kSliceItems = 16384;
-  void set_slice_helpers(Executor* helpers) { helpers_.store(helpers, std::memory_order_release); }
+  static constexpr size_t kSliceItems = 16384;  // the default slice_items
+  void set_slice_helpers(Executor* helpers, size_t slice_items = kSliceItems) {
+    slice_items_.store(std::max<size_t>(1, slice_items), std::memory_order_relaxed);
+    helpers_.store(helpers, std::memory_order_release);
+  }
   // Batches applied in slices so far.
   uint64_t sliced_batches() const { return sliced_batches_.load(std::memory_order_relaxed); }
 
@@ -380,6 +387,8 @@ class Session {
   const bool parts_allowed_;
   // Where a large batch's slices may run (set_slice_helpers; null: never sliced).
   std::atomic<Executor*> helpers_{nullptr};
+  std::atomic<size_t> slice_items_{kSliceItems};
+  const size_t slice_scale_;  // Count-Min and FCM sessions slice at twice slice_items
   std::atomic<uint64_t> sliced_batches_{0};
   std::atomic<int> in_flight_{0};  // batches inside Ingest past validation
   std::atomic<uint64_t> chunks_applied_{0};

@@ -173,10 +173,11 @@ absl::StatusOr<core::Accelerator*> SessionManager::AcceleratorFor(Backend backen
   return options_.accelerator;
 }
 
-void SessionManager::set_slice_helpers(Executor* helpers) {
+void SessionManager::set_slice_helpers(Executor* helpers, size_t slice_items) {
   MutexLock lock(&mu_);
+  slice_items_.store(slice_items, std::memory_order_relaxed);
   slice_helpers_.store(helpers, std::memory_order_release);
-  for (const auto& [key, s] : sessions_) s->set_slice_helpers(helpers);
+  for (const auto& [key, s] : sessions_) s->set_slice_helpers(helpers, slice_items);
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::string& tenant,
@@ -186,7 +187,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
   auto session = Session::Create(std::move(config), *accelerator, turns_);
   if (!session.ok()) return session.status();
   std::shared_ptr<Session> shared = *std::move(session);
-  shared->set_slice_helpers(slice_helpers_.load(std::memory_order_acquire));
+  shared->set_slice_helpers(slice_helpers_.load(std::memory_order_acquire),
+                            slice_items_.load(std::memory_order_relaxed));
   MutexLock lock(&mu_);
   size_t tenant_sessions = 0;
   for (const auto& [key, s] : sessions_) tenant_sessions += key.first == tenant;

@@ -67,7 +67,7 @@ class SessionManager {
   // Lends large batches' slices to `helpers` (the ingest executor), in every session now and
   // created later (Session::set_slice_helpers; null: none). Set once the executor runs, before
   // serving; clear it before the executor goes.
-  void set_slice_helpers(Executor* helpers);
+  void set_slice_helpers(Executor* helpers, size_t slice_items = Session::kSliceItems);
 
   // Admission for a batch of `items` into one of the tenant's sessions: the summary-memory
   // quota and the ingest-rate token bucket. RESOURCE_EXHAUSTED says which was exceeded; on
@@ -92,6 +92,7 @@ class SessionManager {
 
   Options options_;
   std::atomic<Executor*> slice_helpers_{nullptr};
+  std::atomic<size_t> slice_items_{Session::kSliceItems};
   std::function<void(double)> on_snapshot_;
   // Shared by every session: all ingest steps aside while any question waits for a session.
   const std::shared_ptr<QueryTurns> turns_ = std::make_shared<QueryTurns>();

@@ -864,6 +864,11 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) 
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--ingest_policy must be idle or nice, got 'fifo'"), std::string::npos)
       << r.out;
+  r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
+                         " --listen=127.0.0.1:0 --ingest_slice_items=100 --data_dir=", dir_, "/bad"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--ingest_slice_items must be at least 1024, got 100"), std::string::npos)
+      << r.out;
 }
 
 // The GPU pool's tuning flags are checked whether or not a GPU is built in or used (issue 14).
