@@ -1,6 +1,7 @@
 #include "core/sketches/count_min.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -225,14 +226,18 @@ __attribute__((target("avx512f"))) size_t RowCellsAvx512(const PairwiseHash& h,
   return j;
 }
 
+std::atomic<count_min_internal::Simd> simd_limit{count_min_internal::Simd::kAvx512};
+
 count_min_internal::Simd BestSimd() {
   static const count_min_internal::Simd best =
       __builtin_cpu_supports("avx512f")  ? count_min_internal::Simd::kAvx512
       : __builtin_cpu_supports("avx2") ? count_min_internal::Simd::kAvx2
                                          : count_min_internal::Simd::kNone;
-  return best;
+  return std::min(best, simd_limit.load(std::memory_order_relaxed));
 }
 #else
+std::atomic<count_min_internal::Simd> simd_limit{count_min_internal::Simd::kNone};
+
 count_min_internal::Simd BestSimd() { return count_min_internal::Simd::kNone; }
 #endif
 
@@ -367,6 +372,8 @@ void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<c
 }
 
 Simd BestSimd() { return streamstats::core::BestSimd(); }
+
+void LimitSimd(Simd limit) { simd_limit.store(limit, std::memory_order_relaxed); }
 
 }  // namespace count_min_internal
 

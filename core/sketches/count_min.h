@@ -96,8 +96,12 @@ namespace count_min_internal {
 // The bucket kernels, by preference: AVX-512F (8 keys at a time, widths below 2^20), AVX2 (4),
 // scalar.
 enum class Simd { kNone = 0, kAvx2 = 1, kAvx512 = 2 };
-// What this CPU runs (checked once).
+// What this CPU runs (checked once), at most the limit below.
 Simd BestSimd();
+// Caps what BestSimd() returns from now on, for every sketch in the process (default kAvx512:
+// no cap). For benchmarks that measure the AVX2 or scalar kernels on a CPU that has AVX-512
+// (bench/peers_bench --count_min_simd); the buckets, and so every answer, are the same.
+void LimitSimd(Simd limit);
 // out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with the best kernel at most `simd`
 // that the CPU has; exposed so tests can check that all of them give the same buckets.
 void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
