@@ -474,6 +474,9 @@ absl::Status CountMin::Update(const Batch& batch) {
       ids = chunk_ids_;
     }
     const uint64_t* chunk_weights = weights == nullptr ? nullptr : weights + begin;
+    // Most offers of a skewed stream pass the inline check and look their id up: load the
+    // index cells of the whole chunk first, so those loads overlap the hashing and the counters.
+    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
     if (options_.conservative) {
       AddStaged<true>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
                       chunk_estimates_);
@@ -481,16 +484,23 @@ absl::Status CountMin::Update(const Batch& batch) {
       AddStaged<false>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
                        chunk_estimates_);
     }
-    // Most offers of a skewed stream pass the inline check and look their id up: load the
-    // index cells of the whole chunk first so those lookups overlap.
-    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
-    // And each offer loads the heap node of the one kAhead later (its cell is in cache by then).
-    constexpr size_t kAhead = 4;
+    // The items the candidates would drop at once (an estimate below the smallest stored one
+    // or the floor) are set aside first, without a branch: that test is a coin toss per item of
+    // a skewed stream, and the threshold only grows while the chunk is offered (estimates never
+    // decrease, the set never shrinks), so an item below it now is dropped at its offer too.
+    // The others are offered in order, each still checked against the threshold of its time.
+    const uint64_t least = candidates_.LeastAdmitted();
+    size_t kept = 0;
     for (size_t j = 0; j < len; ++j) {
-      if (j + kAhead < len) candidates_.PrefetchNode(ids[j + kAhead], chunk_estimates_[j + kAhead]);
-      candidates_.Offer(ids[j], chunk_estimates_[j],
-                        batch.kind == ValueKind::kString ? absl::string_view(batch.strings[begin + j])
-                                                         : absl::string_view());
+      chunk_offers_[kept] = static_cast<uint8_t>(j);
+      kept += chunk_estimates_[j] >= least ? 1 : 0;
+    }
+    for (size_t k = 0; k < kept; ++k) {
+      const size_t j = chunk_offers_[k];
+      candidates_.OfferGrowing(ids[j], chunk_estimates_[j],
+                               batch.kind == ValueKind::kString
+                                   ? absl::string_view(batch.strings[begin + j])
+                                   : absl::string_view());
     }
     if (chunk_weights == nullptr) {
       count_ += len;

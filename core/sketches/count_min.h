@@ -180,6 +180,7 @@ class CountMin final : public Summary {
   static constexpr size_t kUpdateChunk = 64;
   uint64_t chunk_ids_[kUpdateChunk];
   uint64_t chunk_estimates_[kUpdateChunk];
+  uint8_t chunk_offers_[kUpdateChunk];  // the chunk's items that may change the candidates
 };
 
 }  // namespace streamstats::core

@@ -92,6 +92,42 @@ TEST(HeavyHitterCandidates,
   }
 }
 
+// OfferGrowing (Count-Min's path: no read of a stored leaf's node) must leave the very heap
+// Offer leaves, node for node (the serialized bytes are heap order), on nondecreasing
+// estimates: a few hot keys, a wide tail, ties, floors and every small capacity.
+TEST(HeavyHitterCandidates, OfferGrowingLeavesTheSameHeapAsOffer) {
+  for (size_t capacity : {0, 1, 2, 7, 64, 1000}) {
+    for (uint64_t floor : {0, 5}) {
+      for (uint64_t seed : {1, 2, 3, 4}) {
+        HeavyHitterCandidates plain(capacity), growing(capacity);
+        plain.set_floor(floor);
+        growing.set_floor(floor);
+        std::mt19937_64 rng(seed);
+        std::map<uint64_t, uint64_t> estimate;
+        const uint64_t universe = seed % 2 == 0 ? 5000 : 300;
+        for (int i = 0; i < 30000; ++i) {
+          const uint64_t x = rng();
+          const uint64_t id = x % 4 == 0 ? x % 8 : (x >> 8) % universe;
+          estimate[id] += (x >> 61) % 3;  // 0 included: an unchanged estimate offered again
+          const std::string str = absl::StrCat("k", id);
+          plain.Offer(id, estimate[id], str);
+          growing.OfferGrowing(id, estimate[id], str);
+          if (i % 1009 == 0) {
+            ByteWriter a, b;
+            plain.Serialize(true, &a);
+            growing.Serialize(true, &b);
+            ASSERT_EQ(a.bytes(), b.bytes()) << capacity << " " << seed << " " << i;
+          }
+        }
+        ByteWriter a, b;
+        plain.Serialize(true, &a);
+        growing.Serialize(true, &b);
+        EXPECT_EQ(a.bytes(), b.bytes()) << capacity << " " << seed;
+      }
+    }
+  }
+}
+
 TEST(HeavyHitterCandidates, SerializeRoundTripKeepsTheSetAndTheBytes) {
   for (bool with_strings : {false, true}) {
     HeavyHitterCandidates c(50);
