@@ -155,15 +155,20 @@ class IdMap {
     if (size_ == 0) return;
     size_t start = 0;
     while (slots_[start].second.f != 0) ++start;
+    // Empty, dropped and kept slots come in no order a predictor could learn (after a Zipf
+    // window about 2000, 5000 and 1000 of 8192), and this pass was ~40 % of Lossy Counting's
+    // time. The drop test is evaluated for every slot, empty ones included (f = 0 stays 0),
+    // so the compiler tests "kept" first and the rest is a conditional store: 80 -> 89 M items/s
+    // on the 2-vCPU VM. (Masking f with inline asm to force a store on every slot: 85.) The
+    // same slots end empty and the same entries move.
     for (size_t k = 1; k < n_slots_; ++k) {
       const size_t i = (start + k) & mask_;
       value_type& s = slots_[i];
-      if (s.second.f == 0) continue;
-      if (drop(s.first, s.second)) {
-        s.second.f = 0;
-        --size_;
-        continue;
-      }
+      const uint64_t f = s.second.f;
+      const bool dropped = (f != 0) & drop(s.first, s.second);
+      s.second.f = dropped ? 0 : f;
+      size_ -= dropped;
+      if (f == 0 || dropped) continue;
       size_t j = Home(s.first);
       if (j == i) continue;
       const value_type moved = s;
