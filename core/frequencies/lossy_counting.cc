@@ -92,10 +92,6 @@ class IdMap {
     }
   }
 
-  void prefetch(uint64_t key) const {
-    if (n_slots_ != 0) __builtin_prefetch(&slots_[Home(key)]);
-  }
-
   // The entry of `key`, inserting {key, entry} first when absent (entry.f >= 1).
   std::pair<iterator, bool> try_emplace(uint64_t key, const Entry& entry) {
     if (n_slots_ == 0) Rehash(16);
@@ -135,6 +131,19 @@ class IdMap {
       }
     }
     try_emplace(key, Entry{w, delta});
+  }
+
+  // Add(keys[i], weights[i] (1 each when null), delta) for i in [0, n), in order: the same
+  // table. The table's fields are held in locals (Add reloads them after every store to a
+  // slot, which the compiler must assume may alias them), the probe of the item kAhead later
+  // is prefetched, and the weights' presence is decided once. An insert that would pass the
+  // growth limit goes through Add, which grows the table, and the loop resumes.
+  void AddAll(const uint64_t* keys, const uint64_t* weights, size_t n, uint64_t delta) {
+    if (weights == nullptr) {
+      AddAllOf<false>(keys, weights, n, delta);
+    } else {
+      AddAllOf<true>(keys, weights, n, delta);
+    }
   }
 
   void reserve(size_t n) {
@@ -184,8 +193,49 @@ class IdMap {
   // abseil's flat_hash_map holds at most 7/8 of its capacity (slots - 1), and 16 slots: 14.
   static size_t MaxSize(size_t slots) { return (slots - 1) - (slots - 1) / 8; }
 
-  size_t Home(uint64_t key) const {
-    return static_cast<size_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift_);
+  static size_t HomeOf(uint64_t key, unsigned shift) {
+    return static_cast<size_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift);
+  }
+  size_t Home(uint64_t key) const { return HomeOf(key, shift_); }
+
+  template <bool kWeighted>
+  void AddAllOf(const uint64_t* keys, const uint64_t* weights, size_t n, uint64_t delta) {
+    constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
+    size_t i = 0;
+    while (i < n) {
+      if (n_slots_ == 0 || size_ + 1 > grow_at_) {  // Add grows the table first
+        Add(keys[i], kWeighted ? weights[i] : 1, delta);
+        ++i;
+        continue;
+      }
+      value_type* const slots = slots_.data();
+      const size_t mask = mask_;
+      const unsigned shift = shift_;
+      const size_t grow_at = grow_at_;
+      size_t size = size_;
+      for (; i < n; ++i) {
+        if (i + kAhead < n) __builtin_prefetch(&slots[HomeOf(keys[i + kAhead], shift)]);
+        const uint64_t key = keys[i];
+        const uint64_t w = kWeighted ? weights[i] : 1;
+        size_t j = HomeOf(key, shift);
+        for (;; j = (j + 1) & mask) {
+          value_type& slot = slots[j];
+          if (slot.second.f == 0) break;
+          if (slot.first == key) break;
+        }
+        value_type& slot = slots[j];
+        if (slot.second.f != 0) {
+          slot.second.f += w;
+          continue;
+        }
+        if (size + 1 > grow_at) break;  // Add grows the table and stores it
+        slot.first = key;
+        slot.second.f = w;
+        slot.second.delta = delta;
+        ++size;
+      }
+      size_ = size;
+    }
   }
 
   void Rehash(size_t slots) {
@@ -235,13 +285,14 @@ class FlatTable {
   size_t size() const { return table_.size(); }
 
   void Fold(const Segment<Key>& items, uint64_t threshold) {
-    constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
-      const uint64_t w = items.weight(i);
-      if constexpr (std::is_same_v<Key, uint64_t>) {
-        table_.Add(items.keys[i], w, threshold);
-      } else {
+    if constexpr (std::is_same_v<Key, uint64_t>) {
+      table_.AddAll(items.keys.data(), items.weights.empty() ? nullptr : items.weights.data(),
+                    items.size(), threshold);
+    } else {
+      constexpr size_t kAhead = 8;  // the probe of an item a few ahead overlaps this one's
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
+        const uint64_t w = items.weight(i);
         auto [it, inserted] = table_.try_emplace(items.keys[i], Entry{w, threshold});
         if (!inserted) it->second.f += w;
       }
