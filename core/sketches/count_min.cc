@@ -484,24 +484,10 @@ absl::Status CountMin::Update(const Batch& batch) {
       AddStaged<false>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
                        chunk_estimates_);
     }
-    // The items the candidates would drop at once (an estimate below the smallest stored one
-    // or the floor) are set aside first, without a branch: that test is a coin toss per item of
-    // a skewed stream, and the threshold only grows while the chunk is offered (estimates never
-    // decrease, the set never shrinks), so an item below it now is dropped at its offer too.
-    // The others are offered in order, each still checked against the threshold of its time.
-    const uint64_t least = candidates_.LeastAdmitted();
-    size_t kept = 0;
-    for (size_t j = 0; j < len; ++j) {
-      chunk_offers_[kept] = static_cast<uint8_t>(j);
-      kept += chunk_estimates_[j] >= least ? 1 : 0;
-    }
-    for (size_t k = 0; k < kept; ++k) {
-      const size_t j = chunk_offers_[k];
-      candidates_.OfferGrowing(ids[j], chunk_estimates_[j],
-                               batch.kind == ValueKind::kString
-                                   ? absl::string_view(batch.strings[begin + j])
-                                   : absl::string_view());
-    }
+    candidates_.OfferGrowingAll(ids, chunk_estimates_, len, chunk_offers_, [&](size_t j) {
+      return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[begin + j])
+                                              : absl::string_view();
+    });
     if (chunk_weights == nullptr) {
       count_ += len;
     } else {

@@ -178,9 +178,10 @@ class CountMin final : public Summary {
   // Host batches go through the table kUpdateChunk items at a time: their ids (non-uint64 kinds)
   // and estimates, kept with the sketch so Update allocates nothing.
   static constexpr size_t kUpdateChunk = 64;
+  static_assert(kUpdateChunk <= 256, "OfferGrowingAll's scratch indices are bytes");
   uint64_t chunk_ids_[kUpdateChunk];
   uint64_t chunk_estimates_[kUpdateChunk];
-  uint8_t chunk_offers_[kUpdateChunk];  // the chunk's items that may change the candidates
+  uint8_t chunk_offers_[kUpdateChunk];  // HeavyHitterCandidates::OfferGrowingAll's scratch
 };
 
 }  // namespace streamstats::core

@@ -82,6 +82,60 @@ class HeavyHitterCandidates {
     OfferSlow(id, estimate, str, i);
   }
 
+  // OfferGrowing(ids[j], estimates[j], str(j)) for j in [0, n) in order; the same set and heap.
+  // Count-Min offers a chunk of items at once through it. The items OfferGrowing would drop
+  // at once (an estimate below LeastAdmitted()) are set aside first without a branch (which of
+  // them fall below is a coin toss per item of a skewed stream): the threshold only grows while
+  // the chunk is offered (estimates never decrease, the set never shrinks), so an item below it
+  // now is dropped at its offer too. The others are offered with the set's fields held in
+  // locals (each store to a node could alias them), reloaded after every slow offer, which may
+  // move the arrays. n <= 256; `scratch` holds n indices.
+  template <typename StrFn>
+  void OfferGrowingAll(const uint64_t* ids, const uint64_t* estimates, size_t n,
+                       uint8_t* scratch, StrFn str) {
+    if (capacity_ == 0) return;
+    const uint64_t least = LeastAdmitted();
+    size_t kept = 0;
+    for (size_t j = 0; j < n; ++j) {
+      scratch[kept] = static_cast<uint8_t>(j);
+      kept += estimates[j] >= least ? 1 : 0;
+    }
+    size_t k = 0;
+    while (k < kept) {
+      if (index_.empty()) {  // the first offer builds the index
+        const size_t j = scratch[k++];
+        OfferGrowing(ids[j], estimates[j], str(j));
+        continue;
+      }
+      Node* const heap = heap_.data();
+      const Cell* const index = index_.data();
+      const size_t mask = index_.size() - 1;
+      const unsigned shift = index_shift_;
+      const uint32_t first_leaf = first_leaf_;
+      const uint64_t floor = floor_;
+      const bool full = full_;
+      while (k < kept) {
+        const size_t j = scratch[k++];
+        const uint64_t id = ids[j];
+        const uint64_t estimate = estimates[j];
+        if ((full && estimate < heap[0].estimate) || estimate < floor) continue;
+        uint32_t i;
+        for (size_t c = HomeOf(id, shift);; c = (c + 1) & mask) {
+          if (index[c].pos == kAbsent || index[c].id == id) {
+            i = index[c].pos;
+            break;
+          }
+        }
+        if (i != kAbsent && i >= first_leaf) {
+          heap[i].estimate = estimate;
+          continue;
+        }
+        OfferSlow(id, estimate, str(j), i);
+        break;  // the fields may have changed
+      }
+    }
+  }
+
   // Whether Offer would drop an estimate at once (before any lookup): the set is full and the
   // estimate is below the smallest stored one, or it is below the floor. Count Sketch asks it
   // with an upper bound of an item's estimate before computing the estimate (a median).
@@ -186,11 +240,12 @@ class HeavyHitterCandidates {
   };
   static constexpr uint32_t kAbsent = ~uint32_t{0};
 
-  size_t Home(uint64_t id) const {
-    // Fibonacci hashing of a folded id: consecutive ids spread, and high bits (ordered doubles,
-    // string hashes) still reach the top bits the shift keeps.
-    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> index_shift_);
+  // Fibonacci hashing of a folded id: consecutive ids spread, and high bits (ordered doubles,
+  // string hashes) still reach the top bits the shift keeps.
+  static size_t HomeOf(uint64_t id, unsigned shift) {
+    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift);
   }
+  size_t Home(uint64_t id) const { return HomeOf(id, index_shift_); }
   // id's position in heap_, or kAbsent.
   uint32_t Find(uint64_t id) const {
     if (index_.empty()) return kAbsent;
