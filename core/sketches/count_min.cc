@@ -609,6 +609,13 @@ absl::StatusOr<std::unique_ptr<Summary>> CountMin::Deserialize(absl::string_view
   if (!sketch->candidates_.Deserialize(value_kind == ValueKind::kString, &r)) {
     return Corrupt("count_min heavy-hitter candidates");
   }
+  // A candidate's stored estimate is one the table gave earlier, and counters never decrease:
+  // so it is at most the key's estimate now. Update's offers rely on it (OfferGrowingAll).
+  bool stale_ok = true;
+  sketch->candidates_.ForEach([&](uint64_t id, uint64_t estimate, absl::string_view) {
+    stale_ok = stale_ok && estimate <= sketch->EstimateId(id);
+  });
+  if (!stale_ok) return Corrupt("count_min candidate estimate exceeds the table's estimate");
   if (r.remaining() != 0) return Corrupt("count_min: trailing bytes");
   return std::unique_ptr<Summary>(std::move(sketch));
 }

@@ -16,6 +16,8 @@
 // (<= kMaxStringKeyBytes) each.
 // Cost: an offer below the smallest stored estimate is one compare (inline); any other offer is
 // one id lookup (linear probing, about 1.5 cells read) plus the heap's sift, O(log C).
+// Count-Min offers a chunk at a time (OfferGrowingAll): the first kind is set aside without a
+// branch and a stored key at a leaf has its estimate written without reading its node.
 // Not thread-safe.
 #ifndef STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
 #define STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
@@ -206,14 +208,6 @@ class HeavyHitterCandidates {
   void Prefetch(uint64_t id) const {
     if (!index_.empty()) __builtin_prefetch(&index_[Home(id)]);
   }
-  // The second step, once Prefetch(id) had time: if the offer of `estimate` will look id up and
-  // finds it stored, loads its heap node too.
-  void PrefetchNode(uint64_t id, uint64_t estimate) const {
-    if (heap_.empty() || estimate < heap_[0].estimate) return;
-    const uint32_t i = Find(id);
-    if (i != kAbsent) __builtin_prefetch(&heap_[i]);
-  }
-
   // u64 n, then n times (heap order): u64 id, u64 estimate, and the string when `with_strings`.
   void Serialize(bool with_strings, ByteWriter* w) const;
   // False on any inconsistency (more than capacity entries, duplicate ids, bad strings).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -383,6 +384,29 @@ TEST(CountMin, NumericValuesAreKeysToo) {
   ASSERT_FALSE(hh->empty());
   EXPECT_EQ((*hh)[0].value, 1.5);
   EXPECT_EQ(s->Frequencies(KeyQuestion({1})).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Update offers each candidate estimates that never fall below the stored one, which holds for
+// every sketch this code wrote (a stored estimate is one the table gave, and counters only
+// grow); bytes whose candidate claims more than the table's estimate are refused.
+TEST(CountMin, DeserializeRefusesACandidateAboveTheTablesEstimate) {
+  auto s = MustCreate(CmOptions(0.01, 0.01, false));
+  Feed(s.get(), MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 5000, 3));
+  const std::string bytes = s->Serialize();
+  // Envelope: 16 header bytes, the payload, 4 checksum bytes; the payload ends with the last
+  // candidate's (id, estimate).
+  const std::string payload = bytes.substr(16, bytes.size() - 20);
+  ASSERT_TRUE(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountMin),
+                                              payload)).ok());
+  std::string bad = payload;
+  uint64_t estimate;
+  std::memcpy(&estimate, bad.data() + bad.size() - 8, 8);
+  estimate += uint64_t{1} << 20;  // above any estimate of 5000 items
+  std::memcpy(bad.data() + bad.size() - 8, &estimate, 8);
+  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountMin), bad))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(CountMin, SerializationRoundTripsAnswerIdentically) {
