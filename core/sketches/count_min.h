@@ -30,12 +30,15 @@
 // would have built on the concatenated stream. Candidates: the union, re-estimated, top C kept.
 // Space: 8*d*w bytes + the candidate set.
 // Update cost on the host: the buckets of 64 items are computed row by row (AVX-512 or AVX2
-// when the CPU has it), then the counters are updated in item order and the candidates offered;
-// measured 13.8 ns per item plain, 15.3 conservative (17.1 / 18.6 before the double-precision
-// bucket reduction, the AVX-512 kernel and the unrolled counter pass) for d x w = 5 x 2719,
-// candidate capacity 2000, 10^7 Zipf(1.1) uint64 keys (bench/peers_bench on a shared 2-vCPU
-// Intel Xeon VM with AVX-512, one core, medians of 3; 1.09x / 0.98x DataSketches'
-// count_min_sketch, which keeps no candidates).
+// when the CPU has it), then the counters are updated in item order and the candidates offered
+// (HeavyHitterCandidates::OfferGrowingAll: the items below the smallest stored estimate set
+// aside without a branch first); measured 10.4 ns per item plain, 11.7 conservative with the
+// AVX-512 kernel, 11.9 / 13.2 with the AVX2 one (13.8 / 15.3 and 15.7 / 16.6 before the
+// candidates' chunked offers; 17.1 / 18.6 before the double-precision bucket reduction, the
+// AVX-512 kernel and the unrolled counter pass) for d x w = 5 x 2719, candidate capacity 2000,
+// 10^7 Zipf(1.1) uint64 keys (bench/peers_bench [--count_min_simd=avx2] on a shared 2-vCPU
+// Intel Xeon VM with AVX-512, one core, medians of 3; 1.35x / 1.19x DataSketches'
+// count_min_sketch, which keeps no candidates, with AVX-512, 1.22x / 1.08x with AVX2).
 // On an accelerator that keeps sketches on its device (the GPU pool), the table lives there
 // (core/accel/device_mirror.h): batches are added on the device; a device failure moves the
 // sketch back to the host without losing a batch.
