@@ -2,6 +2,10 @@
 // one process (issue 14, item 2).
 //
 //   peers_bench [--items=N] [--reps=R] [--qreps=Q] [--batch=B] [--only=GROUP,...] [--ours-only]
+//               [--count_min_simd=avx512|avx2|none]
+//
+// --count_min_simd caps the Count-Min bucket kernel (count_min_internal::LimitSimd; default: the
+// best this CPU has), so a CPU with AVX-512 also measures the AVX2 path that hosts without it run.
 //
 // Data (fixed seeds, bench/bench_common.h), all generated before any clock runs: N Zipf(1.1)
 // keys over 10^6 ids, N normal doubles, N uniform doubles, and the same uniform doubles sorted
@@ -46,6 +50,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_common.h"
+#include "core/sketches/count_min.h"
 #include "core/summary.h"
 
 #ifdef STREAMSTATS_HAVE_DATASKETCHES
@@ -73,6 +78,7 @@ struct Flags {
   size_t batch = 0;  // 0 = the summary's ChunkItems()
   std::vector<std::string> only;  // groups to run; empty = all
   bool ours_only = false;
+  core::count_min_internal::Simd count_min_simd = core::count_min_internal::Simd::kAvx512;
 };
 
 // One side of a comparison: a fresh build and its timed update loop, run several times.
@@ -339,6 +345,11 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(a, "--ours-only") == 0) {
       flags.ours_only = true;
+    } else if (std::strncmp(a, "--count_min_simd=", 17) == 0) {
+      using core::count_min_internal::Simd;
+      const std::string v = a + 17;
+      ok = v == "avx512" || v == "avx2" || v == "none";
+      flags.count_min_simd = v == "avx512" ? Simd::kAvx512 : v == "avx2" ? Simd::kAvx2 : Simd::kNone;
     } else {
       ok = false;
     }
@@ -346,7 +357,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "peers_bench: bad flag %s\nusage: peers_bench [--items=N>0] [--reps=R>0] "
                    "[--qreps=Q>0] [--batch=B (0 = the summary's chunk)] [--only=GROUP,...] "
-                   "[--ours-only]\ngroups:",
+                   "[--ours-only] [--count_min_simd=avx512|avx2|none]\ngroups:",
                    a);
       for (const char* group : kGroups) std::fprintf(stderr, " %s", group);
       std::fprintf(stderr, "\n");
@@ -385,6 +396,12 @@ int main(int argc, char** argv) {
                std::thread::hardware_concurrency());
   absl::PrintF("date %s; build %s (%s), %s\n", Today(), STREAMSTATS_BUILD_TYPE,
                STREAMSTATS_CXX_FLAGS, __VERSION__);
+  core::count_min_internal::LimitSimd(flags.count_min_simd);
+  const core::count_min_internal::Simd simd = core::count_min_internal::BestSimd();
+  absl::PrintF("Count-Min bucket kernel: %s\n",
+               simd == core::count_min_internal::Simd::kAvx512 ? "AVX-512"
+               : simd == core::count_min_internal::Simd::kAvx2 ? "AVX2"
+                                                               : "scalar");
   absl::PrintF("DataSketches C++: %s\n",
                peers ? "yes" : "no (ours alone; configure with -DSTREAMSTATS_DATASKETCHES_DIR)");
   absl::PrintF("%d items per data set; median of %d timed runs after one warm-up; ours in "

@@ -1,6 +1,7 @@
 #include "core/sketches/count_min.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -225,14 +226,18 @@ __attribute__((target("avx512f"))) size_t RowCellsAvx512(const PairwiseHash& h,
   return j;
 }
 
+std::atomic<count_min_internal::Simd> simd_limit{count_min_internal::Simd::kAvx512};
+
 count_min_internal::Simd BestSimd() {
   static const count_min_internal::Simd best =
       __builtin_cpu_supports("avx512f")  ? count_min_internal::Simd::kAvx512
       : __builtin_cpu_supports("avx2") ? count_min_internal::Simd::kAvx2
                                          : count_min_internal::Simd::kNone;
-  return best;
+  return std::min(best, simd_limit.load(std::memory_order_relaxed));
 }
 #else
+std::atomic<count_min_internal::Simd> simd_limit{count_min_internal::Simd::kNone};
+
 count_min_internal::Simd BestSimd() { return count_min_internal::Simd::kNone; }
 #endif
 
@@ -368,6 +373,8 @@ void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<c
 
 Simd BestSimd() { return streamstats::core::BestSimd(); }
 
+void LimitSimd(Simd limit) { simd_limit.store(limit, std::memory_order_relaxed); }
+
 }  // namespace count_min_internal
 
 void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
@@ -467,6 +474,9 @@ absl::Status CountMin::Update(const Batch& batch) {
       ids = chunk_ids_;
     }
     const uint64_t* chunk_weights = weights == nullptr ? nullptr : weights + begin;
+    // Most offers of a skewed stream pass the inline check and look their id up: load the
+    // index cells of the whole chunk first, so those loads overlap the hashing and the counters.
+    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
     if (options_.conservative) {
       AddStaged<true>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
                       chunk_estimates_);
@@ -474,17 +484,10 @@ absl::Status CountMin::Update(const Batch& batch) {
       AddStaged<false>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
                        chunk_estimates_);
     }
-    // Most offers of a skewed stream pass the inline check and look their id up: load the
-    // index cells of the whole chunk first so those lookups overlap.
-    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
-    // And each offer loads the heap node of the one kAhead later (its cell is in cache by then).
-    constexpr size_t kAhead = 4;
-    for (size_t j = 0; j < len; ++j) {
-      if (j + kAhead < len) candidates_.PrefetchNode(ids[j + kAhead], chunk_estimates_[j + kAhead]);
-      candidates_.Offer(ids[j], chunk_estimates_[j],
-                        batch.kind == ValueKind::kString ? absl::string_view(batch.strings[begin + j])
-                                                         : absl::string_view());
-    }
+    candidates_.OfferGrowingAll(ids, chunk_estimates_, len, chunk_offers_, [&](size_t j) {
+      return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[begin + j])
+                                              : absl::string_view();
+    });
     if (chunk_weights == nullptr) {
       count_ += len;
     } else {
@@ -606,6 +609,13 @@ absl::StatusOr<std::unique_ptr<Summary>> CountMin::Deserialize(absl::string_view
   if (!sketch->candidates_.Deserialize(value_kind == ValueKind::kString, &r)) {
     return Corrupt("count_min heavy-hitter candidates");
   }
+  // A candidate's stored estimate is one the table gave earlier, and counters never decrease:
+  // so it is at most the key's estimate now. Update's offers rely on it (OfferGrowingAll).
+  bool stale_ok = true;
+  sketch->candidates_.ForEach([&](uint64_t id, uint64_t estimate, absl::string_view) {
+    stale_ok = stale_ok && estimate <= sketch->EstimateId(id);
+  });
+  if (!stale_ok) return Corrupt("count_min candidate estimate exceeds the table's estimate");
   if (r.remaining() != 0) return Corrupt("count_min: trailing bytes");
   return std::unique_ptr<Summary>(std::move(sketch));
 }

@@ -30,12 +30,15 @@
 // would have built on the concatenated stream. Candidates: the union, re-estimated, top C kept.
 // Space: 8*d*w bytes + the candidate set.
 // Update cost on the host: the buckets of 64 items are computed row by row (AVX-512 or AVX2
-// when the CPU has it), then the counters are updated in item order and the candidates offered;
-// measured 13.8 ns per item plain, 15.3 conservative (17.1 / 18.6 before the double-precision
-// bucket reduction, the AVX-512 kernel and the unrolled counter pass) for d x w = 5 x 2719,
-// candidate capacity 2000, 10^7 Zipf(1.1) uint64 keys (bench/peers_bench on a shared 2-vCPU
-// Intel Xeon VM with AVX-512, one core, medians of 3; 1.09x / 0.98x DataSketches'
-// count_min_sketch, which keeps no candidates).
+// when the CPU has it), then the counters are updated in item order and the candidates offered
+// (HeavyHitterCandidates::OfferGrowingAll: the items below the smallest stored estimate set
+// aside without a branch first); measured 10.4 ns per item plain, 11.7 conservative with the
+// AVX-512 kernel, 11.9 / 13.2 with the AVX2 one (13.8 / 15.3 and 15.7 / 16.6 before the
+// candidates' chunked offers; 17.1 / 18.6 before the double-precision bucket reduction, the
+// AVX-512 kernel and the unrolled counter pass) for d x w = 5 x 2719, candidate capacity 2000,
+// 10^7 Zipf(1.1) uint64 keys (bench/peers_bench [--count_min_simd=avx2] on a shared 2-vCPU
+// Intel Xeon VM with AVX-512, one core, medians of 3; 1.35x / 1.19x DataSketches'
+// count_min_sketch, which keeps no candidates, with AVX-512, 1.22x / 1.08x with AVX2).
 // On an accelerator that keeps sketches on its device (the GPU pool), the table lives there
 // (core/accel/device_mirror.h): batches are added on the device; a device failure moves the
 // sketch back to the host without losing a batch.
@@ -96,8 +99,12 @@ namespace count_min_internal {
 // The bucket kernels, by preference: AVX-512F (8 keys at a time, widths below 2^20), AVX2 (4),
 // scalar.
 enum class Simd { kNone = 0, kAvx2 = 1, kAvx512 = 2 };
-// What this CPU runs (checked once).
+// What this CPU runs (checked once), at most the limit below.
 Simd BestSimd();
+// Caps what BestSimd() returns from now on, for every sketch in the process (default kAvx512:
+// no cap). For benchmarks that measure the AVX2 or scalar kernels on a CPU that has AVX-512
+// (bench/peers_bench --count_min_simd); the buckets, and so every answer, are the same.
+void LimitSimd(Simd limit);
 // out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with the best kernel at most `simd`
 // that the CPU has; exposed so tests can check that all of them give the same buckets.
 void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
@@ -174,8 +181,10 @@ class CountMin final : public Summary {
   // Host batches go through the table kUpdateChunk items at a time: their ids (non-uint64 kinds)
   // and estimates, kept with the sketch so Update allocates nothing.
   static constexpr size_t kUpdateChunk = 64;
+  static_assert(kUpdateChunk <= 256, "OfferGrowingAll's scratch indices are bytes");
   uint64_t chunk_ids_[kUpdateChunk];
   uint64_t chunk_estimates_[kUpdateChunk];
+  uint8_t chunk_offers_[kUpdateChunk];  // HeavyHitterCandidates::OfferGrowingAll's scratch
 };
 
 }  // namespace streamstats::core

@@ -16,6 +16,8 @@
 // (<= kMaxStringKeyBytes) each.
 // Cost: an offer below the smallest stored estimate is one compare (inline); any other offer is
 // one id lookup (linear probing, about 1.5 cells read) plus the heap's sift, O(log C).
+// Count-Min offers a chunk at a time (OfferGrowingAll): the first kind is set aside without a
+// branch and a stored key at a leaf has its estimate written without reading its node.
 // Not thread-safe.
 #ifndef STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
 #define STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
@@ -63,6 +65,77 @@ class HeavyHitterCandidates {
       return;
     }
     OfferSlow(id, estimate, str, i);
+  }
+
+  // Offer for callers whose estimates of a key never decrease (Count-Min's, also across merges
+  // and restores: its counters only grow): the same set and heap as Offer. A stored key at a
+  // leaf then has its estimate written without reading the node first (Offer compares with the
+  // stored estimate; under this precondition the new one is never smaller, and an equal one
+  // rewrites the same value), so the offer waits on one load that misses L1, the id's index
+  // cell, instead of two.
+  void OfferGrowing(uint64_t id, uint64_t estimate, absl::string_view str) {
+    if (full_ && (capacity_ == 0 || estimate < heap_[0].estimate)) return;
+    if (estimate < floor_) return;
+    const uint32_t i = Find(id);
+    if (i != kAbsent && i >= first_leaf_) {
+      heap_[i].estimate = estimate;
+      return;
+    }
+    OfferSlow(id, estimate, str, i);
+  }
+
+  // OfferGrowing(ids[j], estimates[j], str(j)) for j in [0, n) in order; the same set and heap.
+  // Count-Min offers a chunk of items at once through it. The items OfferGrowing would drop
+  // at once (an estimate below LeastAdmitted()) are set aside first without a branch (which of
+  // them fall below is a coin toss per item of a skewed stream): the threshold only grows while
+  // the chunk is offered (estimates never decrease, the set never shrinks), so an item below it
+  // now is dropped at its offer too. The others are offered with the set's fields held in
+  // locals (each store to a node could alias them), reloaded after every slow offer, which may
+  // move the arrays. n <= 256; `scratch` holds n indices.
+  template <typename StrFn>
+  void OfferGrowingAll(const uint64_t* ids, const uint64_t* estimates, size_t n,
+                       uint8_t* scratch, StrFn str) {
+    if (capacity_ == 0) return;
+    const uint64_t least = LeastAdmitted();
+    size_t kept = 0;
+    for (size_t j = 0; j < n; ++j) {
+      scratch[kept] = static_cast<uint8_t>(j);
+      kept += estimates[j] >= least ? 1 : 0;
+    }
+    size_t k = 0;
+    while (k < kept) {
+      if (index_.empty()) {  // the first offer builds the index
+        const size_t j = scratch[k++];
+        OfferGrowing(ids[j], estimates[j], str(j));
+        continue;
+      }
+      Node* const heap = heap_.data();
+      const Cell* const index = index_.data();
+      const size_t mask = index_.size() - 1;
+      const unsigned shift = index_shift_;
+      const uint32_t first_leaf = first_leaf_;
+      const uint64_t floor = floor_;
+      const bool full = full_;
+      while (k < kept) {
+        const size_t j = scratch[k++];
+        const uint64_t id = ids[j];
+        const uint64_t estimate = estimates[j];
+        if ((full && estimate < heap[0].estimate) || estimate < floor) continue;
+        uint32_t i;
+        for (size_t c = HomeOf(id, shift);; c = (c + 1) & mask) {
+          if (index[c].pos == kAbsent || index[c].id == id) {
+            i = index[c].pos;
+            break;
+          }
+        }
+        if (i != kAbsent && i >= first_leaf) {
+          heap[i].estimate = estimate;
+          continue;
+        }
+        OfferSlow(id, estimate, str(j), i);
+        break;  // the fields may have changed
+      }
+    }
   }
 
   // Whether Offer would drop an estimate at once (before any lookup): the set is full and the
@@ -135,14 +208,6 @@ class HeavyHitterCandidates {
   void Prefetch(uint64_t id) const {
     if (!index_.empty()) __builtin_prefetch(&index_[Home(id)]);
   }
-  // The second step, once Prefetch(id) had time: if the offer of `estimate` will look id up and
-  // finds it stored, loads its heap node too.
-  void PrefetchNode(uint64_t id, uint64_t estimate) const {
-    if (heap_.empty() || estimate < heap_[0].estimate) return;
-    const uint32_t i = Find(id);
-    if (i != kAbsent) __builtin_prefetch(&heap_[i]);
-  }
-
   // u64 n, then n times (heap order): u64 id, u64 estimate, and the string when `with_strings`.
   void Serialize(bool with_strings, ByteWriter* w) const;
   // False on any inconsistency (more than capacity entries, duplicate ids, bad strings).
@@ -169,11 +234,12 @@ class HeavyHitterCandidates {
   };
   static constexpr uint32_t kAbsent = ~uint32_t{0};
 
-  size_t Home(uint64_t id) const {
-    // Fibonacci hashing of a folded id: consecutive ids spread, and high bits (ordered doubles,
-    // string hashes) still reach the top bits the shift keeps.
-    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> index_shift_);
+  // Fibonacci hashing of a folded id: consecutive ids spread, and high bits (ordered doubles,
+  // string hashes) still reach the top bits the shift keeps.
+  static size_t HomeOf(uint64_t id, unsigned shift) {
+    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift);
   }
+  size_t Home(uint64_t id) const { return HomeOf(id, index_shift_); }
   // id's position in heap_, or kAbsent.
   uint32_t Find(uint64_t id) const {
     if (index_.empty()) return kAbsent;
@@ -209,6 +275,7 @@ class HeavyHitterCandidates {
   std::vector<std::string> strings_;             // slot -> the key's bytes (string sessions)
   std::vector<Cell> index_;                      // id -> position in heap_, see Cell
   unsigned index_shift_ = 64;                    // 64 - log2(index_.size())
+  uint64_t sink_ = 0;                            // OfferGrowing's write when it stores nothing
 };
 
 // Shared by CountMin, Fcm, CountSketch and Pbf: the candidates whose current estimate (re-read

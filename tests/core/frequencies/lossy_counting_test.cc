@@ -195,7 +195,11 @@ TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
       if (variant == 2) keys[i] = (r % 5000) << 40;                           // high bits only
       if (variant == 3) keys[i] = i % 3 == 0 ? r % 50 : (r % 20000) * 0x100000001ULL;
     }
-    for (double epsilon : {0.01, 0.002}) {
+    // Weighted too: the uint64 fold has a loop of its own for weights (IdMap::AddAllOf).
+    std::vector<uint64_t> weights(keys.size());
+    for (uint64_t& w : weights) w = 1 + rng() % 5;
+    for (auto [epsilon, weighted] : {std::pair{0.01, false}, std::pair{0.002, false},
+                                     std::pair{0.01, true}, std::pair{0.002, true}}) {
       SummaryOptions o;
       o.kind = SummaryKind::kLossyCounting;
       o.lossy_counting.epsilon = epsilon;
@@ -212,12 +216,14 @@ TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
         Batch sb;
         sb.kind = ValueKind::kString;
         sb.strings = absl::MakeConstSpan(names).subspan(b, len);
+        if (weighted) ib.weights = sb.weights = absl::MakeConstSpan(weights).subspan(b, len);
         ASSERT_TRUE((*ints)->Update(ib).ok());
         ASSERT_TRUE((*strs)->Update(sb).ok());
       }
       const auto& li = dynamic_cast<const LossyCounting&>(**ints);
       const auto& ls = dynamic_cast<const LossyCounting&>(**strs);
-      ASSERT_EQ(li.table_size(), ls.table_size()) << variant << " " << epsilon;
+      ASSERT_EQ(li.table_size(), ls.table_size()) << variant << " " << epsilon << " " << weighted;
+      ASSERT_EQ(li.count(), ls.count());
       Keys ik;
       ik.kind = ValueKind::kUint64;
       ik.keys = keys;

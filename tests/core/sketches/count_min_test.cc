@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,6 +64,78 @@ SummaryOptions CmOptions(double epsilon, double delta, bool conservative) {
 }
 
 const CountMin& AsCm(const Summary& s) { return dynamic_cast<const CountMin&>(s); }
+
+// Update (staged hashing, the candidates' pre-filter of each chunk, OfferGrowing) against the
+// item-by-item definition: each item's counters updated in turn (plain: + weight; conservative:
+// raised to the old minimum + weight), then its estimate offered with HeavyHitterCandidates::
+// Offer. Table and candidate heap (serialized, so node for node) must be equal, for several
+// distributions and orders, weights, uneven batches, a candidate floor and small capacities.
+TEST(CountMin, UpdateEqualsTheItemByItemDefinition) {
+  for (bool conservative : {false, true}) {
+    for (auto dist : {testing::Distribution::kZipf11, testing::Distribution::kZipf15,
+                      testing::Distribution::kUniform, testing::Distribution::kFewHeavy}) {
+      for (auto order : {testing::Order::kShuffled, testing::Order::kSorted}) {
+        for (uint64_t capacity : {3, 50, 0 /* auto: 1000 */}) {
+          for (bool weighted : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << testing::Name(dist) << " " << testing::Name(order) << " conservative="
+                         << conservative << " capacity=" << capacity << " weighted=" << weighted);
+            SummaryOptions o = CmOptions(0.002, 0.01, conservative);
+            o.count_min.heavy_hitter_capacity = capacity;
+            auto s = MustCreate(o);
+            const CountMin& cm = AsCm(*s);
+            const uint64_t c = cm.candidates().capacity();
+            const std::vector<uint64_t> keys = MakeKeys(dist, order, 30000, 5 + capacity, 4000);
+            std::vector<uint64_t> weights;
+            std::mt19937_64 rng(capacity + 17);
+            if (weighted) {
+              for (size_t i = 0; i < keys.size(); ++i) weights.push_back(rng() % 4);
+            }
+            if (capacity == 50) s->ExpectPart(keys.size());
+            // The reference.
+            std::vector<PairwiseHash> rows;
+            for (uint64_t r = 0; r < cm.depth(); ++r) {
+              rows.push_back(MakePairwiseHash(o.count_min.seed, r));
+            }
+            std::vector<uint64_t> table(cm.depth() * cm.width(), 0);
+            HeavyHitterCandidates ref(c);
+            if (capacity == 50) ref.set_floor(CandidateFloor(0.002, c, keys.size()));
+            for (size_t i = 0; i < keys.size(); ++i) {
+              const uint64_t w = weighted ? weights[i] : 1;
+              std::vector<uint64_t*> cells;
+              uint64_t low = ~uint64_t{0};
+              for (uint64_t r = 0; r < cm.depth(); ++r) {
+                cells.push_back(&table[r * cm.width() + rows[r](keys[i]) % cm.width()]);
+                low = std::min(low, *cells.back());
+              }
+              uint64_t estimate = ~uint64_t{0};
+              for (uint64_t* cell : cells) {
+                *cell = conservative ? std::max(*cell, low + w) : *cell + w;
+                estimate = std::min(estimate, *cell);
+              }
+              ref.Offer(keys[i], estimate, "");
+            }
+            // Ours, in uneven batches.
+            for (size_t at = 0; at < keys.size();) {
+              const size_t len = std::min(keys.size() - at, size_t{1} + rng() % 3000);
+              Batch b;
+              b.kind = ValueKind::kUint64;
+              b.keys = absl::MakeConstSpan(keys).subspan(at, len);
+              if (weighted) b.weights = absl::MakeConstSpan(weights).subspan(at, len);
+              ASSERT_TRUE(s->Update(b).ok());
+              at += len;
+            }
+            ASSERT_EQ(cm.table(), table);
+            ByteWriter ours, theirs;
+            cm.candidates().Serialize(false, &ours);
+            ref.Serialize(false, &theirs);
+            ASSERT_EQ(ours.bytes(), theirs.bytes());
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(CountMin, DimensionsAreCeilLnOneOverDeltaByCeilEOverEpsilon) {
   CountMinOptions o;
@@ -311,6 +384,29 @@ TEST(CountMin, NumericValuesAreKeysToo) {
   ASSERT_FALSE(hh->empty());
   EXPECT_EQ((*hh)[0].value, 1.5);
   EXPECT_EQ(s->Frequencies(KeyQuestion({1})).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Update offers each candidate estimates that never fall below the stored one, which holds for
+// every sketch this code wrote (a stored estimate is one the table gave, and counters only
+// grow); bytes whose candidate claims more than the table's estimate are refused.
+TEST(CountMin, DeserializeRefusesACandidateAboveTheTablesEstimate) {
+  auto s = MustCreate(CmOptions(0.01, 0.01, false));
+  Feed(s.get(), MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 5000, 3));
+  const std::string bytes = s->Serialize();
+  // Envelope: 16 header bytes, the payload, 4 checksum bytes; the payload ends with the last
+  // candidate's (id, estimate).
+  const std::string payload = bytes.substr(16, bytes.size() - 20);
+  ASSERT_TRUE(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountMin),
+                                              payload)).ok());
+  std::string bad = payload;
+  uint64_t estimate;
+  std::memcpy(&estimate, bad.data() + bad.size() - 8, 8);
+  estimate += uint64_t{1} << 20;  // above any estimate of 5000 items
+  std::memcpy(bad.data() + bad.size() - 8, &estimate, 8);
+  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountMin), bad))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(CountMin, SerializationRoundTripsAnswerIdentically) {

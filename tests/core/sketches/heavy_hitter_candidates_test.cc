@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/hash.h"
@@ -88,6 +89,68 @@ TEST(HeavyHitterCandidates,
       }
       EXPECT_EQ(ContentsOf(c), ref.contents()) << capacity;
       EXPECT_EQ(c.size(), ref.contents().size());
+    }
+  }
+}
+
+// OfferGrowing and OfferGrowingAll (Count-Min's paths: no read of a stored leaf's node, the
+// chunk's pre-filter) must leave the very heap
+// Offer leaves, node for node (the serialized bytes are heap order), on nondecreasing
+// estimates: a few hot keys, a wide tail, ties, floors and every small capacity.
+TEST(HeavyHitterCandidates, OfferGrowingLeavesTheSameHeapAsOffer) {
+  for (size_t capacity : {0, 1, 2, 7, 64, 1000}) {
+    for (uint64_t floor : {0, 5}) {
+      for (uint64_t seed : {1, 2, 3, 4}) {
+        HeavyHitterCandidates plain(capacity), growing(capacity), chunked(capacity);
+        plain.set_floor(floor);
+        growing.set_floor(floor);
+        chunked.set_floor(floor);
+        // OfferGrowingAll gets the same offers in chunks of 1 to 256.
+        std::vector<uint64_t> chunk_ids, chunk_estimates;
+        std::vector<std::string> chunk_strs;
+        size_t chunk_len = 1;
+        std::mt19937_64 chunk_rng(seed + 100);
+        uint8_t scratch[256];
+        auto flush = [&] {
+          chunked.OfferGrowingAll(chunk_ids.data(), chunk_estimates.data(), chunk_ids.size(),
+                                  scratch, [&](size_t j) { return absl::string_view(chunk_strs[j]); });
+          chunk_ids.clear();
+          chunk_estimates.clear();
+          chunk_strs.clear();
+          chunk_len = 1 + chunk_rng() % 256;
+        };
+        std::mt19937_64 rng(seed);
+        std::map<uint64_t, uint64_t> estimate;
+        const uint64_t universe = seed % 2 == 0 ? 5000 : 300;
+        for (int i = 0; i < 30000; ++i) {
+          const uint64_t x = rng();
+          const uint64_t id = x % 4 == 0 ? x % 8 : (x >> 8) % universe;
+          estimate[id] += (x >> 61) % 3;  // 0 included: an unchanged estimate offered again
+          const std::string str = absl::StrCat("k", id);
+          plain.Offer(id, estimate[id], str);
+          growing.OfferGrowing(id, estimate[id], str);
+          chunk_ids.push_back(id);
+          chunk_estimates.push_back(estimate[id]);
+          chunk_strs.push_back(str);
+          if (chunk_ids.size() == chunk_len) flush();
+          if (i % 1009 == 0) {
+            flush();
+            ByteWriter a, b, c;
+            plain.Serialize(true, &a);
+            growing.Serialize(true, &b);
+            chunked.Serialize(true, &c);
+            ASSERT_EQ(a.bytes(), b.bytes()) << capacity << " " << seed << " " << i;
+            ASSERT_EQ(a.bytes(), c.bytes()) << capacity << " " << seed << " " << i;
+          }
+        }
+        flush();
+        ByteWriter a, b, c;
+        plain.Serialize(true, &a);
+        growing.Serialize(true, &b);
+        chunked.Serialize(true, &c);
+        EXPECT_EQ(a.bytes(), b.bytes()) << capacity << " " << seed;
+        EXPECT_EQ(a.bytes(), c.bytes()) << capacity << " " << seed;
+      }
     }
   }
 }
