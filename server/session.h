@@ -256,8 +256,10 @@ class Session {
   // is cut into up to 1 + helpers->idle() slices of at least slice_items (twice that in a session
   // with a Count-Min or FCM, whose parts cost more to merge), built as parts
   // concurrently and merged in order, so one stream into one session uses the idle cores (issue
-  // 14). The answers keep the bound of the merged summary, as concurrent batches' do; a replay
-  // of the log slices as it finds the threads. `helpers` must outlive every Ingest call.
+  // 14). The answers keep the bound of the merged summary, as concurrent batches' do (a replay of
+  // the log, which runs before the server lends its threads, applies each batch on one thread, so
+  // answers after a restart are within the same bound, not bit for bit those before). `helpers`
+  // must outlive every Ingest call.
   static constexpr size_t kSliceItems = 16384;  // the default slice_items
   void set_slice_helpers(Executor* helpers, size_t slice_items = kSliceItems) {
     slice_items_.store(std::max<size_t>(1, slice_items), std::memory_order_relaxed);

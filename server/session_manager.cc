@@ -32,34 +32,46 @@ std::string EncodeBatchRecord(const std::string& tenant, const std::string& name
                               absl::string_view producer, uint64_t sequence,
                               const core::Batch& batch) {
   core::ByteWriter w;
+  const size_t n = batch.size();
+  // One allocation, and the packed columns appended whole: the same bytes as a Put per item (the
+  // formats are little-endian, and so are our targets), at memory speed (a Put per item, growing
+  // the string, took about half of a 10^5-double batch's log append).
+  size_t bytes = 5 * 8 + 1 + tenant.size() + name.size() + producer.size() +
+                 8 * (batch.weights.size() + batch.ys.size() + 2);
+  if (batch.kind == core::ValueKind::kString) {
+    for (const auto& key : batch.strings) bytes += 8 + key.size();
+  } else {
+    bytes += 8 * n;
+  }
+  w.bytes().reserve(bytes);
   w.PutString(tenant);
   w.PutString(name);
   w.PutString(producer);
   w.Put<uint64_t>(sequence);
   w.Put<uint8_t>(static_cast<uint8_t>(batch.kind));
-  const size_t n = batch.size();
   w.Put<uint64_t>(n);
-  for (size_t i = 0; i < n; ++i) {
-    switch (batch.kind) {
-      case core::ValueKind::kNumeric:
-        w.Put<double>(batch.values[i]);
-        break;
-      case core::ValueKind::kUint64:
-        w.Put<uint64_t>(batch.keys[i]);
-        break;
-      case core::ValueKind::kString:
-        w.PutString(batch.strings[i]);
-        break;
-    }
+  auto put_all = [&w](const auto* data, size_t count) {
+    w.bytes().append(reinterpret_cast<const char*>(data), count * sizeof(*data));
+  };
+  switch (batch.kind) {
+    case core::ValueKind::kNumeric:
+      put_all(batch.values.data(), n);
+      break;
+    case core::ValueKind::kUint64:
+      put_all(batch.keys.data(), n);
+      break;
+    case core::ValueKind::kString:
+      for (size_t i = 0; i < n; ++i) w.PutString(batch.strings[i]);
+      break;
   }
   w.Put<uint64_t>(batch.weights.size());
-  for (uint64_t x : batch.weights) w.Put<uint64_t>(x);
+  put_all(batch.weights.data(), batch.weights.size());
   // The y column of correlated sums and the batch's event time, only when there is either:
   // records without them keep the bytes they had before these existed, and read with neither.
   // Then: u64 count of ys (0 or n), the ys, and the event time as a double when it is set.
   if (!batch.ys.empty() || batch.event_seconds != 0) {
     w.Put<uint64_t>(batch.ys.size());
-    for (double y : batch.ys) w.Put<double>(y);
+    put_all(batch.ys.data(), batch.ys.size());
     if (batch.event_seconds != 0) w.Put<double>(batch.event_seconds);
   }
   return std::move(w.bytes());

@@ -262,7 +262,7 @@ absl::StatusOr<uint64_t> WriteAheadLog::Append(WalRecordType type, absl::string_
     if (n <= 0) {
       absl::Status s = IoError("cannot append to", segments_.back().second);
       // Cut the partial record off so the log stays a sequence of whole records.
-      if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) sync_error_ = s;
+      if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) SetSyncError(s);
       return s;
     }
     done += static_cast<size_t>(n);
@@ -297,7 +297,7 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
     // Every waiter re-checks: it is durable now, or sees the error, or becomes the next syncer.
     sync_cv_.SignalAll();
     if (rc != 0) {
-      sync_error_ = IoError("fdatasync failed for", segments_.back().second);
+      SetSyncError(IoError("fdatasync failed for", segments_.back().second));
       if (options_.policy == FsyncPolicy::kAlways && size_ > durable_size_) {
         // Nothing past durable_size_ was acknowledged (each of its writers waits for a sync and
         // now gets this error), so cut it off: a create or batch its client saw fail must not
@@ -306,9 +306,9 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
           size_ = durable_size_;
           Fdatasync(fd_);  // best effort: the disk already failed once
         } else {
-          sync_error_ = absl::Status(
+          SetSyncError(absl::Status(
               sync_error_.code(),
-              absl::StrCat(sync_error_.message(), "; its unsynced tail could not be cut off"));
+              absl::StrCat(sync_error_.message(), "; its unsynced tail could not be cut off")));
         }
       }
       return sync_error_;
@@ -319,8 +319,15 @@ absl::Status WriteAheadLog::SyncUpTo(uint64_t lsn) {
   return absl::OkStatus();
 }
 
+void WriteAheadLog::SetSyncError(absl::Status s) {
+  sync_error_ = std::move(s);
+  failed_.store(true, std::memory_order_release);
+}
+
 absl::Status WriteAheadLog::WaitDurable(uint64_t lsn) {
   if (options_.policy == FsyncPolicy::kInterval) {
+    // Without the log's lock while nothing failed: every ack asks, and the lock is the appends'.
+    if (!failed_.load(std::memory_order_acquire)) return absl::OkStatus();
     MutexLock lock(&mu_);
     return sync_error_;
   }

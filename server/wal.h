@@ -18,6 +18,7 @@
 #ifndef STREAMSTATS_SERVER_WAL_H_
 #define STREAMSTATS_SERVER_WAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,6 +91,8 @@ class WriteAheadLog {
   absl::Status SyncUpTo(uint64_t lsn);
   int Fdatasync(int fd) const;
   void IntervalLoop();
+  // Records a failure that stops the log (appends, rotations) for good.
+  void SetSyncError(absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   std::function<void(double seconds)> on_fsync_;
@@ -106,6 +109,7 @@ class WriteAheadLog {
   bool syncing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status sync_error_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> failed_{false};  // set with sync_error_ (SetSyncError), read without mu_
   std::vector<std::pair<uint64_t, std::string>> segments_ ABSL_GUARDED_BY(mu_);  // first lsn, path
   std::thread interval_thread_;
 };

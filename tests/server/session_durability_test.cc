@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/sketches/hll.h"
+#include "core/common/serialization.h"
 #include "gtest/gtest.h"
 #include "tests/server/durability_test_util.h"
 #include "server/convert.h"
@@ -404,6 +405,83 @@ TEST_F(Durability, EventTimesOfATimeWindowSurviveACrash) {
   ASSERT_TRUE(Start(data, &life, false).ok());
   EXPECT_GE(life.report.records, 120u);
   EXPECT_EQ(answer(), before);
+}
+
+// A batch record's bytes, pinned: the log encodes packed columns whole (issue 14), and must write
+// exactly what the per-item encoding wrote, or older logs and newer ones would not be the same
+// format. The expected payloads are built field by field here.
+TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
+  const std::string data = dir_ + "/data";
+  Life life;
+  ASSERT_TRUE(Start(data, &life).ok());
+  v1::SessionSpec xy = NumericSpec("xy");
+  xy.add_summaries()->mutable_correlated_sum()->set_epsilon(0.01);
+  ASSERT_TRUE(life.sessions->Create("t", Config(xy)).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(KeySpec("k"))).ok());
+  ASSERT_TRUE(life.sessions->Create("t", Config(StringSpec("s"))).ok());
+  auto header = [](core::ByteWriter* w, const std::string& name, const std::string& producer,
+                   uint64_t sequence, core::ValueKind kind, uint64_t n) {
+    w->PutString("t");
+    w->PutString(name);
+    w->PutString(producer);
+    w->Put<uint64_t>(sequence);
+    w->Put<uint8_t>(static_cast<uint8_t>(kind));
+    w->Put<uint64_t>(n);
+  };
+  std::vector<std::string> expected;
+  {
+    const std::vector<double> values = {1.5, -2.25, 1e300, 0};
+    const std::vector<double> ys = {0.5, 0.25, -1, 7};
+    core::Batch b;
+    b.values = values;
+    b.ys = ys;
+    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "xy"), b, "p", 7).ok());
+    core::ByteWriter w;
+    header(&w, "xy", "p", 7, core::ValueKind::kNumeric, values.size());
+    for (double v : values) w.Put<double>(v);
+    w.Put<uint64_t>(0);  // no weights
+    w.Put<uint64_t>(ys.size());
+    for (double y : ys) w.Put<double>(y);
+    expected.push_back(w.bytes());
+  }
+  {
+    const std::vector<uint64_t> keys = {3, ~uint64_t{0}, 0, 1ull << 40};
+    const std::vector<uint64_t> weights = {1, 2, 3, 1000};
+    core::Batch b;
+    b.kind = core::ValueKind::kUint64;
+    b.keys = keys;
+    b.weights = weights;
+    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "k"), b, "", 0).ok());
+    core::ByteWriter w;
+    header(&w, "k", "", 0, core::ValueKind::kUint64, keys.size());
+    for (uint64_t k : keys) w.Put<uint64_t>(k);
+    w.Put<uint64_t>(weights.size());
+    for (uint64_t x : weights) w.Put<uint64_t>(x);
+    expected.push_back(w.bytes());
+  }
+  {
+    const std::vector<std::string> strings = {"", "a", std::string(300, 'z')};
+    core::Batch b;
+    b.kind = core::ValueKind::kString;
+    b.strings = strings;
+    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "s"), b, "q", 9).ok());
+    core::ByteWriter w;
+    header(&w, "s", "q", 9, core::ValueKind::kString, strings.size());
+    for (const std::string& key : strings) w.PutString(key);
+    w.Put<uint64_t>(0);
+    expected.push_back(w.bytes());
+  }
+  std::string log;
+  for (const std::string& segment : Segments(data + "/wal")) log += ReadAll(segment);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(Contains(log, expected[i])) << "record " << i << " is not in the log as encoded";
+  }
+  // And they replay.
+  Crash(&life);
+  ASSERT_TRUE(Start(data, &life, false).ok());
+  EXPECT_EQ((*life.sessions->Get("t", "xy"))->count(), 4u);
+  EXPECT_EQ((*life.sessions->Get("t", "k"))->count(), 1006u);
+  EXPECT_EQ((*life.sessions->Get("t", "s"))->count(), 3u);
 }
 
 TEST_F(Durability, DeleteThenRecreateWithTheSameNameAcrossASnapshotReplaysTheNewSession) {
