@@ -29,7 +29,7 @@ constexpr int kHelpers = 5;
 // one waits, so the first batch finds them idle.
 std::unique_ptr<Executor> IdleHelpers() {
   auto helpers = std::make_unique<Executor>(kHelpers, ThreadPriority{}, "slices");
-  for (int i = 0; i < 1000 && helpers->idle() < kHelpers; ++i) {
+  for (int i = 0; i < 10000 && helpers->idle() < kHelpers; ++i) {  // 10 s at most
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(helpers->idle(), kHelpers);
@@ -38,7 +38,7 @@ std::unique_ptr<Executor> IdleHelpers() {
 
 TEST(Executor, IdleCountsWaitingThreadsLessTheQueuedTasks) {
   Executor executor(3, ThreadPriority{}, "idle");
-  for (int i = 0; i < 1000 && executor.idle() < 3; ++i) {
+  for (int i = 0; i < 10000 && executor.idle() < 3; ++i) {  // 10 s at most
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(executor.idle(), 3);
