@@ -52,6 +52,17 @@ class StreamingCompress {
     if (held_) out_->push_back(last_);  // and the last
   }
 
+  // For a caller that knows what some Pushes would do without making them
+  // (MergeExactAndCompress): whether the next Push decides about a held tuple, the last kept
+  // one it would compare with, a Push that keeps nothing, and the keep a Push makes.
+  bool deciding() const { return held_ && !out_->empty(); }
+  const T& kept() const { return out_->back(); }
+  void Hold(const T& t) {
+    last_ = t;
+    held_ = true;
+  }
+  void KeepHeld() { out_->push_back(last_); }
+
  private:
   std::vector<T>* out_;
   Allowed allowed_;

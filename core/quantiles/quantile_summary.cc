@@ -208,20 +208,7 @@ void CompressGk(GkSummary* s, uint64_t allowed_gap) {
 // on one core of the 2-vCPU VM.
 void MergeExactAndCompress(const GkSummary& a, absl::Span<const uint64_t> b, uint64_t allowed,
                            std::vector<GkTuple>* out) {
-  out->clear();
-  GkTuple last{};
-  bool held = false;
-  // StreamingCompress::Push.
-  auto push = [&](const GkTuple& t) {
-    if (out->empty()) {
-      out->push_back(t);
-      return;
-    }
-    const GkTuple& kept = out->back();
-    if (held && kept.key != t.key && t.rmax - kept.rmin - 1 > allowed) out->push_back(last);
-    last = t;
-    held = true;
-  };
+  StreamingCompress<GkTuple> c(out, allowed);
   const std::vector<GkTuple>& at = a.tuples;
   const size_t na = at.size(), nb = b.size();
   size_t i = 0, j = 0;
@@ -229,7 +216,7 @@ void MergeExactAndCompress(const GkSummary& a, absl::Span<const uint64_t> b, uin
     if (j == nb || (i < na && at[i].key <= b[j])) {
       // Its neighbours in the window are b[j-1] (rmin j) and b[j] (rmax j + 1).
       const GkTuple& t = at[i++];
-      push({t.key, t.rmin + j, t.rmax + j});
+      c.Push({t.key, t.rmin + j, t.rmax + j});
       continue;
     }
     // The run b[j, k): items ordered before at[i] (ties: the summary's first).
@@ -243,34 +230,34 @@ void MergeExactAndCompress(const GkSummary& a, absl::Span<const uint64_t> b, uin
     const uint64_t above = i < na ? at[i].rmax - 1 : a.n;
     auto item = [&](size_t m) { return GkTuple{b[m], m + 1 + below, m + 1 + above}; };
     while (j < k) {
-      if (out->empty() || !held) {
-        push(item(j++));
+      if (!c.deciding()) {
+        c.Push(item(j++));
         continue;
       }
-      const GkTuple kept = out->back();
+      const GkTuple kept = c.kept();
       // Item m is out of reach when m + above − kept.rmin > allowed. Where that difference could
-      // wrap (never in a valid summary), the plain loop decides.
+      // wrap (never in a valid summary), the plain Push decides.
       if (j + above < kept.rmin) {
-        push(item(j++));
+        c.Push(item(j++));
         continue;
       }
-      // The first m ≥ j with m + above − kept.rmin > allowed.
+      // The first m ≥ j with m + above − kept.rmin > allowed and another key than kept's.
       size_t m = j;
       const uint64_t reach = kept.rmin + allowed;  // out of reach once m + above > reach
       if (reach >= above && reach - above + 1 > m) m = reach - above + 1;
       if (m < k && b[m] == kept.key) m = std::upper_bound(b.begin() + m, b.begin() + k, kept.key) - b.begin();
       if (m >= k) {
-        last = item(k - 1);  // held and replaced one by one, none kept
+        c.Hold(item(k - 1));  // the run's Pushes keep nothing: each holds and replaces
         j = k;
         break;
       }
-      if (m > j) last = item(m - 1);
-      out->push_back(last);  // item m makes the compress keep the held tuple
-      last = item(m);
+      if (m > j) c.Hold(item(m - 1));
+      c.KeepHeld();  // item m's Push keeps the held tuple, then holds item m
+      c.Hold(item(m));
       j = m + 1;
     }
   }
-  if (held) out->push_back(last);  // StreamingCompress::Finish
+  c.Finish();
 }
 
 std::pair<uint64_t, uint64_t> CountAtMost(const GkSummary& s, uint64_t key, bool below_all) {
