@@ -285,8 +285,7 @@ absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
     }
   }
   std::optional<Parts> rest;
-  Clock::time_point start;
-  if (absl::Status s = ApplyChunks(batch, &rest, &start); !s.ok()) return s;
+  if (absl::Status s = ApplyChunks(batch, &rest); !s.ok()) return s;
   if (!rest.has_value()) {
     MutexLock lock(&mu_);
     ++batches_;
@@ -294,11 +293,10 @@ absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
     return absl::OkStatus();
   }
   std::vector<Parts*> parts = {&*rest};
-  return MergeParts(parts, lsn, start);
+  return MergeParts(parts, lsn);
 }
 
-absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest,
-                                  Clock::time_point* rest_start) {
+absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest) {
   const size_t n = batch.size();
   // Items applied under one hold of the session lock (core::Summary::ChunkItems): a question
   // waits for at most one chunk.
@@ -312,7 +310,6 @@ absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>
       // Other batches arrived: their merges would wait for every chunk left here (a waiting
       // thread rarely wins the lock from the one that just released it), so the rest of this
       // batch goes to a part too.
-      *rest_start = Clock::now();
       rest->emplace();
       return BuildParts(Slice(batch, begin, n), &**rest);
     }
@@ -357,7 +354,6 @@ struct Session::SliceWork {
 
 absl::Status Session::ApplySliced(const core::Batch& batch, uint64_t lsn, size_t slices,
                                   Executor* helpers) {
-  const Clock::time_point start = Clock::now();
   const size_t n = batch.size();
   const size_t per = (n + slices - 1) / slices;
   std::vector<std::shared_ptr<SliceWork>> work;
@@ -371,8 +367,7 @@ absl::Status Session::ApplySliced(const core::Batch& batch, uint64_t lsn, size_t
   }
   // The first slice goes to the session's summaries as an unsliced batch would, meanwhile.
   std::optional<Parts> rest;
-  Clock::time_point rest_start;
-  absl::Status first = ApplyChunks(Slice(batch, 0, per), &rest, &rest_start);
+  absl::Status first = ApplyChunks(Slice(batch, 0, per), &rest);
   for (const auto& w : work) w->RunIfUnclaimed(this);
   for (const auto& w : work) w->Wait();
   if (!first.ok()) return first;
@@ -383,19 +378,19 @@ absl::Status Session::ApplySliced(const core::Batch& batch, uint64_t lsn, size_t
     parts.push_back(&w->parts);
   }
   sliced_batches_.fetch_add(1, std::memory_order_relaxed);
-  return MergeParts(parts, lsn, start);
+  return MergeParts(parts, lsn);
 }
 
 absl::Status Session::ApplyToParts(const core::Batch& batch, uint64_t lsn) {
   // No session lock while the parts are built and updated: this is the work that runs in parallel.
-  const Clock::time_point start = Clock::now();
   Parts parts;
   if (absl::Status s = BuildParts(batch, &parts); !s.ok()) return s;
   std::vector<Parts*> all = {&parts};
-  return MergeParts(all, lsn, start);
+  return MergeParts(all, lsn);
 }
 
 absl::Status Session::BuildParts(const core::Batch& batch, Parts* parts) const {
+  parts->started = Clock::now();
   uint64_t weight = batch.size();
   if (!batch.weights.empty()) {
     weight = 0;
@@ -416,8 +411,9 @@ absl::Status Session::BuildParts(const core::Batch& batch, Parts* parts) const {
   return absl::OkStatus();
 }
 
-absl::Status Session::MergeParts(const std::vector<Parts*>& parts, uint64_t lsn,
-                                 Clock::time_point start) {
+absl::Status Session::MergeParts(const std::vector<Parts*>& parts, uint64_t lsn) {
+  Clock::time_point start = Clock::time_point::max();
+  for (const Parts* p : parts) start = std::min(start, p->started);
   auto ns = [](Clock::duration d) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
   };

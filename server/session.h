@@ -336,6 +336,7 @@ class Session {
   struct Parts {
     std::vector<std::unique_ptr<core::Summary>> summaries;
     core::Moments moments;
+    Clock::time_point started;  // when BuildParts began (the timing statistics)
   };
   struct SliceWork;
   // Applies a batch to the session's summaries in chunks; where parts are allowed, what is left
@@ -344,9 +345,8 @@ class Session {
   absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
   // The chunk loop of ApplyDirect without its bookkeeping; what it leaves to a part is built in
-  // *rest (from *rest_start) for the caller to merge.
-  absl::Status ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest,
-                           Clock::time_point* rest_start);
+  // *rest for the caller to merge.
+  absl::Status ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest);
   // A batch in `slices` slices: the first applied by this thread in chunks, the others built as
   // parts by idle ingest threads (or by this one, for any no thread has taken by the time it is
   // done), all merged in slice order once every slice is built.
@@ -355,9 +355,8 @@ class Session {
   // Applies a batch to fresh parts, then merges them into the session's summaries.
   absl::Status ApplyToParts(const core::Batch& batch, uint64_t lsn);
   absl::Status BuildParts(const core::Batch& batch, Parts* parts) const;
-  // Merges the parts, in order, under the session lock and counts one batch at `lsn`; `start`:
-  // when their building began (the timing statistics).
-  absl::Status MergeParts(const std::vector<Parts*>& parts, uint64_t lsn, Clock::time_point start);
+  // Merges the parts, in order, under the session lock and counts one batch at `lsn`.
+  absl::Status MergeParts(const std::vector<Parts*>& parts, uint64_t lsn);
   // The summaries that answer a question over `window`, one per kind (`name`: that kind only),
   // in the session's order: of each kind the smallest scope (SummarySpec.scope, or the session's
   // window) covering the window asked; no window: the whole history, else the widest window.
