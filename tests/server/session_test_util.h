@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "client/spec_parser.h"
 #include "gtest/gtest.h"
 #include "server/convert.h"
@@ -62,6 +63,28 @@ class Zipf {
  private:
   std::vector<double> cdf_;
 };
+
+// uint64 keys to ask about.
+inline core::Keys Uint64Keys(const std::vector<uint64_t>& ids) {
+  core::Keys keys;
+  keys.kind = core::ValueKind::kUint64;
+  keys.keys = ids;
+  return keys;
+}
+
+// Every key of count at least support * n is among `summary`'s heavy hitters at that support.
+inline void ExpectNoFalseNegatives(const Session& session, const std::string& summary,
+                                   double support, uint64_t n,
+                                   const absl::flat_hash_map<uint64_t, uint64_t>& exact) {
+  auto hh = session.HeavyHitters(support, summary);
+  ASSERT_TRUE(hh.ok()) << hh.status();
+  for (const auto& [k, f] : exact) {
+    if (f < support * n) continue;
+    EXPECT_TRUE(std::any_of(hh->items.begin(), hh->items.end(),
+                            [&](const core::HeavyHitter& h) { return h.key == k; }))
+        << summary << " missed key " << k << " of count " << f;
+  }
+}
 
 // Whether the answer's value can have a rank within epsilon*N of the target in `sorted`.
 inline ::testing::AssertionResult WithinBound(const std::vector<double>& sorted, double epsilon,
