@@ -291,12 +291,7 @@ TEST(SessionParts, ConcurrentOwnedBatchesKeepTheQuantileBoundOnEveryOrder) {
                                   all.back(), all.back() + 1};
     auto r = session->Ranks(values);
     ASSERT_TRUE(r.ok()) << r.status();
-    for (const core::RankAnswer& a : r->answers) {
-      const uint64_t f = std::upper_bound(all.begin(), all.end(), a.value) - all.begin();
-      EXPECT_LE(a.count_lower, f) << a.value;
-      EXPECT_GE(a.count_upper, f) << a.value;
-      EXPECT_LE(a.count_upper - a.count_lower, 2 * kEpsilon * all.size()) << a.value;
-    }
+    ExpectRanksWithinBound(*r, all, kEpsilon);
   }
 }
 

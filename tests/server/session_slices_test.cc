@@ -194,12 +194,7 @@ TEST(SessionSlices, OneStreamsLargeBatchesKeepTheQuantileBoundAndExactMomentsOnE
     for (const core::QuantileAnswer& a : q->answers) EXPECT_TRUE(WithinBound(all, kEpsilon, a));
     auto r = session->Ranks({all.front(), all[all.size() / 3], all[all.size() / 2], all.back()});
     ASSERT_TRUE(r.ok()) << r.status();
-    for (const core::RankAnswer& a : r->answers) {
-      const uint64_t f = std::upper_bound(all.begin(), all.end(), a.value) - all.begin();
-      EXPECT_LE(a.count_lower, f) << a.value;
-      EXPECT_GE(a.count_upper, f) << a.value;
-      EXPECT_LE(a.count_upper - a.count_lower, 2 * kEpsilon * all.size()) << a.value;
-    }
+    ExpectRanksWithinBound(*r, all, kEpsilon);
     // Correlated sums: Σ y over x ≤ the median value, within 2εY of the exact sum.
     const double median = all[all.size() / 2];
     long double y_total = 0;

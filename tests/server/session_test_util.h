@@ -101,6 +101,18 @@ inline ::testing::AssertionResult WithinBound(const std::vector<double>& sorted,
                                        << lo + 1 << ".." << hi << ", target " << target;
 }
 
+// Each rank answer brackets the true count of items <= its value in `sorted`, at most 2 epsilon N
+// wide.
+inline void ExpectRanksWithinBound(const RanksResult& ranks, const std::vector<double>& sorted,
+                                   double epsilon) {
+  for (const core::RankAnswer& a : ranks.answers) {
+    const uint64_t f = std::upper_bound(sorted.begin(), sorted.end(), a.value) - sorted.begin();
+    EXPECT_LE(a.count_lower, f) << a.value;
+    EXPECT_GE(a.count_upper, f) << a.value;
+    EXPECT_LE(a.count_upper - a.count_lower, 2 * epsilon * sorted.size()) << a.value;
+  }
+}
+
 }  // namespace streamstats::server
 
 #endif  // STREAMSTATS_TESTS_SERVER_SESSION_TEST_UTIL_H_
