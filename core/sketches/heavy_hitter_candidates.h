@@ -121,13 +121,7 @@ class HeavyHitterCandidates {
         const uint64_t id = ids[j];
         const uint64_t estimate = estimates[j];
         if ((full && estimate < heap[0].estimate) || estimate < floor) continue;
-        uint32_t i;
-        for (size_t c = HomeOf(id, shift);; c = (c + 1) & mask) {
-          if (index[c].pos == kAbsent || index[c].id == id) {
-            i = index[c].pos;
-            break;
-          }
-        }
+        const uint32_t i = FindIn(index, mask, shift, id);
         if (i != kAbsent && i >= first_leaf) {
           heap[i].estimate = estimate;
           continue;
@@ -243,9 +237,12 @@ class HeavyHitterCandidates {
   // id's position in heap_, or kAbsent.
   uint32_t Find(uint64_t id) const {
     if (index_.empty()) return kAbsent;
-    const size_t mask = index_.size() - 1;
-    for (size_t i = Home(id);; i = (i + 1) & mask) {
-      const Cell& c = index_[i];
+    return FindIn(index_.data(), index_.size() - 1, index_shift_, id);
+  }
+  // Find over a non-empty index given by its fields (OfferGrowingAll holds them in locals).
+  static uint32_t FindIn(const Cell* index, size_t mask, unsigned shift, uint64_t id) {
+    for (size_t i = HomeOf(id, shift);; i = (i + 1) & mask) {
+      const Cell& c = index[i];
       if (c.pos == kAbsent || c.id == id) return c.pos;
     }
   }
@@ -275,7 +272,6 @@ class HeavyHitterCandidates {
   std::vector<std::string> strings_;             // slot -> the key's bytes (string sessions)
   std::vector<Cell> index_;                      // id -> position in heap_, see Cell
   unsigned index_shift_ = 64;                    // 64 - log2(index_.size())
-  uint64_t sink_ = 0;                            // OfferGrowing's write when it stores nothing
 };
 
 // Shared by CountMin, Fcm, CountSketch and Pbf: the candidates whose current estimate (re-read
