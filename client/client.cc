@@ -141,6 +141,16 @@ absl::StatusOr<v1::GetCardinalityResponse> Client::GetCardinality(
   STREAMSTATS_UNARY(GetCardinality, v1::GetCardinalityRequest, v1::GetCardinalityResponse, r)
 }
 
+absl::StatusOr<v1::ExportSummaryResponse> Client::ExportSummary(
+    const v1::ExportSummaryRequest& r) {
+  STREAMSTATS_UNARY(ExportSummary, v1::ExportSummaryRequest, v1::ExportSummaryResponse, r)
+}
+
+absl::StatusOr<v1::MergeSummariesResponse> Client::MergeSummaries(
+    const v1::MergeSummariesRequest& r) {
+  STREAMSTATS_UNARY(MergeSummaries, v1::MergeSummariesRequest, v1::MergeSummariesResponse, r)
+}
+
 #undef STREAMSTATS_UNARY
 
 std::unique_ptr<IngestStream> Client::StartIngest() {

@@ -70,6 +70,9 @@ class Client {
   absl::StatusOr<v1::GetMomentsResponse> GetMoments(const v1::GetMomentsRequest& request);
   absl::StatusOr<v1::GetCardinalityResponse> GetCardinality(
       const v1::GetCardinalityRequest& request);
+  absl::StatusOr<v1::ExportSummaryResponse> ExportSummary(const v1::ExportSummaryRequest& request);
+  absl::StatusOr<v1::MergeSummariesResponse> MergeSummaries(
+      const v1::MergeSummariesRequest& request);
 
   std::unique_ptr<IngestStream> StartIngest();
 

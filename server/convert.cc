@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/serialization.h"
 
 namespace streamstats::server {
 
@@ -280,6 +281,26 @@ void FillSessionInfo(const Session& session, v1::SessionInfo* info) {
     si->set_parameters(s.parameters);
     si->set_memory_bytes(s.memory_bytes);
     si->set_placement(s.placement);
+  }
+}
+
+void FillExport(const Session& session, SessionExport e, v1::ExportSummaryResponse* response) {
+  response->set_summary_export(std::move(e.bytes));
+  response->set_format_version(core::kSerializationVersion);
+  response->mutable_spec()->ParseFromString(session.config().spec_bytes);
+  response->set_count(e.count);
+  response->set_log_position(e.applied_lsn);
+  for (const auto& [id, sequence] : e.producers) {
+    v1::ProducerSequence* p = response->add_producers();
+    p->set_producer_id(id);
+    p->set_sequence(sequence);
+  }
+  for (const ExportedSummary& s : e.summaries) {
+    v1::ExportedSummary* out = response->add_summaries();
+    out->set_kind(core::SummaryKindName(s.kind));
+    out->set_parameters(s.parameters);
+    out->set_bytes(s.bytes);
+    out->set_merges(s.merges);
   }
 }
 

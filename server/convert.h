@@ -22,6 +22,8 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec);
 absl::StatusOr<SessionConfig> ConfigFromSpecBytes(absl::string_view bytes);
 
 void FillSessionInfo(const Session& session, v1::SessionInfo* info);
+// The blob and what it holds (ExportSummaryResponse); moves `e.bytes` into the response.
+void FillExport(const Session& session, SessionExport e, v1::ExportSummaryResponse* response);
 
 // A batch viewing the request's arrays; string keys are copied into `strings`.
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,

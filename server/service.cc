@@ -105,6 +105,10 @@ std::optional<Role> StreamStatsService::RequiredRole(absl::string_view method) {
       {"GetCorrelatedSums", Role::kRead},
       {"GetMoments", Role::kRead},
       {"GetCardinality", Role::kRead},
+      // Summaries over the API (issue 17): an export reads what questions read; a merge adds
+      // items, as a batch does.
+      {"ExportSummary", Role::kRead},
+      {"MergeSummaries", Role::kWrite},
   };
   for (const auto& [name, role] : kRoles) {
     if (name == method) return role;
@@ -438,6 +442,36 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
   response->set_registers(a.registers);
   response->set_registers_set(a.registers_set);
   response->set_guarantee(result->guarantee);
+  return rpc.Done(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::ExportSummary(
+    grpc::CallbackServerContext* ctx, const v1::ExportSummaryRequest* request,
+    v1::ExportSummaryResponse* response) {
+  RpcScope rpc(metrics_, "ExportSummary", false, ctx);
+  auto tenant = Tenant(ctx, "ExportSummary");
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
+  if (!session.ok()) return rpc.Done(session.status());
+  FillExport(**session, (*session)->Export(), response);
+  return rpc.Done(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* StreamStatsService::MergeSummaries(
+    grpc::CallbackServerContext* ctx, const v1::MergeSummariesRequest* request,
+    v1::MergeSummariesResponse* response) {
+  RpcScope rpc(metrics_, "MergeSummaries", false, ctx);
+  if (shutting_down_) return rpc.Done(absl::UnavailableError("server is shutting down"));
+  auto tenant = Tenant(ctx, "MergeSummaries");
+  if (!tenant.ok()) return rpc.Done(tenant.status());
+  auto session = sessions_->Get(*tenant, request->session());
+  if (!session.ok()) return rpc.Done(session.status());
+  auto merged =
+      sessions_->Merge(*tenant, **session, request->summary_export(), ConfigFromSpecBytes);
+  if (!merged.ok()) return rpc.Done(merged.status());
+  response->set_count(merged->count);
+  response->set_merged_count(merged->merged_count);
+  response->set_log_position(merged->lsn);
   return rpc.Done(absl::OkStatus());
 }
 

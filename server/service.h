@@ -39,7 +39,9 @@ using StreamStatsCallbackBase = v1::StreamStats::WithCallbackMethod_CreateSessio
                             v1::StreamStats::WithCallbackMethod_GetCorrelatedSums<
                                 v1::StreamStats::WithCallbackMethod_GetMoments<
                                     v1::StreamStats::WithCallbackMethod_GetCardinality<
-                                        v1::StreamStats::Service>>>>>>>>>>>>>;
+                                        v1::StreamStats::WithCallbackMethod_ExportSummary<
+                                            v1::StreamStats::WithCallbackMethod_MergeSummaries<
+                                                v1::StreamStats::Service>>>>>>>>>>>>>>>;
 
 class StreamStatsService final : public StreamStatsCallbackBase {
  public:
@@ -52,8 +54,8 @@ class StreamStatsService final : public StreamStatsCallbackBase {
         metrics_(metrics) {}
 
   // The role a caller's token needs for `method` (an RPC's name, as in the proto), or nullopt
-  // for a name the table lacks, which the service treats as admin. Questions need read, Ingest
-  // write, CreateSession and DeleteSession admin (issue 16). A method added to the proto gets a
+  // for a name the table lacks, which the service treats as admin. Questions and ExportSummary
+  // need read, Ingest and MergeSummaries write, CreateSession and DeleteSession admin (issue 16). A method added to the proto gets a
   // row here; tests/server/tenants_test.cc fails for any method of the service without one.
   static std::optional<Role> RequiredRole(absl::string_view method);
 
@@ -99,6 +101,12 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   grpc::ServerUnaryReactor* GetCardinality(grpc::CallbackServerContext* ctx,
                                            const v1::GetCardinalityRequest* request,
                                            v1::GetCardinalityResponse* response) override;
+  grpc::ServerUnaryReactor* ExportSummary(grpc::CallbackServerContext* ctx,
+                                          const v1::ExportSummaryRequest* request,
+                                          v1::ExportSummaryResponse* response) override;
+  grpc::ServerUnaryReactor* MergeSummaries(grpc::CallbackServerContext* ctx,
+                                           const v1::MergeSummariesRequest* request,
+                                           v1::MergeSummariesResponse* response) override;
 
  private:
   class IngestReactor;

@@ -782,12 +782,17 @@ absl::StatusOr<CardinalityResult> Session::Cardinality() const {
   return NoSuchSummary(config_, "distinct-count questions (add --summary=hll)");
 }
 
-std::string Session::Serialize() const {
+SessionExport Session::Export() const {
   // Whole batches only: a snapshot never holds half of one, and holds every batch logged so far.
   gate_.Close();
   absl::Cleanup open_gate = [this] { gate_.Open(); };
   ReaderMutexLock log_lock(&log_mu_);
   ReaderMutexLock lock(&mu_);
+  SessionExport out;
+  out.count = summaries_.front()->count();
+  out.applied_lsn = applied_lsn_;
+  out.producers.assign(producers_.begin(), producers_.end());
+  std::sort(out.producers.begin(), out.producers.end());
   core::ByteWriter w;
   w.PutString(config_.spec_bytes);
   w.Put<int64_t>(config_.create_time_unix_ms);
@@ -800,14 +805,91 @@ std::string Session::Serialize() const {
     w.Put<uint64_t>(seq);
   }
   w.Put<uint64_t>(summaries_.size());
-  for (const auto& s : summaries_) w.PutString(s->Serialize());
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    const std::string bytes = summaries_[i]->Serialize();
+    w.PutString(bytes);
+    out.summaries.push_back({summaries_[i]->kind(), summaries_[i]->Describe(), bytes.size(),
+                             WhyNotMergeable(config_.summaries[i]).empty()});
+  }
   // Numeric sessions' moments after the summaries: a snapshot written before moments existed
   // ends with the summaries (Deserialize reads that as "moments missing").
   if (keeps_moments_) {
     w.Put<uint8_t>(moments_complete_ ? 1 : 0);
     w.PutString(moments_.Serialize());
   }
-  return core::SealEnvelope(kSessionSnapshotTag, w.bytes());
+  out.bytes = core::SealEnvelope(kSessionSnapshotTag, w.bytes());
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::ReadExport(absl::string_view bytes,
+                                                             const SpecParser& parse_spec) const {
+  auto source = Deserialize(bytes, parse_spec, accelerator_);
+  if (source.ok()) return source;
+  // The client's bytes, not the server's data: an argument this server cannot read.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "summary_export is not an export this server reads (ExportSummary's bytes, whole and "
+      "unchanged): ", source.status().message()));
+}
+
+absl::Status Session::CheckMergeable(const Session& source) const {
+  for (const core::SummaryOptions& o : config_.summaries) {
+    if (std::string why = WhyNotMergeable(o); !why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session '", config_.name, "' cannot take a merge: its ", RoleName(o), " summary ", why));
+    }
+  }
+  if (source.config_.value_kind != config_.value_kind) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the export holds ", core::ValueKindName(source.config_.value_kind), " items; session '",
+        config_.name, "' holds ", core::ValueKindName(config_.value_kind)));
+  }
+  auto describe = [](const std::vector<std::unique_ptr<core::Summary>>& summaries) {
+    std::vector<std::string> out;
+    for (const auto& s : summaries) {
+      out.push_back(absl::StrCat(core::SummaryKindName(s->kind()), "(", s->Describe(), ")"));
+    }
+    return out;
+  };
+  const std::vector<std::string> mine = describe(summaries_);
+  const std::vector<std::string> theirs = describe(source.summaries_);
+  if (mine != theirs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the export keeps ", absl::StrJoin(theirs, ", "), "; session '", config_.name, "' keeps ",
+        absl::StrJoin(mine, ", "),
+        ": an export merges only into a session of the same summaries and parameters"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::MergeFrom(Session* source, const LogFn& log, uint64_t* lsn_out) {
+  // Inside the batch gate, as a batch: a snapshot holds the merge exactly when it holds its LSN.
+  gate_.Enter();
+  absl::Cleanup exit_gate = [this] { gate_.Exit(); };
+  MutexLock source_lock(&source->mu_);  // the source is this call's alone
+  MutexLock lock(&mu_);
+  if (absl::Status s = CheckMergeable(*source); !s.ok()) return s;
+  // The session's summaries are merged into the source's, which then replace them: a failure
+  // before the swap leaves the session as it was. Every summary that merges here merges
+  // symmetrically (cells and counts add; GK rank bounds add; candidates are the union
+  // re-estimated), so this is the union either way round.
+  for (size_t i = 0; i < summaries_.size(); ++i) {
+    if (absl::Status s = source->summaries_[i]->Merge(*summaries_[i]); !s.ok()) return s;
+  }
+  uint64_t lsn = 0;
+  if (log) {
+    absl::StatusOr<uint64_t> logged = log();
+    if (!logged.ok()) return logged.status();
+    lsn = *logged;
+  }
+  summaries_.swap(source->summaries_);
+  if (keeps_moments_) {
+    moments_.Merge(source->moments_);
+    moments_complete_ = moments_complete_ && source->moments_complete_;
+  }
+  applied_lsn_ = std::max(applied_lsn_, lsn);
+  chunks_applied_.fetch_add(1, std::memory_order_release);
+  if (lsn_out != nullptr) *lsn_out = lsn;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view bytes,

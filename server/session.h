@@ -176,6 +176,25 @@ struct CardinalityResult {
   std::string guarantee;
 };
 
+// One summary of an export (SessionExport::summaries), in the spec's order.
+struct ExportedSummary {
+  core::SummaryKind kind;
+  std::string parameters;
+  uint64_t bytes = 0;  // its serialized size inside the export
+  bool merges = false;  // whether Session::MergeFrom takes it (WhyNotMergeable)
+};
+
+// A session's state at one consistent cut (Session::Export, issue 17): taken with the batch gate
+// closed, so it holds whole batches only, every batch logged at or below applied_lsn and none
+// above it. `bytes` is the snapshot format (Serialize): a snapshot is an export.
+struct SessionExport {
+  std::string bytes;
+  uint64_t count = 0;        // N
+  uint64_t applied_lsn = 0;  // the log position it reflects
+  std::vector<std::pair<std::string, uint64_t>> producers;  // highest applied sequence, by id
+  std::vector<ExportedSummary> summaries;
+};
+
 // Questions waiting for a session's lock. Ingest steps aside at its chunk boundaries while any
 // question sharing this object waits, so one object shared by every session of a server makes
 // all ingest pause for a question, not only the ingest into the asked session: on cores
@@ -313,7 +332,25 @@ class Session {
   absl::StatusOr<CardinalityResult> Cardinality() const;
 
   // Snapshot: the config, the producers' sequences, every summary and the moments, checksummed.
-  std::string Serialize() const;
+  std::string Serialize() const { return Export().bytes; }
+  // The snapshot with what it holds, at one consistent cut (SessionExport): ingest into this
+  // session waits while it is taken, questions do not (they share the lock).
+  SessionExport Export() const;
+
+  // Reads an export (Export().bytes, from this server or another) as a session of its own whose
+  // summaries run where this session's do, for MergeFrom. InvalidArgument naming why for bytes
+  // that are corrupt, truncated, of an unknown format version or not an export.
+  absl::StatusOr<std::unique_ptr<Session>> ReadExport(absl::string_view bytes,
+                                                      const SpecParser& parse_spec) const;
+  // Merges everything `source` (from ReadExport; consumed) summarizes into this session's
+  // summaries and moments, all or nothing (issue 17). FailedPrecondition, changing nothing, when
+  // a summary of this session does not merge exactly (WhyNotMergeable: fcm, pbf, windows) or the
+  // source's value kind, summaries or parameters differ from this session's. `log` (may be
+  // empty) runs once the merged summaries are built and before they replace the session's,
+  // inside the batch gate, as a batch's does: a log failure changes nothing, and a snapshot holds
+  // the merge exactly when it holds its LSN (*lsn). The producers' sequences stay this session's.
+  // Questions wait for the merge (it holds the session lock), as for a merged part.
+  absl::Status MergeFrom(Session* source, const LogFn& log = nullptr, uint64_t* lsn = nullptr);
   static absl::StatusOr<std::unique_ptr<Session>> Deserialize(absl::string_view bytes,
                                                               const SpecParser& parse_spec,
                                                               core::Accelerator* accelerator,
@@ -357,6 +394,9 @@ class Session {
   absl::Status BuildParts(const core::Batch& batch, Parts* parts) const;
   // Merges the parts, in order, under the session lock and counts one batch at `lsn`.
   absl::Status MergeParts(const std::vector<Parts*>& parts, uint64_t lsn);
+  // MergeFrom's checks, with both sessions' summaries locked.
+  absl::Status CheckMergeable(const Session& source) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_, source.mu_);
   // The summaries that answer a question over `window`, one per kind (`name`: that kind only),
   // in the session's order: of each kind the smallest scope (SummarySpec.scope, or the session's
   // window) covering the window asked; no window: the whole history, else the widest window.

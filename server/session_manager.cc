@@ -330,18 +330,52 @@ uint64_t SessionManager::TenantMemoryBytes(const std::string& tenant) const {
   return total;
 }
 
-absl::Status SessionManager::AdmitIngest(const std::string& tenant, uint64_t items) const {
+absl::Status SessionManager::CheckMemoryQuota(const std::string& tenant, uint64_t adding) const {
   if (options_.tenants == nullptr) return absl::OkStatus();
   const Quota quota = options_.tenants->QuotaFor(tenant);
-  if (quota.memory_bytes != 0) {
-    const uint64_t used = TenantMemoryBytes(tenant);
-    if (used >= quota.memory_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "summary memory quota exceeded: tenant '", tenant, "' uses ", used, " of its ",
-          quota.memory_bytes, " bytes; delete sessions or raise the quota"));
-    }
+  if (quota.memory_bytes == 0) return absl::OkStatus();
+  const uint64_t used = TenantMemoryBytes(tenant);
+  if (used >= quota.memory_bytes || adding > quota.memory_bytes - used) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "summary memory quota exceeded: tenant '", tenant, "' uses ", used, " of its ",
+        quota.memory_bytes, " bytes",
+        adding > 0 ? absl::StrCat(" and the export adds up to ", adding) : "",
+        "; delete sessions or raise the quota"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::AdmitIngest(const std::string& tenant, uint64_t items) const {
+  if (options_.tenants == nullptr) return absl::OkStatus();
+  if (absl::Status s = CheckMemoryQuota(tenant, 0); !s.ok()) return s;
   return options_.tenants->TakeIngestTokens(tenant, items, absl::Now());
+}
+
+absl::StatusOr<SessionManager::MergeResult> SessionManager::Merge(const std::string& tenant,
+                                                                  Session& session,
+                                                                  absl::string_view export_bytes,
+                                                                  const SpecParser& parse_spec) {
+  auto source = session.ReadExport(export_bytes, parse_spec);
+  if (!source.ok()) return source.status();
+  MergeResult result;
+  result.merged_count = (*source)->count();
+  if (absl::Status s = CheckMemoryQuota(tenant, (*source)->MemoryBytes()); !s.ok()) return s;
+  Session::LogFn log;
+  if (options_.wal != nullptr) {
+    log = [&]() -> absl::StatusOr<uint64_t> {
+      core::ByteWriter w;
+      w.PutString(tenant);
+      w.PutString(session.name());
+      w.PutString(export_bytes);
+      return options_.wal->Append(WalRecordType::kImport, w.bytes());
+    };
+  }
+  if (absl::Status s = session.MergeFrom(source->get(), log, &result.lsn); !s.ok()) return s;
+  result.count = session.count();
+  if (result.lsn != 0) {
+    if (absl::Status s = options_.wal->WaitDurable(result.lsn); !s.ok()) return s;
+  }
+  return result;
 }
 
 size_t SessionManager::size() const {
@@ -429,15 +463,23 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
     }
     Session& session = *it->second;
     if (session.applied_lsn() >= lsn) return absl::OkStatus();  // already in the snapshot
+    auto at_lsn = [lsn]() -> absl::StatusOr<uint64_t> { return lsn; };
+    if (type == WalRecordType::kImport) {
+      std::string bytes;
+      if (!r.GetString(&bytes, r.remaining()) || r.remaining() != 0) {
+        return core::Corrupt("WAL import record");
+      }
+      auto source = session.ReadExport(bytes, parse_spec);
+      if (!source.ok()) return source.status();
+      return session.MergeFrom(source->get(), at_lsn);
+    }
     std::string producer;
     uint64_t sequence;
     DecodedBatch batch;
     if (!r.GetString(&producer, 1024) || !r.Get(&sequence) || !DecodeBatch(&r, &batch)) {
       return core::Corrupt("WAL batch record");
     }
-    return session.Ingest(batch.view, producer, sequence, [lsn]() -> absl::StatusOr<uint64_t> {
-      return lsn;
-    });
+    return session.Ingest(batch.view, producer, sequence, at_lsn);
   };
   if (absl::Status s = WriteAheadLog::Replay(dir, ignore_corruption, apply, report); !s.ok()) {
     return s;

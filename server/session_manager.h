@@ -53,6 +53,19 @@ class SessionManager {
   absl::Status Ingest(const std::string& tenant, Session& session, const core::Batch& batch,
                       absl::string_view producer_id, uint64_t sequence);
 
+  // Merges an export (Session::Export's bytes, from this server or another) into one of the
+  // tenant's sessions, all or nothing (issue 17): read (InvalidArgument), admitted against the
+  // tenant's memory quota (the merged summaries hold at most the export's memory more), logged
+  // as an import record when there is a write-ahead log, merged (Session::MergeFrom), and
+  // returned once as durable as the log's policy promises. Replay merges it again from the log.
+  struct MergeResult {
+    uint64_t count = 0;         // the session's N after the merge
+    uint64_t merged_count = 0;  // the export's N
+    uint64_t lsn = 0;           // the import record (0: no log)
+  };
+  absl::StatusOr<MergeResult> Merge(const std::string& tenant, Session& session,
+                                    absl::string_view export_bytes, const SpecParser& parse_spec);
+
   // Replays the write-ahead log in `dir` over the sessions LoadAll restored; returns the
   // highest LSN seen in snapshots or the log (the log reopens one past it).
   absl::StatusOr<uint64_t> ReplayWal(const std::string& dir, bool ignore_corruption,
@@ -85,6 +98,9 @@ class SessionManager {
   QueryTurns& query_turns() const { return *turns_; }
 
  private:
+  // The summary-memory quota, for `adding` bytes more (0: a batch, whose growth is not known
+  // before it is applied, is refused only once the tenant is at its quota).
+  absl::Status CheckMemoryQuota(const std::string& tenant, uint64_t adding) const;
   std::string SnapshotPath(const std::string& tenant, absl::string_view name) const;
   // Where a session's window sorts run: the CPU for backend=cpu, else the GPU pool when the
   // server has one; backend=gpu without one is FAILED_PRECONDITION.

@@ -69,6 +69,21 @@ std::string ScopeName(const Scope& s) {
       return "all history";
   }
 }
+std::string WhyNotMergeable(const core::SummaryOptions& o) {
+  if (IsWindowed(o)) {
+    return absl::StrCat("covers ", ScopeName(ScopeOf(o)),
+                        ", and windows do not merge: a window's items have no order across parts");
+  }
+  if (o.kind == SummaryKind::kFcm) {
+    return "does not merge exactly: FCM's row choice depends on each part's phase detector (ask "
+           "the parts and sum their estimates, or partition keys by hash)";
+  }
+  if (o.kind == SummaryKind::kPbf) {
+    return "does not merge: PBF bits saturate, so OR-ing filters loses occurrences (ask the parts "
+           "and sum their estimates, or partition keys by hash)";
+  }
+  return "";
+}
 absl::Status CheckWindow(const core::Window& w) {
   if (w.last_items != 0 && w.last_seconds != 0) {
     return absl::InvalidArgumentError("give last_items or last_seconds, not both");

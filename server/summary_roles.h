@@ -43,6 +43,11 @@ absl::Status CheckWindow(const core::Window& w);
 // with a window answers). A window: the smallest scope of its kind that covers it.
 double Fit(const Scope& s, const core::Window& w);
 
+// Why a summary of these options cannot take an export merged into it (MergeSummaries, issue 17)
+// in words, or "" when it can: fcm and pbf do not merge exactly, windows and scopes have no order
+// of items across parts.
+std::string WhyNotMergeable(const core::SummaryOptions& o);
+
 // Where a summary's work runs, as GetSession reports it.
 std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
                       const core::Accelerator& accelerator);

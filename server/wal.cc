@@ -32,6 +32,11 @@ absl::Status IoError(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(msg);
 }
 
+bool KnownType(uint8_t type) {
+  return type >= static_cast<uint8_t>(WalRecordType::kCreate) &&
+         type <= static_cast<uint8_t>(WalRecordType::kImport);
+}
+
 std::string SegmentName(uint64_t first_lsn) { return absl::StrFormat("wal-%020d.log", first_lsn); }
 
 uint32_t RecordCrc(uint8_t type, uint64_t lsn, absl::string_view payload) {
@@ -69,7 +74,7 @@ bool WholeRecordFollows(absl::string_view data, size_t from, uint64_t lsn) {
     std::memcpy(&len, data.data() + p, 4);
     std::memcpy(&crc, data.data() + p + 4, 4);
     const uint8_t type = static_cast<uint8_t>(data[p + 8]);
-    if (type < 1 || type > 3 || len > data.size() - p - kHeaderBytes) continue;
+    if (!KnownType(type) || len > data.size() - p - kHeaderBytes) continue;
     if (RecordCrc(type, lsn, data.substr(p + kHeaderBytes, len)) == crc) return true;
   }
   return false;
@@ -129,7 +134,7 @@ absl::Status WriteAheadLog::Replay(
           cut_short = true;
         } else if (RecordCrc(type, lsn, data.substr(off + kHeaderBytes, len)) != crc) {
           problem = "checksum mismatch";
-        } else if (type < 1 || type > 3) {
+        } else if (!KnownType(type)) {
           problem = "unknown record type";
         } else if (lsn <= report->last_lsn) {
           problem = "LSN out of order";

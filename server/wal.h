@@ -34,7 +34,10 @@
 
 namespace streamstats::server {
 
-enum class WalRecordType : uint8_t { kCreate = 1, kDelete = 2, kBatch = 3 };
+// Never renumber: the type is in every record. kImport (issue 17): an export merged into a
+// session (MergeSummaries): tenant | session | the export's bytes. Logs without one read as before;
+// a server older than kImport refuses a log that holds one (unknown record type).
+enum class WalRecordType : uint8_t { kCreate = 1, kDelete = 2, kBatch = 3, kImport = 4 };
 enum class FsyncPolicy : uint8_t { kAlways = 1, kInterval = 2 };
 
 struct WalReplayReport {

@@ -215,7 +215,7 @@ TEST(Roles, EveryRpcOfTheServiceNeedsItsRoleAndEveryRoleGetsExactlyWhatItShould)
           "streamstats.v1.StreamStats");
   ASSERT_NE(service, nullptr);
   const std::set<std::string> admin_only = {"CreateSession", "DeleteSession"};
-  const std::set<std::string> write_and_up = {"Ingest"};
+  const std::set<std::string> write_and_up = {"Ingest", "MergeSummaries"};
   TenantRegistry registry;
   registry.SetTokens(std::map<std::string, TokenGrant>{
       {"reader-token-0123456789", {"alice", Role::kRead}},
