@@ -12,6 +12,8 @@
 //     corrsum NAME [--at=V,...] [--phi=P,...]      correlated sums (sum of y over x <= v)
 //     moments NAME                                 count, sum, min, max, mean, variance
 //     distinct NAME                                distinct items (hll)
+//     export NAME [--out=FILE|-]                   the session's summaries as one blob
+//     merge NAME --in=FILE|-                       an export merged into the session
 //
 // Errors print the server's message and exit 1; usage errors exit 2.
 #include <unistd.h>
@@ -75,6 +77,11 @@ constexpr char kUsage[] =
     "  corrsum NAME [--at=V,...] [--phi=P,...]   sum of y over x <= V, or x <= the P-quantile\n"
     "  moments NAME     count, sum, min, max, mean, variance (every numeric session)\n"
     "  distinct NAME    distinct items with their interval (hll)\n"
+    "  export NAME [--out=FILE|-]   the session's summaries, N and log position as one blob\n"
+    "                   (ExportSummary; - or no --out: standard output, when not a terminal)\n"
+    "  merge NAME --in=FILE|-       merge an export into the session (MergeSummaries): same\n"
+    "                   summaries and parameters; not fcm, pbf or windows\n"
+    "      (export and merge also take --session=NAME)\n"
     "  bench [--streams=N --batch=N --payload=doubles|uint64|strings --duration=S ...]\n"
     "The server defaults to $STREAMSTATS_SERVER or 127.0.0.1:50051; the token to $STREAMSTATS_TOKEN.\n";
 
@@ -711,6 +718,103 @@ int DistinctCommand(Client& client, const Args& args, bool json) {
   return 0;
 }
 
+// The session an export or merge names: NAME, or --session=NAME.
+bool SessionArg(const Args& args, std::string* name) {
+  const auto& p = args.positional;
+  if (p.size() == 2 && !args.Has("session")) {
+    *name = p[1];
+    return true;
+  }
+  if (p.size() == 1 && args.Has("session") && !args.Get("session").empty()) {
+    *name = args.Get("session");
+    return true;
+  }
+  return false;
+}
+
+// export NAME [--out=FILE|-]: the export's bytes go whole to FILE or standard output (where the
+// summary line then goes to standard error); --json prints the response, with the bytes (base64)
+// only when they go nowhere else.
+int ExportCommand(Client& client, const Args& args, bool json) {
+  std::string name;
+  if (!SessionArg(args, &name)) return Usage("export needs one NAME (or --session=NAME)");
+  const std::string out = args.Get("out", "-");
+  const bool bytes_to_stdout = out == "-" && !(json && !args.Has("out"));
+  if (bytes_to_stdout && isatty(STDOUT_FILENO)) {
+    return Usage("an export is binary: give --out=FILE, or redirect standard output");
+  }
+  v1::ExportSummaryRequest request;
+  request.set_session(name);
+  auto r = client.ExportSummary(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json && !args.Has("out")) {
+    PrintJson(*r);
+    return 0;
+  }
+  const size_t bytes = r->summary_export().size();
+  bool written;
+  if (out == "-") {
+    written = std::fwrite(r->summary_export().data(), 1, bytes, stdout) == bytes &&
+              std::fflush(stdout) == 0;
+  } else {
+    std::ofstream file(out, std::ios::binary | std::ios::trunc);
+    file.write(r->summary_export().data(), static_cast<std::streamsize>(bytes));
+    file.close();
+    written = static_cast<bool>(file);
+  }
+  if (!written) {
+    return Fail(absl::UnavailableError(absl::StrCat(
+        "cannot write the export to ", out == "-" ? "standard output" : out, ": ",
+        std::strerror(errno))));
+  }
+  r->clear_summary_export();
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::vector<std::string> summaries;
+  for (const auto& x : r->summaries()) {
+    summaries.push_back(absl::StrCat(x.kind(), x.merges() ? "" : " (does not merge)"));
+  }
+  std::fprintf(out == "-" ? stderr : stdout,
+               "exported %s: N=%llu  log position=%llu  %zu bytes  summaries=%s%s%s\n",
+               name.c_str(), static_cast<unsigned long long>(r->count()),
+               static_cast<unsigned long long>(r->log_position()), bytes,
+               absl::StrJoin(summaries, ",").c_str(), out == "-" ? "" : "  -> ",
+               out == "-" ? "" : out.c_str());
+  return 0;
+}
+
+// merge NAME --in=FILE|-: an export (the bytes `export` wrote) merged into the session.
+int MergeCommand(Client& client, const Args& args, bool json) {
+  std::string name;
+  if (!SessionArg(args, &name)) return Usage("merge needs one NAME (or --session=NAME)");
+  if (!args.Has("in")) return Usage("merge needs --in=FILE (an export; - for standard input)");
+  const std::string in = args.Get("in");
+  std::stringstream bytes;
+  if (in == "-") {
+    bytes << std::cin.rdbuf();
+  } else {
+    std::ifstream file(in, std::ios::binary);
+    if (!file) return Usage(absl::StrCat("cannot read --in=", in, ": ", std::strerror(errno)));
+    bytes << file.rdbuf();
+  }
+  v1::MergeSummariesRequest request;
+  request.set_session(name);
+  request.set_summary_export(bytes.str());
+  auto r = client.MergeSummaries(request);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    PrintJson(*r);
+    return 0;
+  }
+  std::printf("merged N=%llu into %s: N=%llu  log position=%llu\n",
+              static_cast<unsigned long long>(r->merged_count()), name.c_str(),
+              static_cast<unsigned long long>(r->count()),
+              static_cast<unsigned long long>(r->log_position()));
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
@@ -764,6 +868,8 @@ int Main(int argc, char** argv) {
   if (command == "corrsum") return CorrSumCommand(*client, args, json);
   if (command == "moments") return MomentsCommand(*client, args, json);
   if (command == "distinct") return DistinctCommand(*client, args, json);
+  if (command == "export") return ExportCommand(*client, args, json);
+  if (command == "merge") return MergeCommand(*client, args, json);
   if (command == "bench") return BenchCommand(server, args.options, std::cout, std::cerr);
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }

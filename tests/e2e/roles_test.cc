@@ -165,6 +165,24 @@ const std::map<std::string, std::function<absl::Status(Client&)>>& EveryRpc() {
          r.set_session("paths");
          return c.GetCardinality(r).status();
        }},
+      {"ExportSummary",
+       [](Client& c) {
+         v1::ExportSummaryRequest r;
+         r.set_session("nums");
+         return c.ExportSummary(r).status();
+       }},
+      // "nums" merged into itself (its export, read with any role): N doubles.
+      {"MergeSummaries",
+       [](Client& c) {
+         v1::ExportSummaryRequest e;
+         e.set_session("nums");
+         auto exported = c.ExportSummary(e);
+         if (!exported.ok()) return exported.status();
+         v1::MergeSummariesRequest r;
+         r.set_session("nums");
+         r.set_summary_export(exported->summary_export());
+         return c.MergeSummaries(r).status();
+       }},
   };
   return *rpcs;
 }
@@ -208,7 +226,7 @@ TEST_F(Roles, EveryRpcTimesEveryRoleIsAnsweredOrPermissionDeniedWithNothingChang
     std::set<std::string> denied;
   };
   const std::vector<RoleCase> roles = {
-      {"read", kReader, {"CreateSession", "DeleteSession", "Ingest"}},
+      {"read", kReader, {"CreateSession", "DeleteSession", "Ingest", "MergeSummaries"}},
       {"write", kWriter, {"CreateSession", "DeleteSession"}},
       {"admin", kAdmin, {}},
   };
@@ -234,12 +252,13 @@ TEST_F(Roles, EveryRpcTimesEveryRoleIsAnsweredOrPermissionDeniedWithNothingChang
         if (rpc == "CreateSession") expected["created"] = 0;
         if (rpc == "DeleteSession") expected.erase("victim");
         if (rpc == "Ingest") expected["nums"] += 7;
+        if (rpc == "MergeSummaries") expected["nums"] *= 2;
       }
       EXPECT_EQ(State(*admin), expected);
     }
   }
-  EXPECT_EQ(denied_calls, 5);
-  EXPECT_EQ(answered_calls, 3 * static_cast<int>(EveryRpc().size()) - 5);
+  EXPECT_EQ(denied_calls, 6);
+  EXPECT_EQ(answered_calls, 3 * static_cast<int>(EveryRpc().size()) - 6);
   EXPECT_EQ(server.Stop(), 0);
 }
 

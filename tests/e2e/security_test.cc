@@ -415,6 +415,23 @@ std::map<std::string, grpc::StatusCode> CallEveryRpc(const std::string& address,
     v1::GetCardinalityResponse resp;
     out["GetCardinality"] = stub->GetCardinality(&c, r, &resp).error_code();
   }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    v1::ExportSummaryRequest r;
+    r.set_session(session);
+    v1::ExportSummaryResponse resp;
+    out["ExportSummary"] = stub->ExportSummary(&c, r, &resp).error_code();
+  }
+  {
+    grpc::ClientContext c;
+    ctx(&c);
+    v1::MergeSummariesRequest r;
+    r.set_session(session);
+    r.set_summary_export("not an export");
+    v1::MergeSummariesResponse resp;
+    out["MergeSummaries"] = stub->MergeSummaries(&c, r, &resp).error_code();
+  }
   return out;
 }
 
@@ -430,7 +447,7 @@ TEST_F(Tenants, MissingOrUnknownTokensAreUnauthenticatedForEveryRpcIncludingInge
         "Bearer " + alice_token.substr(0, alice_token.size() - 1)}) {
     SCOPED_TRACE("authorization: '" + auth + "'");
     auto codes = CallEveryRpc(server.address(), auth, "data");
-    EXPECT_EQ(codes.size(), 13u);
+    EXPECT_EQ(codes.size(), 15u);
     for (const auto& [rpc, code] : codes) {
       EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED) << rpc;
     }
