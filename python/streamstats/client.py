@@ -38,7 +38,7 @@ __all__ = [
     "UnauthenticatedError", "ResourceExhaustedError", "UnavailableError", "Quantile", "Quantiles",
     "Rank", "Ranks", "Frequency", "Frequencies", "HeavyHitter", "PrefixHeavyHitter",
     "CorrelatedSum", "CorrelatedSums", "Coverage", "IngestResult", "SessionInfo", "parse_summary",
-    "Moments", "Cardinality",
+    "Moments", "Cardinality", "SummaryExport", "MergeResult",
 ]
 
 
@@ -286,6 +286,31 @@ class Cardinality:
 
     def __float__(self) -> float:
         return self.estimate
+
+
+@dataclass(frozen=True)
+class SummaryExport:
+    """A session's summaries as one checksummed blob (ExportSummary): `data` is what
+    Session.merge (MergeSummaries) takes, from this server or another; bytes(export) is `data`.
+    The rest mirrors what it holds: N, the server's log position it reflects, the summaries as
+    (kind, parameters, merges) and the producers' highest applied sequences."""
+    data: bytes = field(repr=False)
+    count: int
+    log_position: int
+    format_version: int
+    summaries: Tuple[Tuple[str, str, bool], ...]
+    producers: Tuple[Tuple[str, int], ...]
+    raw: Any = field(repr=False, compare=False, default=None)  # the ExportSummaryResponse
+
+    def __bytes__(self) -> bytes:
+        return self.data
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    count: int          # the session's N after the merge
+    merged_count: int   # the export's N
+    log_position: int   # the merge's record in the server's log (0: no log)
 
 
 @dataclass(frozen=True)
@@ -828,6 +853,22 @@ class Session:
         r = self._client._call("GetCardinality", pb.GetCardinalityRequest(session=self.name))
         return Cardinality(r.n, r.estimate, r.lower, r.upper, r.rse, r.confidence, r.precision,
                            r.guarantee)
+
+    def export(self) -> SummaryExport:
+        """The session's summaries, N and log position as one blob, at a consistent cut."""
+        r = self._client._call("ExportSummary", pb.ExportSummaryRequest(session=self.name))
+        return SummaryExport(r.summary_export, r.count, r.log_position, r.format_version,
+                             tuple((x.kind, x.parameters, x.merges) for x in r.summaries),
+                             tuple((p.producer_id, p.sequence) for p in r.producers), r)
+
+    def merge(self, export: Union[SummaryExport, bytes]) -> MergeResult:
+        """Merges an export (of a session with the same summaries and parameters) into this
+        session, all or nothing: InvalidArgumentError for bytes that are not an export,
+        FailedPreconditionError for other summaries or ones that do not merge (fcm, pbf,
+        windows)."""
+        r = self._client._call("MergeSummaries", pb.MergeSummariesRequest(
+            session=self.name, summary_export=bytes(export)))
+        return MergeResult(r.count, r.merged_count, r.log_position)
 
     def correlated_sums(self, values: Iterable[float] = (), phis: Iterable[float] = ()) -> CorrelatedSums:
         """Σ y over the items with x <= each value, then over x <= each φ-quantile of x."""

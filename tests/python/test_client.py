@@ -268,6 +268,39 @@ class PythonClient(unittest.TestCase):
         with self.assertRaises(streamstats.FailedPreconditionError):
             keys.distinct()  # no hll
 
+    def test_parts_exported_and_merged_answer_as_one_session(self):
+        rng = random.Random(17)
+        values = [rng.lognormvariate(3, 1) for _ in range(30000)]
+        keys = [rng.randrange(500) ** 2 % 997 for _ in range(30000)]
+        whole = self.session(["count_min:epsilon=0.001"], kind="uint64")
+        whole.ingest(keys)
+        nums = self.session(["quantiles:epsilon=0.01"])
+        cms = self.session(["count_min:epsilon=0.001"], kind="uint64")
+        for part in range(3):
+            n = self.session(["quantiles:epsilon=0.01"])
+            n.ingest(values[part::3])
+            k = self.session(["count_min:epsilon=0.001"], kind="uint64")
+            k.ingest(keys[part * 10000:(part + 1) * 10000])
+            e = n.export()
+            self.assertEqual((e.count, e.format_version), (10000, 1))
+            self.assertEqual(e.summaries, (("quantiles", "epsilon=0.01,window=1024", True),))
+            self.assertEqual(nums.merge(e).merged_count, 10000)
+            self.assertEqual(cms.merge(bytes(k.export())).count, (part + 1) * 10000)
+        self.assert_quantiles_within_bound(nums, values, [0, 0.01, 0.5, 0.9, 0.99, 1])
+        probe = list(range(0, 997, 7))
+        self.assertEqual([f.estimate for f in cms.frequencies(probe)],
+                         [f.estimate for f in whole.frequencies(probe)])
+        data = whole.export().data
+        with self.assertRaises(streamstats.InvalidArgumentError):
+            cms.merge(data[:-3])
+        with self.assertRaises(streamstats.FailedPreconditionError):
+            nums.merge(data)  # uint64 Count-Min into numeric quantiles
+        fcm = self.session(["fcm"], kind="uint64")
+        self.assertFalse(fcm.export().summaries[0][2])
+        with self.assertRaises(streamstats.FailedPreconditionError):
+            fcm.merge(fcm.export())
+        self.assertEqual(cms.count, 30000)
+
     def test_sessions_listing_info_and_delete(self):
         s = self.session(["quantiles", "lossy_counting"])
         s.ingest([1.0, 2.0, 3.0])
