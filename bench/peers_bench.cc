@@ -2,10 +2,12 @@
 // one process (issue 14, item 2).
 //
 //   peers_bench [--items=N] [--reps=R] [--qreps=Q] [--batch=B] [--only=GROUP,...] [--ours-only]
-//               [--count_min_simd=avx512|avx2|none]
+//               [--count_min_simd=avx512|avx2|none] [--sort_simd=avx512|none]
 //
 // --count_min_simd caps the Count-Min bucket kernel (count_min_internal::LimitSimd; default: the
 // best this CPU has), so a CPU with AVX-512 also measures the AVX2 path that hosts without it run.
+// --sort_simd=none sorts windows with the radix sort instead of the AVX-512 sort
+// (core/accel/simd_sort.h), what hosts without AVX-512 run.
 //
 // Data (fixed seeds, bench/bench_common.h), all generated before any clock runs: N Zipf(1.1)
 // keys over 10^6 ids, N normal doubles, N uniform doubles, and the same uniform doubles sorted
@@ -50,6 +52,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_common.h"
+#include "core/accel/simd_sort.h"
 #include "core/sketches/count_min.h"
 #include "core/summary.h"
 
@@ -79,6 +82,7 @@ struct Flags {
   std::vector<std::string> only;  // groups to run; empty = all
   bool ours_only = false;
   core::count_min_internal::Simd count_min_simd = core::count_min_internal::Simd::kAvx512;
+  bool sort_simd = true;
 };
 
 // One side of a comparison: a fresh build and its timed update loop, run several times.
@@ -350,6 +354,10 @@ int main(int argc, char** argv) {
       const std::string v = a + 17;
       ok = v == "avx512" || v == "avx2" || v == "none";
       flags.count_min_simd = v == "avx512" ? Simd::kAvx512 : v == "avx2" ? Simd::kAvx2 : Simd::kNone;
+    } else if (std::strncmp(a, "--sort_simd=", 12) == 0) {
+      const std::string v = a + 12;
+      ok = v == "avx512" || v == "none";
+      flags.sort_simd = v == "avx512";
     } else {
       ok = false;
     }
@@ -357,7 +365,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "peers_bench: bad flag %s\nusage: peers_bench [--items=N>0] [--reps=R>0] "
                    "[--qreps=Q>0] [--batch=B (0 = the summary's chunk)] [--only=GROUP,...] "
-                   "[--ours-only] [--count_min_simd=avx512|avx2|none]\ngroups:",
+                   "[--ours-only] [--count_min_simd=avx512|avx2|none] [--sort_simd=avx512|none]\n"
+                   "groups:",
                    a);
       for (const char* group : kGroups) std::fprintf(stderr, " %s", group);
       std::fprintf(stderr, "\n");
@@ -402,6 +411,8 @@ int main(int argc, char** argv) {
                simd == core::count_min_internal::Simd::kAvx512 ? "AVX-512"
                : simd == core::count_min_internal::Simd::kAvx2 ? "AVX2"
                                                                : "scalar");
+  core::SetSimdSortEnabled(flags.sort_simd);
+  absl::PrintF("window sort: %s\n", core::SimdSortAvailable() ? "AVX-512 merge sort" : "radix");
   absl::PrintF("DataSketches C++: %s\n",
                peers ? "yes" : "no (ours alone; configure with -DSTREAMSTATS_DATASKETCHES_DIR)");
   absl::PrintF("%d items per data set; median of %d timed runs after one warm-up; ours in "

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/accel/accelerator.h"
+#include "core/accel/simd_sort.h"
 #include "core/common/ordered_bits.h"
 #include "core/common/serialization.h"
 #include "core/summary.h"
@@ -353,7 +354,7 @@ TEST(SortKeysStably, EqualsAStableComparisonSortOnEveryShape) {
       {"clusters differing in low bits", [&](size_t i) { return (i % 5) << 60 | (rng() % 3) << 20 | rng() % 16; }},
   };
   for (const auto& [name, shape] : shapes) {
-    for (size_t n : {0u, 1u, 2u, 255u, 256u, 257u, 1000u, 8000u, 65537u}) {
+    for (size_t n : {0u, 1u, 2u, 15u, 16u, 17u, 63u, 64u, 65u, 127u, 255u, 256u, 257u, 1000u, 1024u, 1089u, 8000u, 65537u}) {
       std::vector<uint64_t> keys(n), weights(n);
       for (size_t i = 0; i < n; ++i) {
         keys[i] = shape(i);
@@ -364,9 +365,14 @@ TEST(SortKeysStably, EqualsAStableComparisonSortOnEveryShape) {
       SortKeysStably(absl::MakeSpan(k), absl::MakeSpan(w));
       EXPECT_EQ(k, want_keys) << name << ", n=" << n;
       EXPECT_EQ(w, want_weights) << name << ", n=" << n << ": equal keys must keep their order";
-      k = keys;
-      SortKeysStably(absl::MakeSpan(k), {});
-      EXPECT_EQ(k, want_keys) << name << ", n=" << n << " (unweighted)";
+      // Unweighted: the SIMD sort where the CPU has one, and the radix sort.
+      for (const bool simd : {true, false}) {
+        SetSimdSortEnabled(simd);
+        k = keys;
+        SortKeysStably(absl::MakeSpan(k), {});
+        EXPECT_EQ(k, want_keys) << name << ", n=" << n << " (unweighted, simd " << simd << ")";
+      }
+      SetSimdSortEnabled(true);
     }
   }
 }
