@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "core/common/serialization.h"
@@ -382,6 +387,38 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
   return Corrupt(absl::StrCat("unknown summary kind ", env->summary_kind));
 }
 
+namespace {
+
+// The index of the first value that is not within [-limit, limit] (NaN never is), or
+// values.size(). Blocks of 64 are tested without an early exit, two values an instruction; the
+// index is looked for only from a block that has one. Every batch of numbers passes here once.
+size_t FirstNotWithin(absl::Span<const double> values, double limit) {
+  constexpr size_t kBlock = 64;
+  const size_t n = values.size();
+  const double* v = values.data();
+  size_t begin = 0;
+#if defined(__SSE2__)
+  // Two at a time (SSE2 is every x86-64's; the compiler does not vectorize the scalar form):
+  // |x| <= limit compares false for NaN, as the scalar test below does.
+  const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
+  const __m128d bound = _mm_set1_pd(limit);
+  for (; begin + kBlock <= n; begin += kBlock) {
+    __m128d within = _mm_castsi128_pd(_mm_set1_epi64x(-1));
+    for (size_t i = 0; i < kBlock; i += 2) {
+      const __m128d x = _mm_and_pd(_mm_loadu_pd(v + begin + i), abs_mask);
+      within = _mm_and_pd(within, _mm_cmple_pd(x, bound));
+    }
+    if (_mm_movemask_pd(within) != 3) break;
+  }
+#endif
+  for (size_t i = begin; i < n; ++i) {
+    if (!(std::abs(v[i]) <= limit)) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
 absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
   if (batch.kind != kind) {
     return absl::InvalidArgumentError(absl::StrCat("this session takes ", ValueKindName(kind),
@@ -415,20 +452,16 @@ absl::Status ValidateBatch(const Batch& batch, ValueKind kind) {
           "the y column must be empty or one y per item: ", batch.ys.size(), " ys for ", n,
           " items"));
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (!(std::abs(batch.ys[i]) <= kMaxCorrelatedY)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "y ", i, " is ", batch.ys[i], "; y must be finite with |y| <= 1e280 (batch rejected whole)"));
-      }
+    if (const size_t i = FirstNotWithin(batch.ys, kMaxCorrelatedY); i < n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "y ", i, " is ", batch.ys[i], "; y must be finite with |y| <= 1e280 (batch rejected whole)"));
     }
   }
   switch (kind) {
     case ValueKind::kNumeric:
-      for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(batch.values[i])) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "value ", i, " is ", batch.values[i], "; only finite values are accepted (batch rejected whole)"));
-        }
+      if (const size_t i = FirstNotWithin(batch.values, std::numeric_limits<double>::max()); i < n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "value ", i, " is ", batch.values[i], "; only finite values are accepted (batch rejected whole)"));
       }
       break;
     case ValueKind::kString:

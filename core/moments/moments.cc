@@ -46,39 +46,35 @@ void Moments::Add(double x, uint64_t w) {
 void Moments::AddBatch(absl::Span<const double> values, absl::Span<const uint64_t> weights) {
   const size_t n = values.size();
   if (n == 0) return;
-  // Pass 1: the batch's weight, compensated sum, min and max.
+  // Pass 1: the batch's weight, compensated sum, min and max, and the compensated sum of its
+  // deviations from this object's shift (its first value), so the batch's mean is in the same
+  // frame as mean_ and Chan's delta is a difference of small numbers. The two sums are
+  // independent chains of additions, each in item order, run in one loop.
+  const double shift = count_ == 0 ? values[0] : shift_;
   uint64_t w_b = 0;
-  double s = 0, c = 0;
+  double s = 0, c = 0, ds = 0, dc = 0;
   double lo = values[0], hi = values[0];
   if (weights.empty()) {
     w_b = n;
     for (size_t i = 0; i < n; ++i) {
       const double x = values[i];
       NeumaierAdd(x, &s, &c);
+      NeumaierAdd(x - shift, &ds, &dc);
       lo = std::min(lo, x);
       hi = std::max(hi, x);
     }
   } else {
     for (size_t i = 0; i < n; ++i) {
       const double x = values[i];
+      const double wd = static_cast<double>(weights[i]);
       w_b += weights[i];
-      NeumaierAdd(static_cast<double>(weights[i]) * x, &s, &c);
+      NeumaierAdd(wd * x, &s, &c);
+      NeumaierAdd(wd * (x - shift), &ds, &dc);
       lo = std::min(lo, x);
       hi = std::max(hi, x);
     }
   }
   const double wbd = static_cast<double>(w_b);
-  // The batch's deviations are taken from this object's shift (its first value), so its mean is
-  // in the same frame as mean_ and Chan's delta is a difference of small numbers.
-  const double shift = count_ == 0 ? values[0] : shift_;
-  double ds = 0, dc = 0;
-  if (weights.empty()) {
-    for (size_t i = 0; i < n; ++i) NeumaierAdd(values[i] - shift, &ds, &dc);
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      NeumaierAdd(static_cast<double>(weights[i]) * (values[i] - shift), &ds, &dc);
-    }
-  }
   const double mean_b = (ds + dc) / wbd;
   // Pass 2: squared deviations from the batch mean, less the corrected two-pass term
   // (Σ w(x - m))² / W, which removes the first-order error of mean_b.
