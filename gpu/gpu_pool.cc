@@ -230,8 +230,14 @@ void GpuPool::CountWindowFallback(const GpuAccelerator* device) {
 class GpuPool::PoolSketch final : public core::DeviceSketch {
  public:
   PoolSketch(GpuPool* pool, size_t slot, std::unique_ptr<GpuCountMin> cm,
-             std::unique_ptr<GpuPbf> pbf, std::unique_ptr<GpuHll> hll = nullptr)
-      : pool_(pool), slot_(slot), cm_(std::move(cm)), pbf_(std::move(pbf)), hll_(std::move(hll)) {}
+             std::unique_ptr<GpuPbf> pbf, std::unique_ptr<GpuHll> hll = nullptr,
+             std::unique_ptr<GpuSignedSketch> ams = nullptr)
+      : pool_(pool),
+        slot_(slot),
+        cm_(std::move(cm)),
+        pbf_(std::move(pbf)),
+        hll_(std::move(hll)),
+        ams_(std::move(ams)) {}
 
   absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                    std::vector<uint64_t>* estimates) override {
@@ -247,9 +253,11 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
         s = cm_->AddSequential(ids, weights, estimates);
       }
     } else if (estimates != nullptr) {
-      s = absl::InvalidArgumentError("PBF and HyperLogLog updates return no estimates");
+      s = absl::InvalidArgumentError("PBF, HyperLogLog and AMS updates return no estimates");
     } else {
-      s = pbf_ != nullptr ? pbf_->Insert(ids, weights) : hll_->Update(ids, weights);
+      s = pbf_ != nullptr   ? pbf_->Insert(ids, weights)
+          : hll_ != nullptr ? hll_->Update(ids, weights)
+                            : ams_->Update(ids, weights);
     }
     Account(s);
     return s;
@@ -259,7 +267,8 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
                      : cm_ != nullptr    ? cm_->DownloadTo(state)
                      : pbf_ != nullptr   ? pbf_->DownloadTo(state)
-                                         : hll_->DownloadTo(state);
+                     : hll_ != nullptr   ? hll_->DownloadTo(state)
+                                         : ams_->DownloadTo(state);
     Account(s);
     return s;
   }
@@ -288,7 +297,8 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     SketchWork& work = *pool_->sketch_work_[slot_];
     const GpuWorkStats now = cm_ != nullptr    ? cm_->work_stats()
                              : pbf_ != nullptr ? pbf_->work_stats()
-                                               : hll_->work_stats();
+                             : hll_ != nullptr ? hll_->work_stats()
+                                               : ams_->work_stats();
     work.kernel_nanos.fetch_add(
         static_cast<uint64_t>((now.kernel_seconds - reported_.kernel_seconds) * 1e9));
     work.bytes_copied.fetch_add(now.bytes_copied - reported_.bytes_copied);
@@ -304,6 +314,7 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
   std::unique_ptr<GpuCountMin> cm_;
   std::unique_ptr<GpuPbf> pbf_;
   std::unique_ptr<GpuHll> hll_;
+  std::unique_ptr<GpuSignedSketch> ams_;
   GpuWorkStats reported_;
 };
 
@@ -330,6 +341,13 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
     sketches_.fetch_add(1);
     return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, *std::move(hll));
   }
+  if (spec.ams != nullptr) {
+    absl::StatusOr<std::unique_ptr<GpuSignedSketch>> ams =
+        GpuSignedSketch::Create(spec.ams->depth, spec.ams->width, spec.ams->seed, ordinal);
+    if (!ams.ok() || !(*ams)->Load(spec.state).ok()) return nullptr;
+    sketches_.fetch_add(1);
+    return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, nullptr, *std::move(ams));
+  }
   return nullptr;
 }
 
@@ -339,6 +357,7 @@ bool GpuPool::KeepsSketch(const core::DeviceSketchSpec& spec) const {
     return spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min;
   }
   if (spec.hll != nullptr) return kinds.hll;
+  if (spec.ams != nullptr) return kinds.ams;
   return spec.pbf != nullptr && kinds.pbf;
 }
 

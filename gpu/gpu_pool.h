@@ -14,8 +14,9 @@
 //    pinned staging and device buffers), so one window's copies overlap another's kernels.
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
-//  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form) and PBF
-//    tables of sessions that options.sketches names are placed on the devices round robin
+//  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form), PBF,
+//    HyperLogLog and AMS tables of sessions that options.sketches names are placed on the devices
+//    round robin
 //    (GpuCountMin::AddSequential or AddConservativeBatch, GpuPbf::Insert, and for the PBF's
 //    heavy-hitter candidates GpuPbf::SetPositions and SetBits after each batch); core/accel/device_mirror.h
 //    keeps the host side exact and takes a failed sketch back to the CPU (counted as a fallback).
@@ -68,6 +69,7 @@ struct GpuPoolOptions {
     bool conservative_count_min = true;  // conservative Count-Min, in its batch form
     bool pbf = true;                     // the Probabilistic Bloom Filter's bits
     bool hll = true;                     // HyperLogLog's registers
+    bool ams = true;                     // AMS's signed counters (GpuSignedSketch)
   } sketches;
 };
 

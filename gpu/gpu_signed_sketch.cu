@@ -238,6 +238,32 @@ absl::Status GpuSignedSketch::Download(std::vector<int64_t>* table) {
   return absl::OkStatus();
 }
 
+absl::Status GpuSignedSketch::Load(absl::Span<const uint64_t> cells) {
+  if (cells.size() != depth_ * width_) {
+    return absl::InvalidArgumentError("GPU signed sketch: the counters to load have the wrong count");
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table_, cells.data(),
+                                                   cells.size() * sizeof(uint64_t),
+                                                   cudaMemcpyHostToDevice, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  dev_->bytes_copied += cells.size() * sizeof(uint64_t);
+  return absl::OkStatus();
+}
+
+absl::Status GpuSignedSketch::DownloadTo(absl::Span<uint64_t> cells) {
+  if (cells.size() != depth_ * width_) {
+    return absl::InvalidArgumentError("GPU signed sketch: the counter words have the wrong count");
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cells.data(), table_,
+                                                   cells.size() * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToHost, dev_->stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  dev_->bytes_copied += cells.size() * sizeof(uint64_t);
+  return absl::OkStatus();
+}
+
 GpuWorkStats GpuSignedSketch::work_stats() const {
   return GpuWorkStats{dev_->timer.seconds(), dev_->bytes_copied};
 }

@@ -145,6 +145,10 @@ class GpuSignedSketch {
   absl::Status Synchronize();
   // Row-major d x w counters.
   absl::Status Download(std::vector<int64_t>* table);
+  // The counters as 64-bit words (two's complement), row-major: the start (Load) and the state
+  // read back (DownloadTo), as core::DeviceSketch moves a table.
+  absl::Status Load(absl::Span<const uint64_t> cells);
+  absl::Status DownloadTo(absl::Span<uint64_t> cells);
   // Kernel time and bytes copied so far.
   GpuWorkStats work_stats() const;
 

@@ -12,6 +12,7 @@
 #include "core/frequencies/hierarchical_heavy_hitters.h"
 #include "core/parallel/partitioned.h"
 #include "core/quantiles/quantile_summary.h"
+#include "core/sketches/ams.h"
 #include "core/sketches/count_min.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
@@ -133,6 +134,10 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
   if (const auto* hll = dynamic_cast<const core::Hll*>(&s); hll != nullptr) {
     return hll->on_device() ? absl::StrCat(accelerator.name(), ": registers on the device")
                             : "cpu: registers in host memory";
+  }
+  if (const auto* ams = dynamic_cast<const core::Ams*>(&s); ams != nullptr) {
+    return ams->on_device() ? absl::StrCat(accelerator.name(), ": counters on the device")
+                            : "cpu: counters in host memory";
   }
   if (const auto* pbf = dynamic_cast<const core::Pbf*>(&s); pbf != nullptr) {
     return pbf->on_device() ? absl::StrCat(accelerator.name(), ": filter on the device")

@@ -48,10 +48,11 @@ class DeviceSketch {
   // PBF: inserts the items at the stream positions that follow the ones already inserted, as
   // Pbf::Update does; `estimates` must be null.
   // HyperLogLog: raises each id's register (core::HllPosition); `estimates` must be null.
+  // AMS: adds ±weight to each row's counter (core::SignedTable::Add); `estimates` must be null.
   virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            std::vector<uint64_t>* estimates) = 0;
-  // Copies the state out: Count-Min's row-major d x w counters, the PBF's bit words, or the
-  // HyperLogLog's 2^p registers, one a word.
+  // Copies the state out: Count-Min's row-major d x w counters, the PBF's bit words, the
+  // HyperLogLog's 2^p registers, one a word, or AMS's d x w signed counters as 64-bit words.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
   // PBF: y[i] = how many of ids[i]'s k positions are set (Pbf::SetPositions) and *set_bits = the
   // filter's set bits, as the table now stands: what the heavy-hitter candidates are offered
@@ -60,11 +61,20 @@ class DeviceSketch {
                                          uint64_t* set_bits);
 };
 
+// The shape of an AMS table (core/sketches/signed_table.h): d rows of w counters, row r hashed
+// with MakeFourWiseHash(seed, r).
+struct SignedTableShape {
+  uint64_t depth = 0;
+  uint64_t width = 0;
+  uint64_t seed = 0;
+};
+
 // What to keep on the device; exactly one of the options is set.
 struct DeviceSketchSpec {
   const CountMinOptions* count_min = nullptr;  // plain or conservative update
   const PbfOptions* pbf = nullptr;
   const HllOptions* hll = nullptr;
+  const SignedTableShape* ams = nullptr;
   absl::Span<const uint64_t> state;  // the current table / bit words, uploaded as the start
   uint64_t position = 0;             // PBF: items inserted so far (the next stream position)
 };

@@ -21,7 +21,8 @@ Ams::Ams(const AmsOptions& options, ValueKind value_kind, Accelerator* accelerat
     : options_(options),
       value_kind_(value_kind),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()),
-      table_(options.Depth(), options.Width(), options.seed) {}
+      table_(options.Depth(), options.Width(), options.seed),
+      shape_{options.Depth(), options.Width(), options.seed} {}
 
 std::string Ams::Describe() const {
   return absl::StrCat("epsilon=", options_.epsilon, ",delta=", options_.delta,
@@ -30,13 +31,47 @@ std::string Ams::Describe() const {
 }
 
 void Ams::set_accelerator(Accelerator* accelerator) {
+  Detach();
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
+}
+
+void Ams::Detach() {
+  if (mirror_ == nullptr) return;
+  mirror_->Refresh();
+  mirror_->Detach();
+}
+
+bool Ams::UpdateOnDevice(const Batch& batch) {
+  DeviceSketchSpec spec;
+  spec.ams = &shape_;
+  if (mirror_ == nullptr) {
+    if (!accelerator_->KeepsSketch(spec)) return false;
+    // A journaled batch replays onto the host table as the device applied it.
+    mirror_ = std::make_unique<DeviceMirror>(
+        table_.words(), [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                               uint64_t) {
+          table_.Add(ids.data(), weights.empty() ? nullptr : weights.data(), ids.size());
+        });
+  }
+  if (!mirror_->attached()) {
+    mirror_->TryAttach(accelerator_, spec);
+    if (!mirror_->attached()) return false;
+  }
+  scratch_ids_.resize(batch.size());
+  if (batch.kind == ValueKind::kUint64) {
+    std::copy(batch.keys.begin(), batch.keys.end(), scratch_ids_.begin());
+  } else {
+    for (size_t i = 0; i < batch.size(); ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+  }
+  return mirror_->Add(scratch_ids_, batch.weights, nullptr);
 }
 
 absl::Status Ams::Update(const Batch& batch) {
   const size_t n = batch.size();
   const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
-  if (batch.kind == ValueKind::kUint64) {
+  if (n > 0 && UpdateOnDevice(batch)) {
+    // On the device (counted below).
+  } else if (batch.kind == ValueKind::kUint64) {
     table_.Add(batch.keys.data(), weights, n);
   } else {
     uint64_t ids[kIdChunk];
@@ -57,21 +92,25 @@ absl::Status Ams::Update(const Batch& batch) {
 absl::Status Ams::Merge(const Summary& other_summary) {
   if (absl::Status s = CheckSignedMergeable("ams", *this, other_summary); !s.ok()) return s;
   const auto* other = static_cast<const Ams*>(&other_summary);
-  table_.AddTable(other->table_);
+  Detach();  // the host table changes below; the next Update uploads it again
+  table_.AddTable(other->table());
   count_ += other->count_;
   return absl::OkStatus();
 }
 
-size_t Ams::MemoryBytes() const { return sizeof(*this) + table_.MemoryBytes(); }
+size_t Ams::MemoryBytes() const {
+  return sizeof(*this) + table_.MemoryBytes() + scratch_ids_.capacity() * sizeof(uint64_t) +
+         (mirror_ == nullptr ? 0 : mirror_->MemoryBytes());
+}
 
 absl::StatusOr<SecondMomentAnswer> Ams::SecondMoment() const {
-  return SignedSecondMomentAnswer(table_.SecondMoment(), options_.epsilon, count_);
+  return SignedSecondMomentAnswer(table().SecondMoment(), options_.epsilon, count_);
 }
 
 absl::StatusOr<std::vector<FrequencyAnswer>> Ams::Frequencies(const Keys& keys) const {
   if (absl::Status s = CheckKeysKind(keys, value_kind_, "ams"); !s.ok()) return s;
   const double f2_upper =
-      SignedSecondMomentAnswer(table_.SecondMoment(), options_.epsilon, count_).upper;
+      SignedSecondMomentAnswer(table().SecondMoment(), options_.epsilon, count_).upper;
   const double factor = options_.epsilon / std::sqrt(2.0);
   std::vector<FrequencyAnswer> out;
   out.reserve(keys.size());
@@ -97,7 +136,7 @@ std::string Ams::Serialize() const {
   w.Put<double>(options_.delta);
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
-  table_.WriteCells(&w);
+  table().WriteCells(&w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kAms), w.bytes());
 }
 

@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
+#include "core/accel/device_mirror.h"
 #include "core/common/types.h"
 #include "core/sketches/signed_table.h"
 #include "core/summary.h"
@@ -55,8 +56,11 @@ namespace streamstats::core {
 
 class Ams final : public Summary {
  public:
-  // `options` must have passed Validate(). `accelerator` is kept only to satisfy the interface:
-  // the sketch runs on the CPU.
+  // `options` must have passed Validate(). On an accelerator that keeps AMS tables on a device
+  // (Accelerator::KeepsSketch; the GPU pool per --gpu_sketches) the counters live there and
+  // every batch's key ids go to it; core/accel/device_mirror.h keeps the host table exact (a
+  // device failure moves the table back with nothing lost). The counters equal the CPU's
+  // exactly either way: they add modulo 2^64 in any order.
   Ams(const AmsOptions& options, ValueKind value_kind, Accelerator* accelerator);
 
   // Restores what Serialize wrote (the envelope's payload). Inconsistent bytes: DataLossError.
@@ -81,17 +85,40 @@ class Ams final : public Summary {
   absl::StatusOr<SecondMomentAnswer> SecondMoment() const override;
 
   // The signed median over the rows for a key id (core/common/key_id.h).
-  int64_t EstimateId(uint64_t id) const { return table_.Estimate(id); }
+  int64_t EstimateId(uint64_t id) const {
+    Refresh();
+    return table_.Estimate(id);
+  }
 
   const AmsOptions& options() const { return options_; }
-  const SignedTable& table() const { return table_; }
+  const SignedTable& table() const {
+    Refresh();
+    return table_;
+  }
   size_t TableBytes() const { return table_.cells().size() * sizeof(int64_t); }
+  // Whether the counters live on a device now, and the device failures repaired so far.
+  bool on_device() const { return mirror_ != nullptr && mirror_->attached(); }
+  uint64_t device_failures() const { return mirror_ == nullptr ? 0 : mirror_->failures(); }
 
  private:
+  // The batch through the device copy: false when the accelerator keeps AMS tables in host
+  // memory, or when the device failed (the mirror has then brought the host table up to date
+  // and detached): apply it on the host.
+  bool UpdateOnDevice(const Batch& batch);
+  // Brings the host table up to date before it is read (no-op without a device copy).
+  void Refresh() const {
+    if (mirror_ != nullptr) mirror_->Refresh();
+  }
+  // Ends the device copy (after Refresh); the next Update uploads the table again.
+  void Detach();
+
   AmsOptions options_;
   ValueKind value_kind_;
   Accelerator* accelerator_;
   SignedTable table_;
+  SignedTableShape shape_;
+  std::unique_ptr<DeviceMirror> mirror_;  // created on the first batch a device keeps
+  std::vector<uint64_t> scratch_ids_;
   uint64_t count_ = 0;
 };
 

@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/common/hash.h"
 #include "core/common/serialization.h"
 #include "core/common/types.h"
@@ -83,6 +84,11 @@ class SignedTable {
   uint64_t width() const { return width_; }
   // Row-major d x w counters.
   const std::vector<int64_t>& cells() const { return cells_; }
+  // The same counters as 64-bit words (two's complement; the unsigned type may alias them), the
+  // host side of a device copy (core/accel/device_mirror.h).
+  absl::Span<uint64_t> words() {
+    return absl::MakeSpan(reinterpret_cast<uint64_t*>(cells_.data()), cells_.size());
+  }
 
   // Adds ids[0, n), weights[i] each (1 when `weights` is null).
   void Add(const uint64_t* ids, const uint64_t* weights, size_t n) {

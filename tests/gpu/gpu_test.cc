@@ -742,6 +742,57 @@ TEST(GpuPool, HllRegistersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   EXPECT_FALSE(static_cast<const core::Hll&>(**kept).on_device());
 }
 
+// Issue 15: an AMS summary on the pool keeps its counters on the device (GpuSignedSketch through
+// core::DeviceMirror) and equals the CPU-built one counter for counter and byte for byte after
+// every batch, for a shape whose rows fit in shared memory and one that does not, with weighted
+// batches and an injected failure (the table comes back to the host, nothing lost or doubled).
+TEST(GpuPool, AmsCountersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok());
+  for (double epsilon : {0.1, 0.02}) {  // 13 x 1600 (shared memory), 13 x 40000 (global)
+    for (int inject_at : {-1, 5}) {
+      core::SummaryOptions so;
+      so.kind = core::SummaryKind::kAms;
+      so.ams.epsilon = epsilon;
+      so.ams.delta = 0.01;
+      auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+      auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+      ASSERT_TRUE(cpu.ok() && gpu.ok());
+      const uint64_t fallbacks_before = (*pool)->stats().fallbacks;
+      for (int b = 0; b < 12; ++b) {
+        if (b == inject_at) (*pool)->InjectFailuresForTesting(1);
+        std::vector<uint64_t> ids = ZipfIds(1000 + 20000 * b, 1.1, 1 << 22, b + 11);
+        std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+        ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
+        ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
+        if (b % 4 == 1) {
+          auto a = (*cpu)->SecondMoment();
+          auto g = (*gpu)->SecondMoment();
+          ASSERT_TRUE(a.ok() && g.ok());
+          EXPECT_EQ(a->estimate, g->estimate) << "epsilon " << epsilon << " batch " << b;
+        }
+      }
+      const auto& ams = static_cast<const core::Ams&>(**gpu);
+      EXPECT_EQ(ams.on_device(), inject_at < 0) << "epsilon " << epsilon;
+      EXPECT_EQ(ams.table().cells(), static_cast<const core::Ams&>(**cpu).table().cells());
+      EXPECT_TRUE((*gpu)->Serialize() == (*cpu)->Serialize()) << "epsilon " << epsilon;
+      EXPECT_EQ((*pool)->stats().fallbacks - fallbacks_before, inject_at >= 0 ? 1u : 0u);
+    }
+  }
+  // Off (kinds.ams = false, as --gpu_sketches without ams): the counters stay on the host.
+  GpuPoolOptions off;
+  off.sketches.ams = false;
+  auto host_pool = GpuPool::Create(off);
+  ASSERT_TRUE(host_pool.ok());
+  core::SummaryOptions so;
+  so.kind = core::SummaryKind::kAms;
+  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
+  EXPECT_FALSE(static_cast<const core::Ams&>(**kept).on_device());
+}
+
 // Issue 15: the signed table of AMS and Count Sketch on the device equals the CPU's counter for
 // counter after the same batches (unweighted batches large enough for the shared-memory path,
 // small ones and weighted ones through global atomics), and its medians equal Count Sketch's.

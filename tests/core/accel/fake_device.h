@@ -16,6 +16,7 @@
 #include "core/sketches/count_min.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
+#include "core/sketches/signed_table.h"
 
 namespace streamstats::core::fake {
 
@@ -32,8 +33,8 @@ struct FakeDeviceStats {
 
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
 // (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
-// through PbfInsert, HyperLogLog registers through HllPosition (the CPU semantics the GPU kernels
-// reproduce).
+// through PbfInsert, HyperLogLog registers through HllPosition, AMS counters through
+// SignedTable::Add (the CPU semantics the GPU kernels reproduce).
 class FakeDeviceSketch final : public DeviceSketch {
  public:
   FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
@@ -46,6 +47,9 @@ class FakeDeviceSketch final : public DeviceSketch {
       }
     } else if (spec.pbf != nullptr) {
       pbf_ = *spec.pbf;
+    } else if (spec.ams != nullptr) {
+      signed_ = std::make_unique<SignedTable>(spec.ams->depth, spec.ams->width, spec.ams->seed);
+      std::copy(state_.begin(), state_.end(), signed_->words().begin());
     } else {
       hll_p_ = spec.hll->Precision();
       hll_seed_mix_ = HllSeedMix(spec.hll->seed);
@@ -62,6 +66,11 @@ class FakeDeviceSketch final : public DeviceSketch {
       add(rows_, width_, ids.subspan(0, applied),
           weights.empty() ? weights : weights.subspan(0, applied), absl::MakeSpan(state_),
           estimates);
+    } else if (signed_ != nullptr) {
+      // Half of the batch before a failure, as above.
+      const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
+      signed_->Add(ids.data(), weights.empty() ? nullptr : weights.data(), applied);
+      std::copy(signed_->words().begin(), signed_->words().end(), state_.begin());
     } else if (hll_p_ != 0) {
       // Half of the batch before a failure, as above.
       const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
@@ -120,6 +129,7 @@ class FakeDeviceSketch final : public DeviceSketch {
   bool conservative_ = false;
   uint64_t width_ = 0;
   PbfOptions pbf_;
+  std::unique_ptr<SignedTable> signed_;  // AMS: its counters (state_ mirrors them)
   uint32_t hll_p_ = 0;  // HyperLogLog: its precision (0: not one)
   uint64_t hll_seed_mix_ = 0;
 };

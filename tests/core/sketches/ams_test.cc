@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/common/serialization.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/sketch_test_util.h"
 
 namespace streamstats::core {
@@ -207,6 +209,74 @@ TEST(Ams, WeightedItemsCountAsRepeatedItems) {
   Feed(repeated.get(), expanded);
   EXPECT_EQ(weighted->count(), repeated->count());
   EXPECT_EQ(AsAms(*weighted).table().cells(), AsAms(*repeated).table().cells());
+}
+
+// On an accelerator that keeps AMS tables on its device (the GPU pool; here the fake one): the
+// counters, the answers and the bytes equal the CPU's after every batch, over string, numeric and
+// uint64 keys with and without weights; a failed Add (with half the batch applied there) or
+// Download at any point moves the table back to the host without losing or doubling a batch;
+// merges read the device's counters, and a sketch that keeps its table in host memory never asks.
+TEST(Ams, OnADeviceTheCountersEqualTheCpusAndAFailureLosesNothing) {
+  for (const ValueKind kind : {ValueKind::kString, ValueKind::kNumeric, ValueKind::kUint64}) {
+    for (int fail = -1; fail < 6; ++fail) {
+      fake::FakeDeviceAccelerator device;
+      device.stats.fail_add_at = fail % 2 == 0 ? fail : -1;
+      device.stats.fail_download_at = fail % 2 == 1 ? fail / 2 : -1;
+      const SummaryOptions o = AmsOf(0.2, 0.05, 7);
+      auto on_device = *CreateSummary(o, kind, &device);
+      auto on_cpu = *CreateSummary(o, kind);
+      std::mt19937_64 rng(50 + fail);
+      for (int b = 0; b < 12; ++b) {
+        const size_t n = 300 + rng() % 2000;
+        std::vector<std::string> strings;
+        std::vector<double> values;
+        std::vector<uint64_t> keys;
+        for (size_t i = 0; i < n; ++i) {
+          const uint64_t k = rng() % (1 + rng() % 5000);
+          strings.push_back(absl::StrCat("k", k));
+          values.push_back(static_cast<double>(k) / 8);
+          keys.push_back(k * 0x9e3779b97f4a7c15ULL);
+        }
+        std::vector<uint64_t> weights(b % 3 == 0 ? n : 0, 5);
+        Batch batch;
+        batch.kind = kind;
+        batch.strings = strings;
+        batch.values = values;
+        batch.keys = keys;
+        batch.weights = weights;
+        if (kind != ValueKind::kString) batch.strings = {};
+        if (kind != ValueKind::kNumeric) batch.values = {};
+        if (kind != ValueKind::kUint64) batch.keys = {};
+        ASSERT_TRUE(on_device->Update(batch).ok());
+        ASSERT_TRUE(on_cpu->Update(batch).ok());
+        if (b % 4 == 3) {  // a question (and with it a download) now and then
+          EXPECT_EQ(on_device->SecondMoment()->estimate, on_cpu->SecondMoment()->estimate)
+              << "fail " << fail << " batch " << b;
+        }
+      }
+      EXPECT_GE(device.stats.attaches, 1);
+      EXPECT_EQ(AsAms(*on_device).table().cells(), AsAms(*on_cpu).table().cells()) << fail;
+      EXPECT_EQ(on_device->count(), on_cpu->count());
+      EXPECT_TRUE(on_device->Serialize() == on_cpu->Serialize()) << "fail " << fail;
+      EXPECT_EQ(AsAms(*on_device).on_device(), fail < 0) << fail;  // a failure: host for good
+      EXPECT_EQ(AsAms(*on_device).device_failures(), fail < 0 ? 0u : 1u) << fail;
+      // Merge into and from a device sketch; the next batch goes back to the device.
+      auto other = *CreateSummary(o, kind);
+      ASSERT_TRUE(other->Merge(*on_cpu).ok());
+      ASSERT_TRUE(on_device->Merge(*other).ok());
+      ASSERT_TRUE(on_cpu->Merge(*other).ok());
+      EXPECT_TRUE(on_device->Serialize() == on_cpu->Serialize());
+      auto sum = *CreateSummary(o, kind);
+      ASSERT_TRUE(sum->Merge(*on_device).ok());
+      EXPECT_TRUE(sum->Serialize() == on_cpu->Serialize());
+    }
+  }
+  fake::FakeDeviceAccelerator host_only;
+  host_only.keeps_sketches = false;
+  auto sketch = *CreateSummary(AmsOf(0.2, 0.05), ValueKind::kUint64, &host_only);
+  Feed(sketch.get(), MakeKeys(Distribution::kZipf11, Order::kShuffled, 5000, 3));
+  EXPECT_EQ(host_only.stats.attaches, 0);
+  EXPECT_FALSE(AsAms(*sketch).on_device());
 }
 
 TEST(Ams, MergeOfASplitStreamEqualsTheWholeStreamExactly) {
