@@ -17,9 +17,11 @@ ARG RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04
 FROM ${BUILD_IMAGE} AS build
 # The list ./dev installs; valid on Debian 12 (built) and Ubuntu 24.04 (names checked on
 # packages.ubuntu.com, not built; prometheus-cpp-dev is in universe, which Ubuntu images enable).
+# libnats-dev (cluster mode, --cluster): Debian 12 has 3.4.1; on Ubuntu 24.04 not checked.
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       cmake ninja-build g++ pkg-config libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
-      protobuf-compiler libabsl-dev prometheus-cpp-dev libjs-chart.js && rm -rf /var/lib/apt/lists/*
+      protobuf-compiler libabsl-dev prometheus-cpp-dev libjs-chart.js libnats-dev \
+    && rm -rf /var/lib/apt/lists/*
 ARG CMAKE_ARGS=""
 ARG CMAKE_BUILD_PARALLEL_LEVEL=""
 WORKDIR /src

@@ -275,6 +275,7 @@ void FillSessionInfo(const Session& session, v1::SessionInfo* info) {
   info->set_backend(stats.backend);
   info->set_batches(stats.batches);
   info->set_create_time_unix_ms(session.config().create_time_unix_ms);
+  info->set_log_position(session.applied_lsn());
   for (const SummaryStats& s : stats.summaries) {
     v1::SummaryInfo* si = info->add_summaries();
     si->set_kind(core::SummaryKindName(s.kind));

@@ -34,6 +34,9 @@
 #include "server/session_manager.h"
 #include "server/tenants.h"
 #include "server/wal.h"
+#ifdef STREAMSTATS_HAVE_NATS
+#include "server/jetstream_log.h"
+#endif
 #ifdef STREAMSTATS_HAVE_GPU
 #include "gpu/gpu_pool.h"
 #endif
@@ -52,6 +55,21 @@ ABSL_FLAG(int, wal_fsync_interval_ms, 100, "fsync period of --wal_fsync=interval
 ABSL_FLAG(bool, wal_ignore_corruption, false,
           "start even when the log is corrupt before its end: keep what precedes the damage and "
           "rename the bad segment to *.corrupt");
+ABSL_FLAG(std::string, cluster, "",
+          "cluster mode (issue 17): NATS URLs (nats://host:4222,...) of a JetStream cluster; every "
+          "batch, create, delete and merge is published to its replicated log and acknowledged "
+          "once stored on a quorum, and the sessions are rebuilt from that log at start (the local "
+          "WAL and snapshots are off). Empty: the single node with its local log");
+ABSL_FLAG(int, cluster_replicas, 3, "copies of the replicated log (JetStream stream replicas, 1-5)");
+ABSL_FLAG(int, cluster_publish_timeout_ms, 5000,
+          "how long an append waits for JetStream's acknowledgement before the client gets "
+          "UNAVAILABLE (retryable; nothing applied)");
+ABSL_FLAG(int, cluster_connect_timeout_s, 30,
+          "how long the start waits for a JetStream that creates or finds the stream");
+ABSL_FLAG(int, cluster_dedupe_window_s, 120,
+          "JetStream's duplicate window for a new stream: a resend of a producer's batch within it "
+          "is stored once");
+ABSL_FLAG(std::string, cluster_stream, "STREAMSTATS", "the JetStream stream of the replicated log");
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
 ABSL_FLAG(int, ingest_threads, 0,
@@ -324,6 +342,24 @@ int main(int argc, char** argv) {
     }
   }
   std::string durability = absl::GetFlag(FLAGS_durability);
+  const std::string cluster = absl::GetFlag(FLAGS_cluster);
+  if (!cluster.empty()) {
+#ifndef STREAMSTATS_HAVE_NATS
+    std::fprintf(stderr,
+                 "streamstatsd: --cluster: this streamstatsd was built without NATS (install "
+                 "libnats-dev and rebuild; ./dev does)\n");
+    return 2;
+#endif
+    // The replicated log is the log; local snapshots of it come with ownership (issue 17 item 3).
+    if (!durability.empty() && durability != "none") {
+      std::fprintf(stderr,
+                   "streamstatsd: --durability=%s with --cluster: in cluster mode the replicated "
+                   "log is the durability (leave --durability out)\n",
+                   durability.c_str());
+      return 2;
+    }
+    durability = "none";
+  }
   if (durability.empty()) durability = data_dir.empty() ? "none" : "wal";
   if (durability != "none" && durability != "snapshot" && durability != "wal") {
     std::fprintf(stderr, "streamstatsd: --durability must be none, snapshot or wal\n");
@@ -415,6 +451,64 @@ int main(int argc, char** argv) {
     if (wal != nullptr) wal->set_on_fsync([m = metrics.get()](double s) { m->RecordWalFsync(s); });
     sessions.set_on_snapshot([m = metrics.get()](double s) { m->RecordSnapshot(s); });
   }
+
+#ifdef STREAMSTATS_HAVE_NATS
+  std::unique_ptr<JetStreamLog> replicated;
+  if (!cluster.empty()) {
+    Metrics* m = metrics.get();
+    auto opened = JetStreamLog::Open(
+        {.servers = SplitServers(cluster),
+         .stream = absl::GetFlag(FLAGS_cluster_stream),
+         .subject_prefix = "streamstats.log",
+         .replicas = absl::GetFlag(FLAGS_cluster_replicas),
+         .publish_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_cluster_publish_timeout_ms)),
+         .dedupe_window = absl::Seconds(absl::GetFlag(FLAGS_cluster_dedupe_window_s)),
+         .connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_cluster_connect_timeout_s)),
+         .on_publish = [m](double seconds, bool ok) {
+           if (m != nullptr) m->RecordClusterPublish(seconds, ok);
+         }});
+    if (!opened.ok()) {
+      std::fprintf(stderr, "streamstatsd: --cluster=%s: %s\n", cluster.c_str(),
+                   std::string(opened.status().message()).c_str());
+      return opened.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    replicated = *std::move(opened);
+    sessions.set_replicated_log(replicated.get());
+    // One node owns every session for now (issue 17 item 2): it replays the whole stream. An
+    // owner of some sessions will replay its subjects only (the filter) from its snapshots'
+    // position.
+    ReplicatedReplayReport report;
+    const absl::Time replay_start = absl::Now();
+    absl::Status replayed = sessions.ReplayReplicated(
+        1, "", ConfigFromSpecBytes,
+        [m](uint64_t done, uint64_t last) {
+          if (m != nullptr) m->SetClusterReplay(done, last);
+        },
+        &report);
+    if (!replayed.ok()) {
+      std::fprintf(stderr, "streamstatsd: replay of the replicated log failed: %s\n",
+                   std::string(replayed.message()).c_str());
+      return 1;
+    }
+    std::fprintf(stderr,
+                 "streamstatsd: cluster mode on %s (%s, %d replicas): replayed %llu records "
+                 "(stream sequences %llu..%llu) into %zu sessions in %.3f s\n",
+                 cluster.c_str(), replicated->Describe().c_str(),
+                 absl::GetFlag(FLAGS_cluster_replicas),
+                 static_cast<unsigned long long>(report.records),
+                 static_cast<unsigned long long>(report.first_sequence),
+                 static_cast<unsigned long long>(report.last_sequence), sessions.size(),
+                 absl::ToDoubleSeconds(absl::Now() - replay_start));
+    if (m != nullptr) {
+      m->SetClusterReplay(sessions.replicated_position(), sessions.replicated_position());
+      for (const auto& [tenant, session] : sessions.All()) m->NoteTenant(tenant);
+      sessions.set_on_replicated_append([m](uint64_t position, bool duplicate) {
+        m->SetClusterLogPosition(position);
+        if (duplicate) m->RecordClusterDuplicate();
+      });
+    }
+  }
+#endif
 
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) {

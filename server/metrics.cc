@@ -222,6 +222,32 @@ Metrics::Metrics(const std::string& version) : registry_(std::make_shared<promet
                    .Help("Time to snapshot all sessions in seconds")
                    .Register(r)
                    .Add({}, SnapshotBuckets());
+  cluster_publish_ = &BuildHistogram()
+                          .Name("streamstats_cluster_publish_duration_seconds")
+                          .Help("Replicated-log append latency in seconds (publish to JetStream "
+                                "quorum acknowledgement, or failure)")
+                          .Register(r)
+                          .Add({}, LatencyBuckets());
+  cluster_publish_failures_ = &BuildCounter()
+                                   .Name("streamstats_cluster_publish_failures_total")
+                                   .Help("Replicated-log appends not acknowledged (nothing applied)")
+                                   .Register(r)
+                                   .Add({});
+  cluster_duplicates_ = &BuildCounter()
+                             .Name("streamstats_cluster_publish_duplicates_total")
+                             .Help("Replicated-log appends answered as duplicates of a stored message")
+                             .Register(r)
+                             .Add({});
+  cluster_position_ = &BuildGauge()
+                           .Name("streamstats_cluster_log_position")
+                           .Help("Highest replicated-log (JetStream stream) sequence applied here")
+                           .Register(r)
+                           .Add({});
+  cluster_replay_lag_ = &BuildGauge()
+                             .Name("streamstats_cluster_replay_lag_records")
+                             .Help("Replicated-log positions left to replay at start (0: caught up)")
+                             .Register(r)
+                             .Add({});
   queue_depth_ = &BuildGauge()
                       .Name("streamstats_ingest_queue_depth")
                       .Help("Ingest batches accepted but not yet applied")
@@ -308,6 +334,22 @@ void Metrics::RecordQuery(absl::string_view method, double seconds) {
 void Metrics::RecordWalFsync(double seconds) { wal_fsync_->Observe(seconds); }
 
 void Metrics::RecordSnapshot(double seconds) { snapshot_->Observe(seconds); }
+
+void Metrics::RecordClusterPublish(double seconds, bool ok) {
+  cluster_publish_->Observe(seconds);
+  if (!ok) cluster_publish_failures_->Increment();
+}
+
+void Metrics::RecordClusterDuplicate() { cluster_duplicates_->Increment(); }
+
+void Metrics::SetClusterLogPosition(uint64_t sequence) {
+  cluster_position_->Set(static_cast<double>(sequence));
+}
+
+void Metrics::SetClusterReplay(uint64_t done, uint64_t last) {
+  cluster_replay_lag_->Set(static_cast<double>(last > done ? last - done : 0));
+  SetClusterLogPosition(done);
+}
 
 void Metrics::RecordAccelerator(const std::string& device, double kernel_seconds, uint64_t bytes,
                                 uint64_t fallbacks) {

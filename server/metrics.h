@@ -16,6 +16,15 @@
 //               streamstats_query_duration_seconds{method}    the business call of a query
 //               streamstats_wal_fsync_duration_seconds
 //               streamstats_snapshot_duration_seconds
+//               streamstats_cluster_publish_duration_seconds  a replicated-log append (cluster
+//                 mode, issue 17): publish until JetStream's quorum acknowledgement, or the failure
+//   counters    streamstats_cluster_publish_failures_total   appends not acknowledged (the batch
+//                 was not applied; the client got UNAVAILABLE)
+//               streamstats_cluster_publish_duplicates_total appends JetStream answered as
+//                 duplicates of a stored message
+//   gauges      streamstats_cluster_log_position      the highest stream sequence applied here
+//               streamstats_cluster_replay_lag_records  stream positions left to replay at start
+//                 (0 once caught up)
 //   gauges      streamstats_sessions{tenant}, streamstats_session_memory_bytes{tenant}
 //               streamstats_ingest_queue_depth, streamstats_device_memory_bytes{device}
 //               streamstats_build_info{version} (always 1)
@@ -104,6 +113,12 @@ class Metrics {
   void RecordQuery(absl::string_view method, double seconds);
   void RecordWalFsync(double seconds);
   void RecordSnapshot(double seconds);
+  // Cluster mode: one replicated-log append and its outcome; a duplicate answer; the highest
+  // stream sequence applied; replay progress (`done` of `last` positions).
+  void RecordClusterPublish(double seconds, bool ok);
+  void RecordClusterDuplicate();
+  void SetClusterLogPosition(uint64_t sequence);
+  void SetClusterReplay(uint64_t done, uint64_t last);
   // Work done on (or meant for) an accelerator `device` like "gpu:0": kernel time, bytes copied
   // host<->device, and batches that fell back to the CPU. Zeros are fine.
   void RecordAccelerator(const std::string& device, double kernel_seconds, uint64_t bytes,
@@ -154,6 +169,11 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* query_duration_;
   prometheus::Histogram* wal_fsync_;
   prometheus::Histogram* snapshot_;
+  prometheus::Histogram* cluster_publish_;
+  prometheus::Counter* cluster_publish_failures_;
+  prometheus::Counter* cluster_duplicates_;
+  prometheus::Gauge* cluster_position_;
+  prometheus::Gauge* cluster_replay_lag_;
   prometheus::Gauge* queue_depth_;
   prometheus::Family<prometheus::Gauge>* device_memory_;
 

@@ -159,6 +159,7 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
                           {request->export_quantiles().begin(), request->export_quantiles().end()});
   }
   FillSessionInfo(**session, response);
+  response->set_log(sessions_->LogName());
   return rpc.Done(absl::OkStatus());
 }
 
@@ -171,6 +172,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
   auto session = sessions_->Get(*tenant, request->name());
   if (!session.ok()) return rpc.Done(session.status());
   FillSessionInfo(**session, response);
+  response->set_log(sessions_->LogName());
   return rpc.Done(absl::OkStatus());
 }
 
@@ -181,7 +183,9 @@ grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerC
   auto tenant = Tenant(ctx, "ListSessions");
   if (!tenant.ok()) return rpc.Done(tenant.status());
   for (const auto& session : sessions_->List(*tenant)) {
-    FillSessionInfo(*session, response->add_sessions());
+    v1::SessionInfo* info = response->add_sessions();
+    FillSessionInfo(*session, info);
+    info->set_log(sessions_->LogName());
   }
   return rpc.Done(absl::OkStatus());
 }

@@ -219,19 +219,25 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
     return absl::AlreadyExistsError(absl::StrCat("session '", shared->name(), "' already exists"));
   }
   uint64_t lsn = 0;
-  if (options_.wal != nullptr) {
+  if (options_.wal != nullptr || options_.replicated_log != nullptr) {
     core::ByteWriter w;
     w.PutString(tenant);
     w.PutString(shared->config().spec_bytes);
     w.Put<int64_t>(shared->config().create_time_unix_ms);
-    auto logged = options_.wal->Append(WalRecordType::kCreate, w.bytes());
+    // Under mu_, as the local log's append, so that the log's order of creates and deletes is
+    // the registry's. (A replicated append waits for a quorum: at most the publish timeout.)
+    auto logged =
+        options_.replicated_log != nullptr
+            ? AppendReplicated(tenant, shared->name(), WalRecordType::kCreate, w.bytes(), "")
+            : options_.wal->Append(WalRecordType::kCreate, w.bytes());
     if (!logged.ok()) return logged.status();
     lsn = *logged;
     shared->set_create_lsn(lsn);
   }
   sessions_.emplace(key, shared);
   mu_.Unlock();
-  absl::Status durable = options_.wal != nullptr ? options_.wal->WaitDurable(lsn) : absl::OkStatus();
+  absl::Status durable = options_.wal != nullptr && lsn != 0 ? options_.wal->WaitDurable(lsn)
+                                                             : absl::OkStatus();
   if (!durable.ok()) {
     // The client is told it failed, so the session must not exist, now or after a restart (the
     // log cut its record off; no snapshot of it may stay either). Lock order: snapshots first.
@@ -257,6 +263,21 @@ absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
   uint64_t lsn = 0;
   Session::LogFn log;
   std::string record;
+  if (options_.replicated_log != nullptr) {
+    record = EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch);
+    // Called under the session's log lock, so the stream holds a session's batches in the order
+    // they are applied. A batch JetStream already holds (its earlier append's acknowledgement was
+    // lost, so it was never applied here) comes back as a duplicate at its first position: it is
+    // applied now, once, as replay will apply it. One applied here never gets this far: the
+    // session answers it as a duplicate before logging.
+    log = [&]() -> absl::StatusOr<uint64_t> {
+      return AppendReplicated(
+          tenant, session.name(), WalRecordType::kBatch, record,
+          producer_id.empty() ? "" : BatchMessageId(tenant, session.name(), producer_id, sequence));
+    };
+    // Stored on a quorum before it was applied: nothing to wait for.
+    return session.Ingest(batch, producer_id, sequence, log, nullptr, &lsn);
+  }
   if (options_.wal != nullptr) {
     // Encoded before the session's locks, so that concurrent batches into one session encode in
     // parallel (the log itself takes them one at a time); a duplicate's encoding is wasted.
@@ -307,7 +328,13 @@ absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view
     if (it == sessions_.end()) {
       return absl::NotFoundError(absl::StrCat("no session named '", QuoteName(name), "'"));
     }
-    if (options_.wal != nullptr) {
+    if (options_.replicated_log != nullptr) {
+      core::ByteWriter w;
+      w.PutString(tenant);
+      w.PutString(name);
+      auto logged = AppendReplicated(tenant, name, WalRecordType::kDelete, w.bytes(), "");
+      if (!logged.ok()) return logged.status();
+    } else if (options_.wal != nullptr) {
       core::ByteWriter w;
       w.PutString(tenant);
       w.PutString(name);
@@ -361,18 +388,21 @@ absl::StatusOr<SessionManager::MergeResult> SessionManager::Merge(const std::str
   result.merged_count = (*source)->count();
   if (absl::Status s = CheckMemoryQuota(tenant, (*source)->MemoryBytes()); !s.ok()) return s;
   Session::LogFn log;
-  if (options_.wal != nullptr) {
+  if (options_.wal != nullptr || options_.replicated_log != nullptr) {
     log = [&]() -> absl::StatusOr<uint64_t> {
       core::ByteWriter w;
       w.PutString(tenant);
       w.PutString(session.name());
       w.PutString(export_bytes);
+      if (options_.replicated_log != nullptr) {
+        return AppendReplicated(tenant, session.name(), WalRecordType::kImport, w.bytes(), "");
+      }
       return options_.wal->Append(WalRecordType::kImport, w.bytes());
     };
   }
   if (absl::Status s = session.MergeFrom(source->get(), log, &result.lsn); !s.ok()) return s;
   result.count = session.count();
-  if (result.lsn != 0) {
+  if (result.lsn != 0 && options_.wal != nullptr) {
     if (absl::Status s = options_.wal->WaitDurable(result.lsn); !s.ok()) return s;
   }
   return result;
@@ -415,6 +445,103 @@ absl::Status SessionManager::SaveAll() const {
   return first;
 }
 
+absl::Status SessionManager::ApplyLogRecord(uint64_t lsn, WalRecordType type,
+                                            absl::string_view payload,
+                                            const SpecParser& parse_spec) {
+  core::ByteReader r(payload);
+  std::string tenant, name;
+  if (!r.GetString(&tenant, 1024)) return core::Corrupt("WAL record tenant");
+  if (type == WalRecordType::kCreate) {
+    std::string spec;
+    int64_t create_time;
+    if (!r.GetString(&spec, payload.size()) || !r.Get(&create_time)) return core::Corrupt("WAL create");
+    auto config = parse_spec(spec);
+    if (!config.ok()) return config.status();
+    config->spec_bytes = spec;
+    config->create_time_unix_ms = create_time;
+    MutexLock lock(&mu_);
+    auto key = std::make_pair(tenant, config->name);
+    auto it = sessions_.find(key);
+    if (it != sessions_.end() && it->second->create_lsn() >= lsn) return absl::OkStatus();
+    // A gpu session restored on a server without GPUs keeps working on the CPU.
+    auto accelerator = AcceleratorFor(config->backend);
+    auto session = Session::Create(
+        *std::move(config), accelerator.ok() ? *accelerator : core::CpuAcceleratorInstance(),
+        turns_);
+    if (!session.ok()) return session.status();
+    (*session)->set_create_lsn(lsn);
+    sessions_[key] = *std::move(session);
+    return absl::OkStatus();
+  }
+  if (!r.GetString(&name, 1024)) return core::Corrupt("WAL record session");
+  MutexLock lock(&mu_);
+  auto it = sessions_.find(std::make_pair(tenant, name));
+  if (it == sessions_.end() || it->second->create_lsn() >= lsn) return absl::OkStatus();
+  if (type == WalRecordType::kDelete) {
+    sessions_.erase(it);
+    std::error_code ec;
+    fs::remove(SnapshotPath(tenant, name), ec);
+    return absl::OkStatus();
+  }
+  Session& session = *it->second;
+  if (session.applied_lsn() >= lsn) return absl::OkStatus();  // already in the snapshot
+  auto at_lsn = [lsn]() -> absl::StatusOr<uint64_t> { return lsn; };
+  if (type == WalRecordType::kImport) {
+    std::string bytes;
+    if (!r.GetString(&bytes, r.remaining()) || r.remaining() != 0) {
+      return core::Corrupt("WAL import record");
+    }
+    auto source = session.ReadExport(bytes, parse_spec);
+    if (!source.ok()) return source.status();
+    return session.MergeFrom(source->get(), at_lsn);
+  }
+  std::string producer;
+  uint64_t sequence;
+  DecodedBatch batch;
+  if (!r.GetString(&producer, 1024) || !r.Get(&sequence) || !DecodeBatch(&r, &batch)) {
+    return core::Corrupt("WAL batch record");
+  }
+  return session.Ingest(batch.view, producer, sequence, at_lsn);
+}
+
+absl::StatusOr<uint64_t> SessionManager::AppendReplicated(const std::string& tenant,
+                                                          absl::string_view session,
+                                                          WalRecordType type,
+                                                          absl::string_view payload,
+                                                          absl::string_view msg_id) {
+  auto appended = options_.replicated_log->Append(tenant, session, type, payload, msg_id);
+  if (!appended.ok()) return appended.status();
+  NoteReplicated(appended->sequence);
+  if (on_replicated_append_) on_replicated_append_(replicated_position(), appended->duplicate);
+  return appended->sequence;
+}
+
+void SessionManager::NoteReplicated(uint64_t sequence) {
+  uint64_t seen = replicated_position_.load();
+  while (seen < sequence && !replicated_position_.compare_exchange_weak(seen, sequence)) {
+  }
+}
+
+std::string SessionManager::LogName() const {
+  if (options_.replicated_log != nullptr) return options_.replicated_log->Describe();
+  return options_.wal != nullptr ? "wal" : "";
+}
+
+absl::Status SessionManager::ReplayReplicated(
+    uint64_t from, const std::string& filter, const SpecParser& parse_spec,
+    const std::function<void(uint64_t done, uint64_t last)>& on_progress,
+    ReplicatedReplayReport* report) {
+  if (options_.replicated_log == nullptr) {
+    return absl::FailedPreconditionError("no replicated log to replay (not in cluster mode)");
+  }
+  auto apply = [&](uint64_t sequence, WalRecordType type, absl::string_view payload) {
+    absl::Status s = ApplyLogRecord(sequence, type, payload, parse_spec);
+    if (s.ok()) NoteReplicated(sequence);
+    return s;
+  };
+  return options_.replicated_log->Replay(from, filter, apply, on_progress, report);
+}
+
 absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool ignore_corruption,
                                                    const SpecParser& parse_spec,
                                                    WalReplayReport* report) {
@@ -425,61 +552,8 @@ absl::StatusOr<uint64_t> SessionManager::ReplayWal(const std::string& dir, bool 
       max_lsn = std::max({max_lsn, s->create_lsn(), s->applied_lsn()});
     }
   }
-  auto apply = [&](uint64_t lsn, WalRecordType type, absl::string_view payload) -> absl::Status {
-    core::ByteReader r(payload);
-    std::string tenant, name;
-    if (!r.GetString(&tenant, 1024)) return core::Corrupt("WAL record tenant");
-    if (type == WalRecordType::kCreate) {
-      std::string spec;
-      int64_t create_time;
-      if (!r.GetString(&spec, payload.size()) || !r.Get(&create_time)) return core::Corrupt("WAL create");
-      auto config = parse_spec(spec);
-      if (!config.ok()) return config.status();
-      config->spec_bytes = spec;
-      config->create_time_unix_ms = create_time;
-      MutexLock lock(&mu_);
-      auto key = std::make_pair(tenant, config->name);
-      auto it = sessions_.find(key);
-      if (it != sessions_.end() && it->second->create_lsn() >= lsn) return absl::OkStatus();
-      // A gpu session restored on a server without GPUs keeps working on the CPU.
-      auto accelerator = AcceleratorFor(config->backend);
-      auto session = Session::Create(
-          *std::move(config), accelerator.ok() ? *accelerator : core::CpuAcceleratorInstance(),
-          turns_);
-      if (!session.ok()) return session.status();
-      (*session)->set_create_lsn(lsn);
-      sessions_[key] = *std::move(session);
-      return absl::OkStatus();
-    }
-    if (!r.GetString(&name, 1024)) return core::Corrupt("WAL record session");
-    MutexLock lock(&mu_);
-    auto it = sessions_.find(std::make_pair(tenant, name));
-    if (it == sessions_.end() || it->second->create_lsn() >= lsn) return absl::OkStatus();
-    if (type == WalRecordType::kDelete) {
-      sessions_.erase(it);
-      std::error_code ec;
-      fs::remove(SnapshotPath(tenant, name), ec);
-      return absl::OkStatus();
-    }
-    Session& session = *it->second;
-    if (session.applied_lsn() >= lsn) return absl::OkStatus();  // already in the snapshot
-    auto at_lsn = [lsn]() -> absl::StatusOr<uint64_t> { return lsn; };
-    if (type == WalRecordType::kImport) {
-      std::string bytes;
-      if (!r.GetString(&bytes, r.remaining()) || r.remaining() != 0) {
-        return core::Corrupt("WAL import record");
-      }
-      auto source = session.ReadExport(bytes, parse_spec);
-      if (!source.ok()) return source.status();
-      return session.MergeFrom(source->get(), at_lsn);
-    }
-    std::string producer;
-    uint64_t sequence;
-    DecodedBatch batch;
-    if (!r.GetString(&producer, 1024) || !r.Get(&sequence) || !DecodeBatch(&r, &batch)) {
-      return core::Corrupt("WAL batch record");
-    }
-    return session.Ingest(batch.view, producer, sequence, at_lsn);
+  auto apply = [&](uint64_t lsn, WalRecordType type, absl::string_view payload) {
+    return ApplyLogRecord(lsn, type, payload, parse_spec);
   };
   if (absl::Status s = WriteAheadLog::Replay(dir, ignore_corruption, apply, report); !s.ok()) {
     return s;

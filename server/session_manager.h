@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "core/common/sync.h"
+#include "server/replicated_log.h"
 #include "server/session.h"
 #include "server/tenants.h"
 #include "server/wal.h"
@@ -33,6 +34,10 @@ class SessionManager {
     size_t max_sessions_per_tenant = 10000;  // the hard ceiling under any quota
     TenantRegistry* tenants = nullptr;        // quotas; null: unlimited
     WriteAheadLog* wal = nullptr;             // null: batches are not logged
+    // Cluster mode (issue 17): every record goes to this replicated log instead of `wal` (set
+    // one or neither), and its stream sequence is the record's LSN. An operation returns once
+    // the log has stored its record on a quorum; when the log fails, nothing is applied.
+    ReplicatedLog* replicated_log = nullptr;
   };
 
   explicit SessionManager(Options options);
@@ -72,6 +77,25 @@ class SessionManager {
                                      const SpecParser& parse_spec, WalReplayReport* report);
   // Must be set before serving when a log is used (it is opened after replay).
   void set_wal(WriteAheadLog* wal) { options_.wal = wal; }
+
+  // Cluster mode: replays the replicated log from position `from` (1: everything) on the
+  // subjects matching `filter` (empty: all) over the sessions already here, skipping what each
+  // session already reflects (its create / applied LSN), exactly as ReplayWal does. Batches keep
+  // their producers' sequences, so resends after recovery are duplicates.
+  absl::Status ReplayReplicated(
+      uint64_t from, const std::string& filter, const SpecParser& parse_spec,
+      const std::function<void(uint64_t done, uint64_t last)>& on_progress,
+      ReplicatedReplayReport* report);
+  void set_replicated_log(ReplicatedLog* log) { options_.replicated_log = log; }
+  // The highest replicated-log position applied here (replayed or appended; 0: none).
+  uint64_t replicated_position() const { return replicated_position_.load(); }
+  // Where records are logged, for GetSession: "jetstream:STREAMSTATS", "wal" or "" (nowhere).
+  std::string LogName() const;
+  // Called after each replicated append with the position now applied here (the highest) and
+  // whether the log answered it as a duplicate (metrics). Set before serving.
+  void set_on_replicated_append(std::function<void(uint64_t position, bool duplicate)> f) {
+    on_replicated_append_ = std::move(f);
+  }
   // Called with the seconds each SaveAll took (metrics); set before serving.
   void set_on_snapshot(std::function<void(double)> f) { on_snapshot_ = std::move(f); }
 
@@ -106,7 +130,18 @@ class SessionManager {
   // server has one; backend=gpu without one is FAILED_PRECONDITION.
   absl::StatusOr<core::Accelerator*> AcceleratorFor(Backend backend) const;
 
+  // One record of either log, at position `lsn`, over the sessions (replay).
+  absl::Status ApplyLogRecord(uint64_t lsn, WalRecordType type, absl::string_view payload,
+                              const SpecParser& parse_spec);
+  // Appends to the replicated log and notes the position (cluster mode).
+  absl::StatusOr<uint64_t> AppendReplicated(const std::string& tenant, absl::string_view session,
+                                            WalRecordType type, absl::string_view payload,
+                                            absl::string_view msg_id);
+  void NoteReplicated(uint64_t sequence);
+
   Options options_;
+  std::atomic<uint64_t> replicated_position_{0};
+  std::function<void(uint64_t, bool)> on_replicated_append_;
   std::atomic<Executor*> slice_helpers_{nullptr};
   std::atomic<size_t> slice_items_{Session::kSliceItems};
   std::function<void(double)> on_snapshot_;

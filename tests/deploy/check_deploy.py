@@ -26,14 +26,17 @@ COUNTERS = {
     "streamstats_ingest_batches_total", "streamstats_rejected_batches_total",
     "streamstats_rpc_requests_total", "streamstats_accelerator_fallbacks_total",
     "streamstats_accelerator_kernel_seconds_total", "streamstats_accelerator_bytes_copied_total",
+    "streamstats_cluster_publish_failures_total", "streamstats_cluster_publish_duplicates_total",
 }
 HISTOGRAMS = {
     "streamstats_rpc_duration_seconds", "streamstats_query_duration_seconds",
     "streamstats_wal_fsync_duration_seconds", "streamstats_snapshot_duration_seconds",
+    "streamstats_cluster_publish_duration_seconds",
 }
 GAUGES = {
     "streamstats_sessions", "streamstats_session_memory_bytes", "streamstats_ingest_queue_depth",
     "streamstats_device_memory_bytes", "streamstats_build_info", "streamstats_session_quantile",
+    "streamstats_cluster_log_position", "streamstats_cluster_replay_lag_records",
 }
 ALL_METRICS = COUNTERS | HISTOGRAMS | GAUGES
 
