@@ -244,6 +244,13 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     absl::Status s;
     if (pool_->ShouldFail()) {
       s = absl::InternalError("injected device failure");
+    } else if (ams_ != nullptr && estimates != nullptr) {  // Count Sketch
+      s = ams_->Update(ids, weights);
+      if (s.ok()) {
+        std::vector<int64_t> medians;
+        s = ams_->Estimates(ids, &medians);
+        estimates->assign(medians.begin(), medians.end());
+      }
     } else if (cm_ != nullptr) {
       if (estimates == nullptr) {
         s = absl::InvalidArgumentError("Count-Min needs estimates");
@@ -341,9 +348,10 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
     sketches_.fetch_add(1);
     return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, *std::move(hll));
   }
-  if (spec.ams != nullptr) {
+  if (spec.ams != nullptr || spec.count_sketch != nullptr) {
+    const core::SignedTableShape& shape = spec.ams != nullptr ? *spec.ams : *spec.count_sketch;
     absl::StatusOr<std::unique_ptr<GpuSignedSketch>> ams =
-        GpuSignedSketch::Create(spec.ams->depth, spec.ams->width, spec.ams->seed, ordinal);
+        GpuSignedSketch::Create(shape.depth, shape.width, shape.seed, ordinal);
     if (!ams.ok() || !(*ams)->Load(spec.state).ok()) return nullptr;
     sketches_.fetch_add(1);
     return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, nullptr, *std::move(ams));
@@ -358,6 +366,7 @@ bool GpuPool::KeepsSketch(const core::DeviceSketchSpec& spec) const {
   }
   if (spec.hll != nullptr) return kinds.hll;
   if (spec.ams != nullptr) return kinds.ams;
+  if (spec.count_sketch != nullptr) return kinds.count_sketch;
   return spec.pbf != nullptr && kinds.pbf;
 }
 

@@ -15,7 +15,8 @@
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
 //  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form), PBF,
-//    HyperLogLog and AMS tables of sessions that options.sketches names are placed on the devices
+//    HyperLogLog, AMS and Count Sketch tables of sessions that options.sketches names are placed
+//    on the devices
 //    round robin
 //    (GpuCountMin::AddSequential or AddConservativeBatch, GpuPbf::Insert, and for the PBF's
 //    heavy-hitter candidates GpuPbf::SetPositions and SetBits after each batch); core/accel/device_mirror.h
@@ -70,6 +71,7 @@ struct GpuPoolOptions {
     bool pbf = true;                     // the Probabilistic Bloom Filter's bits
     bool hll = true;                     // HyperLogLog's registers
     bool ams = true;                     // AMS's signed counters (GpuSignedSketch)
+    bool count_sketch = true;            // Count Sketch's, candidates offered per batch
   } sketches;
 };
 

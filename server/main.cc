@@ -124,8 +124,9 @@ ABSL_FLAG(int, gpu_streams_per_device, 4,
 ABSL_FLAG(std::string, gpu_sketches, "pbf,ams",
           "sketch tables kept on the GPUs: none, all, or a comma list of count_min (plain, "
           "bit-equal to the CPU), conservative (conservative Count-Min in its batch form), pbf, "
-          "hll (HyperLogLog registers, equal to the CPU's) and ams (AMS counters, equal to the "
-          "CPU's); the others stay in host memory (measured: bench/E2E_RESULTS.md, sessions 9, "
+          "hll (HyperLogLog registers, equal to the CPU's), ams (AMS counters, equal to the "
+          "CPU's) and count_sketch (its counters, equal to the CPU's; candidates offered per "
+          "batch); the others stay in host memory (measured: bench/E2E_RESULTS.md, sessions 9, "
           "10 and 12)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
@@ -143,11 +144,12 @@ namespace {
 
 // --gpu_sketches, read into which sketch kinds live on the devices.
 struct GpuSketchKinds {
-  bool count_min = false, conservative = false, pbf = false, hll = false, ams = false;
+  bool count_min = false, conservative = false, pbf = false, hll = false, ams = false,
+       count_sketch = false;
 };
 
 absl::StatusOr<GpuSketchKinds> ParseGpuSketches(absl::string_view text) {
-  if (text == "all") return GpuSketchKinds{true, true, true, true, true};
+  if (text == "all") return GpuSketchKinds{true, true, true, true, true, true};
   GpuSketchKinds kinds;
   if (text == "none") return kinds;
   for (absl::string_view kind : absl::StrSplit(text, ',')) {
@@ -161,10 +163,12 @@ absl::StatusOr<GpuSketchKinds> ParseGpuSketches(absl::string_view text) {
       kinds.hll = true;
     } else if (kind == "ams") {
       kinds.ams = true;
+    } else if (kind == "count_sketch") {
+      kinds.count_sketch = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "--gpu_sketches: expected none, all, or a comma list of count_min, conservative, pbf, "
-          "hll, ams; "
+          "hll, ams, count_sketch; "
           "got '", text, "'"));
     }
   }
@@ -209,6 +213,7 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
   options.sketches.pbf = sketches->pbf;
   options.sketches.hll = sketches->hll;
   options.sketches.ams = sketches->ams;
+  options.sketches.count_sketch = sketches->count_sketch;
   options.streams_per_device = streams;
   options.batch_max_keys = static_cast<size_t>(launch_max);
   options.job_cpu_threshold = static_cast<size_t>(job_min);

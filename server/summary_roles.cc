@@ -14,6 +14,7 @@
 #include "core/quantiles/quantile_summary.h"
 #include "core/sketches/ams.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/count_sketch.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 
@@ -138,6 +139,13 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
   if (const auto* ams = dynamic_cast<const core::Ams*>(&s); ams != nullptr) {
     return ams->on_device() ? absl::StrCat(accelerator.name(), ": counters on the device")
                             : "cpu: counters in host memory";
+  }
+  if (const auto* cs = dynamic_cast<const core::CountSketch*>(&s); cs != nullptr) {
+    return cs->on_device()
+               ? absl::StrCat(accelerator.name(),
+                              ": counters on the device (candidates offered per batch: estimates "
+                              "after the batch)")
+               : "cpu: counters in host memory";
   }
   if (const auto* pbf = dynamic_cast<const core::Pbf*>(&s); pbf != nullptr) {
     return pbf->on_device() ? absl::StrCat(accelerator.name(), ": filter on the device")

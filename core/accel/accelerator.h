@@ -49,6 +49,8 @@ class DeviceSketch {
   // Pbf::Update does; `estimates` must be null.
   // HyperLogLog: raises each id's register (core::HllPosition); `estimates` must be null.
   // AMS: adds ±weight to each row's counter (core::SignedTable::Add); `estimates` must be null.
+  // Count Sketch: the same, and estimates[i] = the median over the rows of ids[i]'s signed
+  // counters after the whole batch (core::SignedTable::Estimate), an int64 in two's complement.
   virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            std::vector<uint64_t>* estimates) = 0;
   // Copies the state out: Count-Min's row-major d x w counters, the PBF's bit words, the
@@ -61,8 +63,8 @@ class DeviceSketch {
                                          uint64_t* set_bits);
 };
 
-// The shape of an AMS table (core/sketches/signed_table.h): d rows of w counters, row r hashed
-// with MakeFourWiseHash(seed, r).
+// The shape of an AMS or Count Sketch table (core/sketches/signed_table.h): d rows of w
+// counters, row r hashed with MakeFourWiseHash(seed, r).
 struct SignedTableShape {
   uint64_t depth = 0;
   uint64_t width = 0;
@@ -75,6 +77,7 @@ struct DeviceSketchSpec {
   const PbfOptions* pbf = nullptr;
   const HllOptions* hll = nullptr;
   const SignedTableShape* ams = nullptr;
+  const SignedTableShape* count_sketch = nullptr;
   absl::Span<const uint64_t> state;  // the current table / bit words, uploaded as the start
   uint64_t position = 0;             // PBF: items inserted so far (the next stream position)
 };

@@ -22,7 +22,8 @@ CountSketch::CountSketch(const CountSketchOptions& options, ValueKind value_kind
       value_kind_(value_kind),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()),
       table_(options.Depth(), options.Width(), options.seed),
-      candidates_(options.EffectiveHeavyHitterCapacity()) {}
+      candidates_(options.EffectiveHeavyHitterCapacity()),
+      shape_{options.Depth(), options.Width(), options.seed} {}
 
 std::string CountSketch::Describe() const {
   return absl::StrCat("epsilon=", options_.epsilon, ",delta=", options_.delta,
@@ -31,12 +32,58 @@ std::string CountSketch::Describe() const {
 }
 
 void CountSketch::set_accelerator(Accelerator* accelerator) {
+  Detach();
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
+}
+
+void CountSketch::Detach() {
+  if (mirror_ == nullptr) return;
+  mirror_->Refresh();
+  mirror_->Detach();
+}
+
+bool CountSketch::UpdateOnDevice(const Batch& batch) {
+  DeviceSketchSpec spec;
+  spec.count_sketch = &shape_;
+  if (mirror_ == nullptr) {
+    if (!accelerator_->KeepsSketch(spec)) return false;
+    // A journaled batch replays onto the host table as the device applied it (its candidates
+    // were offered when it went through the device).
+    mirror_ = std::make_unique<DeviceMirror>(
+        table_.words(), [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                               uint64_t) {
+          table_.Add(ids.data(), weights.empty() ? nullptr : weights.data(), ids.size());
+        });
+  }
+  if (!mirror_->attached()) {
+    mirror_->TryAttach(accelerator_, spec);
+    if (!mirror_->attached()) return false;
+  }
+  const size_t n = batch.size();
+  scratch_ids_.resize(n);
+  if (batch.kind == ValueKind::kUint64) {
+    std::copy(batch.keys.begin(), batch.keys.end(), scratch_ids_.begin());
+  } else {
+    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+  }
+  if (!mirror_->Add(scratch_ids_, batch.weights, &scratch_estimates_)) return false;
+  // Offered in item order from the table after the batch (count_sketch.h: the same guarantee).
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t m = static_cast<int64_t>(scratch_estimates_[i]);
+    if (m <= 0 || candidates_.Ignores(static_cast<uint64_t>(m))) continue;
+    candidates_.Offer(scratch_ids_[i], static_cast<uint64_t>(m), KeyStringAt(batch, i));
+  }
+  return true;
 }
 
 absl::Status CountSketch::Update(const Batch& batch) {
   const size_t n = batch.size();
   const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
+  if (n > 0 && UpdateOnDevice(batch)) {
+    count_ += weights == nullptr ? n : 0;
+    for (size_t i = 0; weights != nullptr && i < n; ++i) count_ += weights[i];
+    return absl::OkStatus();
+  }
   const size_t depth = table_.depth();
   uint64_t chunk_ids[kIdChunk];
   for (size_t begin = 0; begin < n; begin += kIdChunk) {
@@ -79,24 +126,27 @@ uint64_t CountSketch::ClampedEstimate(uint64_t id) const {
 absl::Status CountSketch::Merge(const Summary& other_summary) {
   if (absl::Status s = CheckSignedMergeable("count_sketch", *this, other_summary); !s.ok()) return s;
   const auto* other = static_cast<const CountSketch*>(&other_summary);
-  table_.AddTable(other->table_);
+  Detach();  // the host table changes below; the next Update uploads it again
+  table_.AddTable(other->table());
   count_ += other->count_;
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return ClampedEstimate(id); });
   return absl::OkStatus();
 }
 
 size_t CountSketch::MemoryBytes() const {
-  return sizeof(*this) + table_.MemoryBytes() + candidates_.MemoryBytes();
+  return sizeof(*this) + table_.MemoryBytes() + candidates_.MemoryBytes() +
+         (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t) +
+         (mirror_ == nullptr ? 0 : mirror_->MemoryBytes());
 }
 
 double CountSketch::SecondMomentUpper() const {
-  return SignedSecondMomentAnswer(table_.SecondMoment(), std::sqrt(2.0) * options_.epsilon,
+  return SignedSecondMomentAnswer(table().SecondMoment(), std::sqrt(2.0) * options_.epsilon,
                                   count_)
       .upper;
 }
 
 absl::StatusOr<SecondMomentAnswer> CountSketch::SecondMoment() const {
-  return SignedSecondMomentAnswer(table_.SecondMoment(), std::sqrt(2.0) * options_.epsilon,
+  return SignedSecondMomentAnswer(table().SecondMoment(), std::sqrt(2.0) * options_.epsilon,
                                   count_);
 }
 
@@ -139,7 +189,7 @@ std::string CountSketch::Serialize() const {
   w.Put<uint64_t>(options_.heavy_hitter_capacity);
   w.Put<uint64_t>(options_.seed);
   w.Put<uint64_t>(count_);
-  table_.WriteCells(&w);
+  table().WriteCells(&w);
   candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountSketch), w.bytes());
 }

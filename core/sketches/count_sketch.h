@@ -44,10 +44,17 @@
 // re-estimated from the merged table, top C kept. Any other shape or seed is refused with
 // InvalidArgument naming both.
 // Space: 8*d*w bytes + the candidate set (333 KB + C entries for epsilon = 0.05, delta = 0.01).
-// Runs on the CPU in every session (gpu::GpuSignedSketch computes the same table on a device,
-// bench/GPU_RESULTS.md, but sessions do not use it yet): ~145-190 ns per item for the defaults' 13
-// rows and 40 candidates on one core of the shared 2-vCPU EPYC VM; a session applies its batches
-// one at a time (no parts: a part would be a whole table per batch).
+// On the CPU: ~145-190 ns per item for the defaults' 13 rows and 40 candidates on one core of the
+// shared 2-vCPU EPYC VM; a session applies its batches one at a time (no parts: a part would be a
+// whole table per batch). On an accelerator that keeps Count Sketch tables on a device
+// (Accelerator::KeepsSketch; the GPU pool per --gpu_sketches) the counters live there
+// (core/accel/device_mirror.h keeps the host table exact; they equal the CPU's counter for
+// counter, adds modulo 2^64 commuting) and the candidates are offered per batch: each item's
+// estimate m(x) from the table after its whole batch, instead of right after its own addition.
+// The heavy-hitter guarantee above holds unchanged: the proof needs only that x's last offer is a
+// true estimate at a time when all of x's weight is in the table (the end of the batch holding
+// x's last item is such a time) and that every offer is a true estimate when made; the offered
+// values, and so which keys stay candidates, may differ from the CPU's.
 // Not thread-safe for writers; const methods may run concurrently.
 #ifndef STREAMSTATS_CORE_SKETCHES_COUNT_SKETCH_H_
 #define STREAMSTATS_CORE_SKETCHES_COUNT_SKETCH_H_
@@ -61,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
+#include "core/accel/device_mirror.h"
 #include "core/common/types.h"
 #include "core/sketches/heavy_hitter_candidates.h"
 #include "core/sketches/signed_table.h"
@@ -70,8 +78,8 @@ namespace streamstats::core {
 
 class CountSketch final : public Summary {
  public:
-  // `options` must have passed Validate(). `accelerator` is kept only to satisfy the interface:
-  // the sketch runs on the CPU.
+  // `options` must have passed Validate(). On an accelerator that keeps Count Sketch tables on a
+  // device the counters live there (see above).
   CountSketch(const CountSketchOptions& options, ValueKind value_kind, Accelerator* accelerator);
 
   // Restores what Serialize wrote (the envelope's payload). Inconsistent bytes: DataLossError.
@@ -97,14 +105,32 @@ class CountSketch final : public Summary {
   absl::StatusOr<SecondMomentAnswer> SecondMoment() const override;
 
   // The signed median over the rows for a key id (core/common/key_id.h).
-  int64_t EstimateId(uint64_t id) const { return table_.Estimate(id); }
+  int64_t EstimateId(uint64_t id) const {
+    Refresh();
+    return table_.Estimate(id);
+  }
 
   const CountSketchOptions& options() const { return options_; }
-  const SignedTable& table() const { return table_; }
+  const SignedTable& table() const {
+    Refresh();
+    return table_;
+  }
   size_t TableBytes() const { return table_.cells().size() * sizeof(int64_t); }
   const HeavyHitterCandidates& candidates() const { return candidates_; }
+  // Whether the counters live on a device now, and the device failures repaired so far.
+  bool on_device() const { return mirror_ != nullptr && mirror_->attached(); }
+  uint64_t device_failures() const { return mirror_ == nullptr ? 0 : mirror_->failures(); }
 
  private:
+  // The batch through the device copy, its candidates offered from the estimates after it: false
+  // when the accelerator keeps Count Sketch tables in host memory, or when the device failed
+  // (the mirror has then brought the host table up to date): apply it on the host.
+  bool UpdateOnDevice(const Batch& batch);
+  void Refresh() const {
+    if (mirror_ != nullptr) mirror_->Refresh();
+  }
+  // Ends the device copy (after Refresh); the next Update uploads the table again.
+  void Detach();
   // EstimateId clamped to [0, N]: what the candidates are offered and ranked by.
   uint64_t ClampedEstimate(uint64_t id) const;
   // F2's upper bound and the point slack e^ = ceil(epsilon * sqrt(it)).
@@ -116,6 +142,9 @@ class CountSketch final : public Summary {
   SignedTable table_;
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;
+  SignedTableShape shape_;
+  std::unique_ptr<DeviceMirror> mirror_;  // created on the first batch a device keeps
+  std::vector<uint64_t> scratch_ids_, scratch_estimates_;
 };
 
 }  // namespace streamstats::core

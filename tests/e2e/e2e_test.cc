@@ -879,7 +879,7 @@ TEST_F(EndToEnd, GpuPoolFlagsOutOfRangeStopTheStartNamingTheFlag) {
       {"--gpu_linger_us=1000001", "--gpu_linger_us must be in [0, 10^6] microseconds, got 1000001"},
       {"--gpu_sketches=count_min,fcm",
        "--gpu_sketches: expected none, all, or a comma list of count_min, conservative, pbf, "
-       "hll, ams; got 'count_min,fcm'"},
+       "hll, ams, count_sketch; got 'count_min,fcm'"},
   };
   for (const auto& [flag, message] : bad) {
     for (const char* gpus : {"--gpus=none", "--gpus=auto"}) {

@@ -793,6 +793,50 @@ TEST(GpuPool, AmsCountersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   EXPECT_FALSE(static_cast<const core::Ams&>(**kept).on_device());
 }
 
+// Issue 15: a Count Sketch on the pool keeps its counters on the device and equals the CPU-built
+// one counter for counter; its candidates come from the estimates after each batch, and its heavy
+// hitters keep count_sketch.h's guarantee against the exact counts (none missed at f >= sN, each
+// returned f >= sN - 2e^), with an injected failure on the way.
+TEST(GpuPool, CountSketchCountersLiveOnTheDeviceAndHeavyHittersKeepTheirGuarantee) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok());
+  for (int inject_at : {-1, 4}) {
+    core::SummaryOptions so;
+    so.kind = core::SummaryKind::kCountSketch;
+    so.count_sketch.epsilon = 0.02;
+    auto cpu = core::CreateSummary(so, core::ValueKind::kUint64, nullptr);
+    auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    absl::flat_hash_map<uint64_t, uint64_t> exact;
+    uint64_t n = 0;
+    for (int b = 0; b < 10; ++b) {
+      if (b == inject_at) (*pool)->InjectFailuresForTesting(1);
+      std::vector<uint64_t> ids = ZipfIds(30000 + 10000 * b, 1.1, 1 << 20, b + 21);
+      for (uint64_t id : ids) ++exact[id];
+      n += ids.size();
+      ASSERT_TRUE((*cpu)->Update(U64Batch(ids, {})).ok());
+      ASSERT_TRUE((*gpu)->Update(U64Batch(ids, {})).ok());
+    }
+    const auto& cs = static_cast<const core::CountSketch&>(**gpu);
+    EXPECT_EQ(cs.on_device(), inject_at < 0);
+    EXPECT_EQ(cs.table().cells(), static_cast<const core::CountSketch&>(**cpu).table().cells());
+    const double slack = std::ceil(0.02 * std::sqrt((*gpu)->SecondMoment()->upper));
+    for (double support : {0.02, 0.05}) {
+      auto hh = (*gpu)->HeavyHitters(support);
+      ASSERT_TRUE(hh.ok());
+      absl::flat_hash_map<uint64_t, bool> reported;
+      for (const core::HeavyHitter& h : *hh) {
+        reported[h.key] = true;
+        EXPECT_GE(static_cast<double>(exact[h.key]), support * n - 2 * slack) << h.key;
+      }
+      for (const auto& [id, f] : exact) {
+        if (static_cast<double>(f) >= support * n) EXPECT_TRUE(reported.contains(id)) << id;
+      }
+    }
+  }
+}
+
 // Issue 15: the signed table of AMS and Count Sketch on the device equals the CPU's counter for
 // counter after the same batches (unweighted batches large enough for the shared-memory path,
 // small ones and weighted ones through global atomics), and its medians equal Count Sketch's.

@@ -47,8 +47,9 @@ class FakeDeviceSketch final : public DeviceSketch {
       }
     } else if (spec.pbf != nullptr) {
       pbf_ = *spec.pbf;
-    } else if (spec.ams != nullptr) {
-      signed_ = std::make_unique<SignedTable>(spec.ams->depth, spec.ams->width, spec.ams->seed);
+    } else if (spec.ams != nullptr || spec.count_sketch != nullptr) {
+      const SignedTableShape& shape = spec.ams != nullptr ? *spec.ams : *spec.count_sketch;
+      signed_ = std::make_unique<SignedTable>(shape.depth, shape.width, shape.seed);
       std::copy(state_.begin(), state_.end(), signed_->words().begin());
     } else {
       hll_p_ = spec.hll->Precision();
@@ -71,6 +72,12 @@ class FakeDeviceSketch final : public DeviceSketch {
       const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
       signed_->Add(ids.data(), weights.empty() ? nullptr : weights.data(), applied);
       std::copy(signed_->words().begin(), signed_->words().end(), state_.begin());
+      if (estimates != nullptr) {  // Count Sketch: the medians after the batch
+        estimates->resize(ids.size());
+        for (size_t i = 0; i < ids.size(); ++i) {
+          (*estimates)[i] = static_cast<uint64_t>(signed_->Estimate(ids[i]));
+        }
+      }
     } else if (hll_p_ != 0) {
       // Half of the batch before a failure, as above.
       const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
@@ -129,7 +136,7 @@ class FakeDeviceSketch final : public DeviceSketch {
   bool conservative_ = false;
   uint64_t width_ = 0;
   PbfOptions pbf_;
-  std::unique_ptr<SignedTable> signed_;  // AMS: its counters (state_ mirrors them)
+  std::unique_ptr<SignedTable> signed_;  // AMS, Count Sketch: the counters (state_ mirrors them)
   uint32_t hll_p_ = 0;  // HyperLogLog: its precision (0: not one)
   uint64_t hll_seed_mix_ = 0;
 };

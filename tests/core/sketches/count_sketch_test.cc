@@ -9,6 +9,7 @@
 
 #include "core/common/serialization.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/sketch_test_util.h"
 
 namespace streamstats::core {
@@ -205,6 +206,67 @@ TEST(CountSketch, HeavyHittersHaveNoFalseNegativesOnEveryOrder) {
   auto empty = s->HeavyHitters(0.1);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
+}
+
+// On an accelerator that keeps Count Sketch tables on its device (the GPU pool; here the fake
+// one): the counters equal the CPU's exactly after every batch, whatever fails (a failed Add with
+// half the batch applied there, or a failed Download, moves the table back without losing or
+// doubling a batch); the candidates are offered per batch (count_sketch.h) and the heavy-hitter
+// guarantee holds: no key with f >= sN missed, every key returned has f >= sN - 2e^, on Zipf keys
+// in shuffled, sorted and reversed order, as strings and as uint64 keys.
+TEST(CountSketch, OnADeviceTheCountersEqualTheCpusAndHeavyHittersKeepTheirGuarantee) {
+  const double epsilon = 0.02;
+  for (Order order : {Order::kShuffled, Order::kSorted, Order::kReversed}) {
+    for (int fail = -1; fail < 4; ++fail) {
+      const bool strings = fail % 2 == 0;
+      SCOPED_TRACE(::testing::Message() << testing::Name(order) << " fail=" << fail);
+      fake::FakeDeviceAccelerator device;
+      device.stats.fail_add_at = fail % 2 == 0 ? fail : -1;
+      device.stats.fail_download_at = fail % 2 == 1 ? fail / 2 : -1;
+      const ValueKind kind = strings ? ValueKind::kString : ValueKind::kUint64;
+      auto on_device = *CreateSummary(CsOf(epsilon, 0.01), kind, &device);
+      auto on_cpu = *CreateSummary(CsOf(epsilon, 0.01), kind);
+      const std::vector<uint64_t> ids = MakeKeys(Distribution::kZipf11, order, 60000, 34);
+      std::vector<std::string> names;
+      for (uint64_t id : ids) names.push_back("flow-" + std::to_string(id));
+      for (size_t begin = 0; begin < ids.size(); begin += 7000) {
+        const size_t len = std::min<size_t>(7000, ids.size() - begin);
+        Batch b;
+        b.kind = kind;
+        if (strings) {
+          b.strings = absl::MakeConstSpan(names).subspan(begin, len);
+        } else {
+          b.keys = absl::MakeConstSpan(ids).subspan(begin, len);
+        }
+        ASSERT_TRUE(on_device->Update(b).ok());
+        ASSERT_TRUE(on_cpu->Update(b).ok());
+      }
+      EXPECT_GE(device.stats.attaches, 1);
+      // A failed Add moves the table to the host for good; a Download happens at the reads below.
+      EXPECT_EQ(AsCs(*on_device).on_device(), device.stats.fail_add_at < 0);
+      EXPECT_EQ(AsCs(*on_device).table().cells(), AsCs(*on_cpu).table().cells());
+      EXPECT_EQ(on_device->count(), on_cpu->count());
+      const auto counts = ExactCounts(ids);
+      const double n = static_cast<double>(ids.size());
+      const double slack = std::ceil(epsilon * std::sqrt(on_device->SecondMoment()->upper));
+      for (double support : {0.02, 0.05, 0.1}) {
+        auto hh = on_device->HeavyHitters(support);
+        ASSERT_TRUE(hh.ok()) << hh.status();
+        absl::flat_hash_map<uint64_t, uint64_t> reported;
+        for (const HeavyHitter& h : *hh) {
+          const uint64_t id = strings ? std::stoull(h.str.substr(5)) : h.key;
+          reported[id] = h.frequency.estimate;
+          ASSERT_TRUE(counts.contains(id)) << id;
+          EXPECT_GE(static_cast<double>(counts.at(id)), support * n - 2 * slack) << id;
+        }
+        for (const auto& [id, f] : counts) {
+          if (static_cast<double>(f) >= support * n) {
+            EXPECT_TRUE(reported.contains(id)) << id << " f=" << f << " s=" << support;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(CountSketch, WeightedItemsCountAsRepeatedItems) {
