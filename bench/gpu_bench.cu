@@ -173,8 +173,8 @@ void SingleWindowSortRows(int reps, uint64_t* d_a, uint64_t* d_b, uint64_t* d_c,
     std::snprintf(what, sizeof what, "single window 2^%d keys: CUB radix", ln);
     Row("sort", what, cub, n, 2.0 * n * 8, d2d_gbs, "");
   }
-  {
-    const size_t n = size_t{1} << 24;
+  for (int ln = 20; ln <= 26; ln += 2) {
+    const size_t n = size_t{1} << ln;
     std::vector<uint64_t> want;
     const double cub = cub_sort(n, &want);
     for (size_t kpb : {1024, 2048, 2560, 3072, 3584, 8192, 65536}) {
@@ -182,10 +182,37 @@ void SingleWindowSortRows(int reps, uint64_t* d_a, uint64_t* d_b, uint64_t* d_c,
       o.keys_per_bucket = kpb;
       bool same = false;
       const double ms = ours(n, o, want, &same);
-      std::snprintf(what, sizeof what, "2^24 keys, ~%zu keys per bucket", kpb);
+      std::snprintf(what, sizeof what, "2^%d keys, ~%zu keys per bucket", ln, kpb);
       std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / ms, same ? "" : " MISMATCH vs CUB");
       Row("sort-kpb", what, ms, n, 2.0 * n * 8, d2d_gbs, note);
     }
+  }
+  for (int ln = 20; ln <= 26; ln += 2) {  // 32-bit keys
+    const size_t n = size_t{1} << ln;
+    const size_t offsets[2] = {0, n};
+    auto* b32 = reinterpret_cast<uint32_t*>(d_b);
+    auto* c32 = reinterpret_cast<uint32_t*>(d_c);
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 4, cudaMemcpyDeviceToDevice, g_stream)); };
+    size_t temp = 0;
+    CK(cub::DeviceRadixSort::SortKeys(nullptr, temp, b32, c32, n, 0, 32, g_stream));
+    void* d_temp;
+    CK(cudaMalloc(&d_temp, temp));
+    const double cub = MedianMs(reps, reset, [&] {
+      CK(cub::DeviceRadixSort::SortKeys(d_temp, temp, b32, c32, n, 0, 32, g_stream));
+    });
+    cudaFree(d_temp);
+    std::vector<uint32_t> want(n), got(n);
+    CK(cudaMemcpy(want.data(), c32, n * 4, cudaMemcpyDeviceToHost));
+    for (int part = 0; part < 2; ++part) {
+      sorter.set_partition_options(part ? defaults : merge_only);
+      const double ms = MedianMs(reps, reset, [&] { OK(sorter.Sort(b32, nullptr, offsets, 1, g_stream)); });
+      CK(cudaMemcpy(got.data(), b32, n * 4, cudaMemcpyDeviceToHost));
+      std::snprintf(what, sizeof what, "single window 2^%d 32-bit keys: ours%s", ln, part ? "" : ", merge path");
+      std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / ms, got == want ? "" : " MISMATCH vs CUB");
+      Row("sort32", what, ms, n, 2.0 * n * 4, d2d_gbs, note);
+    }
+    std::snprintf(what, sizeof what, "single window 2^%d 32-bit keys: CUB radix", ln);
+    Row("sort32", what, cub, n, 2.0 * n * 4, d2d_gbs, "");
   }
   // Skew: Zipf 1.1 over 2^20 ranks (hashed, so spread over 2^64) and one cluster of 2^20 values
   // holding 99.9% of the keys plus uniform outliers (the range partition puts the cluster in

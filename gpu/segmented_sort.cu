@@ -326,16 +326,24 @@ __global__ void PartitionInitKernel(unsigned long long* mm) {
   mm[1] = 0;
 }
 
+// Each thread loads 16 keys before reducing them (enough bytes in flight to reach bandwidth).
 template <typename K>
 __global__ void __launch_bounds__(256) MinMaxKernel(const K* keys, size_t n,
                                                     unsigned long long* mm) {
   __shared__ unsigned long long s_lo[8], s_hi[8];
   unsigned long long lo = ~0ull, hi = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const unsigned long long k = keys[i];
-    lo = min(lo, k);
-    hi = max(hi, k);
+  for (size_t base = blockIdx.x * size_t{256 * 16}; base < n; base += size_t{gridDim.x} * 256 * 16) {
+    K k[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      const size_t i = base + e * 256 + threadIdx.x;
+      k[e] = i < n ? keys[i] : keys[base];
+    }
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      lo = min(lo, static_cast<unsigned long long>(k[e]));
+      hi = max(hi, static_cast<unsigned long long>(k[e]));
+    }
   }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) {
@@ -349,7 +357,7 @@ __global__ void __launch_bounds__(256) MinMaxKernel(const K* keys, size_t n,
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int i = 1; i < static_cast<int>(blockDim.x / 32); ++i) {
+    for (int i = 1; i < 8; ++i) {
       lo = min(lo, s_lo[i]);
       hi = max(hi, s_hi[i]);
     }
@@ -369,9 +377,17 @@ __global__ void __launch_bounds__(kPartThreads)
   const BucketMap map = MakeBucketMap(mm, nb);
   const size_t begin = blockIdx.x * chunk;
   const size_t end = min(n, begin + chunk);
-#pragma unroll 4
-  for (size_t i = begin + threadIdx.x; i < end; i += kPartThreads) {
-    atomicAdd(&s_count[map(keys[i])], 1u);
+  for (size_t g = begin; g < end; g += kPartKeys) {
+    K k[kPartItems];
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      const size_t i = g + e * kPartThreads + threadIdx.x;
+      k[e] = i < end ? keys[i] : K{0};
+    }
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      if (g + e * kPartThreads + threadIdx.x < end) atomicAdd(&s_count[map(k[e])], 1u);
+    }
   }
   __syncthreads();
   uint32_t* row = table + size_t{blockIdx.x} * nb;
@@ -427,10 +443,17 @@ __global__ void __launch_bounds__(kPartThreads)
   const BucketMap map = MakeBucketMap(mm, nb);
   const size_t begin = blockIdx.x * chunk;
   const size_t end = min(n, begin + chunk);
-#pragma unroll 4
-  for (size_t i = begin + threadIdx.x; i < end; i += kPartThreads) {
-    const K k = keys[i];
-    out[atomicAdd(&s_cursor[map(k)], 1u)] = k;
+  for (size_t g = begin; g < end; g += kPartKeys) {
+    K k[kPartItems];
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      const size_t i = g + e * kPartThreads + threadIdx.x;
+      k[e] = i < end ? keys[i] : K{0};
+    }
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      if (g + e * kPartThreads + threadIdx.x < end) out[atomicAdd(&s_cursor[map(k[e])], 1u)] = k[e];
+    }
   }
 }
 
@@ -509,7 +532,7 @@ absl::Status SegmentedSorter::PartitionAndSort(K* keys, size_t n, cudaStream_t s
   PartitionInitKernel<<<1, 1, 0, stream>>>(mm);
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   const unsigned mm_grid = static_cast<unsigned>(
-      std::min<size_t>((n + 256 * 16 - 1) / (256 * 16), size_t{4} * std::max(sms, 1)));
+      std::min<size_t>((n + 256 * 16 - 1) / (256 * 16), size_t{8} * std::max(sms, 1)));
   MinMaxKernel<K><<<mm_grid, 256, 0, stream>>>(keys, n, mm);
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   PartitionHistogramKernel<K><<<blocks, kPartThreads, smem, stream>>>(keys, n, mm, nb, chunk,
