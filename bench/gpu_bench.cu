@@ -1,6 +1,6 @@
 // GPU benchmark (issue 4): our sorting network vs CUB, sketch kernels, the pool path, and the
 // measured ceilings. Prints one table; results recorded in bench/GPU_RESULTS.md.
-// Usage: gpu_bench [--quick]
+// Usage: gpu_bench [--quick | --sort]   (--sort: the D2D ceiling and the single-window sort rows only)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -122,10 +122,133 @@ void Row(const char* section, const std::string& what, double ms, double items, 
   std::fflush(stdout);
 }
 
+// Issue 15: single windows through the merge path alone (stage 0 off), with the range partition
+// (the default), and CUB radix sort, on the same input in the same run; every output of ours is
+// compared with CUB's. Then stage 0's bucket size at 2^24, and skewed inputs.
+void SingleWindowSortRows(int reps, uint64_t* d_a, uint64_t* d_b, uint64_t* d_c, double d2d_gbs) {
+  gpu::detail::SegmentedSorter sorter;
+  const gpu::detail::PartitionOptions defaults;
+  gpu::detail::PartitionOptions merge_only;
+  merge_only.min_keys = 0;
+  // Sorts d_a[0, n) into d_b with the given options, checks the result against `want`.
+  auto ours = [&](size_t n, const gpu::detail::PartitionOptions& o, const std::vector<uint64_t>& want,
+                  bool* same) {
+    sorter.set_partition_options(o);
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 8, cudaMemcpyDeviceToDevice, g_stream)); };
+    const size_t offsets[2] = {0, n};
+    const double ms = MedianMs(reps, reset, [&] { OK(sorter.Sort(d_b, nullptr, offsets, 1, g_stream)); });
+    std::vector<uint64_t> got(n);
+    CK(cudaMemcpy(got.data(), d_b, n * 8, cudaMemcpyDeviceToHost));
+    *same = got == want;
+    return ms;
+  };
+  auto cub_sort = [&](size_t n, std::vector<uint64_t>* out) {
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 8, cudaMemcpyDeviceToDevice, g_stream)); };
+    size_t temp = 0;
+    CK(cub::DeviceRadixSort::SortKeys(nullptr, temp, d_b, d_c, n, 0, 64, g_stream));
+    void* d_temp;
+    CK(cudaMalloc(&d_temp, temp));
+    const double ms = MedianMs(reps, reset, [&] {
+      CK(cub::DeviceRadixSort::SortKeys(d_temp, temp, d_b, d_c, n, 0, 64, g_stream));
+    });
+    cudaFree(d_temp);
+    out->resize(n);
+    CK(cudaMemcpy(out->data(), d_c, n * 8, cudaMemcpyDeviceToHost));
+    return ms;
+  };
+  char what[96], note[96];
+  for (int ln = 18; ln <= 26; ln += 2) {
+    const size_t n = size_t{1} << ln;
+    std::vector<uint64_t> want;
+    const double cub = cub_sort(n, &want);
+    bool same_m = false, same_p = false;
+    const double merge = ours(n, merge_only, want, &same_m);
+    const double part = ours(n, defaults, want, &same_p);
+    std::snprintf(what, sizeof what, "single window 2^%d keys: ours, merge path", ln);
+    std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / merge, same_m ? "" : " MISMATCH vs CUB");
+    Row("sort", what, merge, n, 2.0 * n * 8, d2d_gbs, note);
+    std::snprintf(what, sizeof what, "single window 2^%d keys: ours", ln);
+    std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / part, same_p ? "" : " MISMATCH vs CUB");
+    Row("sort", what, part, n, 2.0 * n * 8, d2d_gbs, note);
+    std::snprintf(what, sizeof what, "single window 2^%d keys: CUB radix", ln);
+    Row("sort", what, cub, n, 2.0 * n * 8, d2d_gbs, "");
+  }
+  for (int ln = 20; ln <= 26; ln += 2) {
+    const size_t n = size_t{1} << ln;
+    std::vector<uint64_t> want;
+    const double cub = cub_sort(n, &want);
+    for (size_t kpb : {1024, 2048, 2560, 3072, 3584, 8192, 65536}) {
+      gpu::detail::PartitionOptions o;
+      o.keys_per_bucket = kpb;
+      bool same = false;
+      const double ms = ours(n, o, want, &same);
+      std::snprintf(what, sizeof what, "2^%d keys, ~%zu keys per bucket", ln, kpb);
+      std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / ms, same ? "" : " MISMATCH vs CUB");
+      Row("sort-kpb", what, ms, n, 2.0 * n * 8, d2d_gbs, note);
+    }
+  }
+  for (int ln = 20; ln <= 26; ln += 2) {  // 32-bit keys
+    const size_t n = size_t{1} << ln;
+    const size_t offsets[2] = {0, n};
+    auto* b32 = reinterpret_cast<uint32_t*>(d_b);
+    auto* c32 = reinterpret_cast<uint32_t*>(d_c);
+    auto reset = [&] { CK(cudaMemcpyAsync(d_b, d_a, n * 4, cudaMemcpyDeviceToDevice, g_stream)); };
+    size_t temp = 0;
+    CK(cub::DeviceRadixSort::SortKeys(nullptr, temp, b32, c32, n, 0, 32, g_stream));
+    void* d_temp;
+    CK(cudaMalloc(&d_temp, temp));
+    const double cub = MedianMs(reps, reset, [&] {
+      CK(cub::DeviceRadixSort::SortKeys(d_temp, temp, b32, c32, n, 0, 32, g_stream));
+    });
+    cudaFree(d_temp);
+    std::vector<uint32_t> want(n), got(n);
+    CK(cudaMemcpy(want.data(), c32, n * 4, cudaMemcpyDeviceToHost));
+    for (int part = 0; part < 2; ++part) {
+      sorter.set_partition_options(part ? defaults : merge_only);
+      const double ms = MedianMs(reps, reset, [&] { OK(sorter.Sort(b32, nullptr, offsets, 1, g_stream)); });
+      CK(cudaMemcpy(got.data(), b32, n * 4, cudaMemcpyDeviceToHost));
+      std::snprintf(what, sizeof what, "single window 2^%d 32-bit keys: ours%s", ln, part ? "" : ", merge path");
+      std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / ms, got == want ? "" : " MISMATCH vs CUB");
+      Row("sort32", what, ms, n, 2.0 * n * 4, d2d_gbs, note);
+    }
+    std::snprintf(what, sizeof what, "single window 2^%d 32-bit keys: CUB radix", ln);
+    Row("sort32", what, cub, n, 2.0 * n * 4, d2d_gbs, "");
+  }
+  // Skew: Zipf 1.1 over 2^20 ranks (hashed, so spread over 2^64) and one cluster of 2^20 values
+  // holding 99.9% of the keys plus uniform outliers (the range partition puts the cluster in
+  // one or two buckets, which take the merge passes).
+  {
+    const size_t n = size_t{1} << 24;
+    std::vector<uint64_t> zipf = ZipfKeys(n, 1.1, size_t{1} << 20, 3);
+    std::vector<uint64_t> cluster(n);
+    std::mt19937_64 rng(11);
+    for (auto& x : cluster) x = rng() % 1000 == 0 ? rng() : (uint64_t{1} << 40) + rng() % (1u << 20);
+    const char* names[2] = {"zipf 1.1", "cluster+outliers"};
+    const std::vector<uint64_t>* inputs[2] = {&zipf, &cluster};
+    for (int i = 0; i < 2; ++i) {
+      CK(cudaMemcpy(d_a, inputs[i]->data(), n * 8, cudaMemcpyHostToDevice));
+      std::vector<uint64_t> want;
+      const double cub = cub_sort(n, &want);
+      bool same_m = false, same_p = false;
+      const double merge = ours(n, merge_only, want, &same_m);
+      const double part = ours(n, defaults, want, &same_p);
+      std::snprintf(what, sizeof what, "2^24 %s: ours, merge path", names[i]);
+      std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / merge, same_m ? "" : " MISMATCH vs CUB");
+      Row("sort-skew", what, merge, n, 2.0 * n * 8, d2d_gbs, note);
+      std::snprintf(what, sizeof what, "2^24 %s: ours", names[i]);
+      std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx%s", cub / part, same_p ? "" : " MISMATCH vs CUB");
+      Row("sort-skew", what, part, n, 2.0 * n * 8, d2d_gbs, note);
+      std::snprintf(what, sizeof what, "2^24 %s: CUB radix", names[i]);
+      Row("sort-skew", what, cub, n, 2.0 * n * 8, d2d_gbs, "");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool sort_only = argc > 1 && std::strcmp(argv[1], "--sort") == 0;
   const int reps = quick ? 3 : 7;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -154,6 +277,10 @@ int main(int argc, char** argv) {
   });
   const double d2d_gbs = 2.0 * big * 8 / (d2d_ms * 1e6);
   Row("ceiling", "device-to-device copy 1 GiB (read+write)", d2d_ms, big, 2.0 * big * 8, 0, "D2D ceiling");
+  if (sort_only) {
+    SingleWindowSortRows(reps, d_a, d_b, d_c, d2d_gbs);
+    return 0;
+  }
   uint64_t* h_pinned;
   const size_t hbytes = size_t{256} << 20;
   CK(cudaMallocHost(&h_pinned, hbytes));

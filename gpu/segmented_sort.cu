@@ -106,7 +106,7 @@ __device__ __forceinline__ void Levels(K (&k)[kTileItems], uint32_t (&x)[kTileIt
 
 template <bool kIdx, typename K>
 __global__ void __launch_bounds__(kTileThreads)
-    TileSortKernel(K* keys, uint32_t* idx, K* alt_keys, uint32_t* alt_idx,
+    TileSortKernel(const K* src, K* keys, uint32_t* idx, K* alt_keys, uint32_t* alt_idx,
                    const TileTask* tasks, const SegDesc* descs) {
   constexpr int B = kTileThreads;
   constexpr int E = kTileItems;
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kTileThreads)
     if (slot < task.num_desc) {
       const SegDesc d = descs[task.first_desc + slot];
       if (local < d.size) {
-        k[e] = keys[d.begin + local];
+        k[e] = src[d.begin + local];
         x[e] = static_cast<uint32_t>(d.begin + local);
       }
     }
@@ -298,6 +298,165 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
+
+// ---- stage 0: range partition of one window ----
+
+// Maps a key to its bucket, monotone in the key: every operation (the subtraction, the
+// round-toward-zero conversion, the multiply by a positive constant, the truncation, the clamp)
+// preserves order. Built from the device's min/max in both kernels by the same code, so the
+// histogram and the scatter agree on every key.
+struct BucketMap {
+  uint64_t lo;
+  double scale;
+  uint32_t last;
+  __device__ __forceinline__ uint32_t operator()(uint64_t k) const {
+    const double d = __dmul_rn(__ull2double_rz(k - lo), scale);
+    return min(__double2uint_rz(d), last);
+  }
+};
+
+__device__ __forceinline__ BucketMap MakeBucketMap(const unsigned long long* mm, uint32_t nb) {
+  const uint64_t lo = mm[0], hi = mm[1];
+  const double range = __dadd_rn(__ull2double_rn(hi - lo), 1.0);
+  return BucketMap{lo, __ddiv_rn(static_cast<double>(nb), range), nb - 1};
+}
+
+__global__ void PartitionInitKernel(unsigned long long* mm) {
+  mm[0] = ~0ull;
+  mm[1] = 0;
+}
+
+// Each thread loads 16 keys before reducing them (enough bytes in flight to reach bandwidth).
+template <typename K>
+__global__ void __launch_bounds__(256) MinMaxKernel(const K* keys, size_t n,
+                                                    unsigned long long* mm) {
+  __shared__ unsigned long long s_lo[8], s_hi[8];
+  unsigned long long lo = ~0ull, hi = 0;
+  for (size_t base = blockIdx.x * size_t{256 * 16}; base < n; base += size_t{gridDim.x} * 256 * 16) {
+    K k[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      const size_t i = base + e * 256 + threadIdx.x;
+      k[e] = i < n ? keys[i] : keys[base];
+    }
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      lo = min(lo, static_cast<unsigned long long>(k[e]));
+      hi = max(hi, static_cast<unsigned long long>(k[e]));
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, o));
+    hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, o));
+  }
+  const int w = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0) {
+    s_lo[w] = lo;
+    s_hi[w] = hi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 1; i < 8; ++i) {
+      lo = min(lo, s_lo[i]);
+      hi = max(hi, s_hi[i]);
+    }
+    atomicMin(&mm[0], lo);
+    atomicMax(&mm[1], hi);
+  }
+}
+
+// table[block * nb + b] = how many of block's `chunk` keys fall in bucket b.
+template <typename K>
+__global__ void __launch_bounds__(kPartThreads)
+    PartitionHistogramKernel(const K* keys, size_t n, const unsigned long long* mm, uint32_t nb,
+                             size_t chunk, uint32_t* table) {
+  extern __shared__ uint32_t s_count[];
+  for (uint32_t i = threadIdx.x; i < nb; i += kPartThreads) s_count[i] = 0;
+  __syncthreads();
+  const BucketMap map = MakeBucketMap(mm, nb);
+  const size_t begin = blockIdx.x * chunk;
+  const size_t end = min(n, begin + chunk);
+  for (size_t g = begin; g < end; g += kPartKeys) {
+    K k[kPartItems];
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      const size_t i = g + e * kPartThreads + threadIdx.x;
+      k[e] = i < end ? keys[i] : K{0};
+    }
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      if (g + e * kPartThreads + threadIdx.x < end) atomicAdd(&s_count[map(k[e])], 1u);
+    }
+  }
+  __syncthreads();
+  uint32_t* row = table + size_t{blockIdx.x} * nb;
+  for (uint32_t i = threadIdx.x; i < nb; i += kPartThreads) row[i] = s_count[i];
+}
+
+// In place per bucket b: table[r][b] becomes the sum of table[r'][b] over r' < r (where block
+// r's keys of bucket b start within the bucket); totals[b] the bucket's size. One block of
+// 32 x 32 threads per 32 buckets: lane = bucket (coalesced rows), warp = a group of rows.
+__global__ void __launch_bounds__(1024)
+    PartitionColumnScanKernel(uint32_t* table, uint32_t rows, uint32_t nb, uint32_t* totals) {
+  __shared__ uint32_t part[32][33];
+  const uint32_t c = threadIdx.x & 31, g = threadIdx.x >> 5;
+  const uint32_t b = blockIdx.x * 32 + c;
+  const uint32_t per = (rows + 31) / 32;
+  const uint32_t r0 = min(g * per, rows), r1 = min(r0 + per, rows);
+  uint32_t sum = 0;
+  if (b < nb) {
+    for (uint32_t r = r0; r < r1; ++r) sum += table[size_t{r} * nb + b];
+  }
+  part[g][c] = sum;
+  __syncthreads();
+  if (g == 0) {
+    uint32_t run = 0;
+    for (int i = 0; i < 32; ++i) {
+      const uint32_t v = part[i][c];
+      part[i][c] = run;
+      run += v;
+    }
+    if (b < nb) totals[b] = run;
+  }
+  __syncthreads();
+  if (b < nb) {
+    uint32_t run = part[g][c];
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint32_t v = table[size_t{r} * nb + b];
+      table[size_t{r} * nb + b] = run;
+      run += v;
+    }
+  }
+}
+
+// Block r writes its keys of bucket b to out[starts[b] + table[r][b] ...]; the order within a
+// block's share of a bucket is whatever the shared atomics give (keys alone need no stability).
+template <typename K>
+__global__ void __launch_bounds__(kPartThreads)
+    PartitionScatterKernel(const K* keys, size_t n, const unsigned long long* mm, uint32_t nb,
+                           size_t chunk, const uint32_t* table, const uint32_t* starts, K* out) {
+  extern __shared__ uint32_t s_cursor[];
+  const uint32_t* row = table + size_t{blockIdx.x} * nb;
+  for (uint32_t i = threadIdx.x; i < nb; i += kPartThreads) s_cursor[i] = starts[i] + row[i];
+  __syncthreads();
+  const BucketMap map = MakeBucketMap(mm, nb);
+  const size_t begin = blockIdx.x * chunk;
+  const size_t end = min(n, begin + chunk);
+  for (size_t g = begin; g < end; g += kPartKeys) {
+    K k[kPartItems];
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      const size_t i = g + e * kPartThreads + threadIdx.x;
+      k[e] = i < end ? keys[i] : K{0};
+    }
+#pragma unroll
+    for (int e = 0; e < kPartItems; ++e) {
+      if (g + e * kPartThreads + threadIdx.x < end) out[atomicAdd(&s_cursor[map(k[e])], 1u)] = k[e];
+    }
+  }
+}
+
 int CeilLog2(uint64_t x) {
   int l = 0;
   while ((uint64_t{1} << l) < x) ++l;
@@ -310,6 +469,8 @@ size_t AlignUp(size_t x) { return (x + 255) / 256 * 256; }
 
 SegmentedSorter::~SegmentedSorter() {
   if (plan_copied_ != nullptr) cudaEventDestroy(plan_copied_);
+  if (part_counted_ != nullptr) cudaEventDestroy(part_counted_);
+  if (starts_copied_ != nullptr) cudaEventDestroy(starts_copied_);
 }
 
 template <typename K>
@@ -319,6 +480,104 @@ absl::Status SegmentedSorter::SortKeys(K* keys, uint32_t* idx, const size_t* off
   if (offsets[num_segments] >= (uint64_t{1} << 31)) {
     return absl::InvalidArgumentError("the GPU sorts at most 2^31 - 1 keys per call");
   }
+  if (num_segments == 1 && idx == nullptr && partition_.min_keys > 0 &&
+      offsets[1] >= offsets[0] && offsets[1] - offsets[0] >= partition_.min_keys) {
+    return PartitionAndSort(keys + offsets[0], offsets[1] - offsets[0], stream);
+  }
+  return SortSegments<K>(keys, keys, idx, offsets, num_segments, stream);
+}
+
+template <typename K>
+absl::Status SegmentedSorter::PartitionAndSort(K* keys, size_t n, cudaStream_t stream) {
+  const uint32_t nb = static_cast<uint32_t>(std::clamp<size_t>(
+      (n + partition_.keys_per_bucket - 1) / std::max<size_t>(partition_.keys_per_bucket, 1), 2,
+      kMaxBuckets));
+  // Each block takes whole granules of kPartKeys, at least 4 keys per bucket, so the count table
+  // stays at most an eighth of the keys' bytes.
+  const size_t granules = std::max<size_t>(1, (size_t{4} * nb + kPartKeys - 1) / kPartKeys);
+  const size_t chunk = granules * kPartKeys;
+  const uint32_t blocks = static_cast<uint32_t>((n + chunk - 1) / chunk);
+  const size_t small_words = 4 + 2 * size_t{nb};  // min/max | totals | starts
+  STREAMSTATS_RETURN_IF_ERROR(alt_keys_.Reserve((n * sizeof(K) + 7) / 8));
+  STREAMSTATS_RETURN_IF_ERROR(part_table_.Reserve(size_t{blocks} * nb));
+  STREAMSTATS_RETURN_IF_ERROR(part_small_.Reserve(small_words));
+  STREAMSTATS_RETURN_IF_ERROR(part_host_.Reserve(small_words));
+  if (part_counted_ == nullptr) {
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&part_counted_, cudaEventDisableTiming));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&starts_copied_, cudaEventDisableTiming));
+  } else {
+    // The previous call's starts copy may still be pending; it reads part_host_.
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(starts_copied_));
+  }
+  const size_t smem = size_t{nb} * sizeof(uint32_t);
+  if (smem > 48 * 1024) {
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        PartitionHistogramKernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(smem)));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        PartitionScatterKernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(smem)));
+  }
+  int device = 0, sms = 0;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  auto* mm = reinterpret_cast<unsigned long long*>(part_small_.get());
+  uint32_t* totals = part_small_.get() + 4;
+  uint32_t* starts = totals + nb;
+  K* out = reinterpret_cast<K*>(alt_keys_.get());
+
+  PartitionInitKernel<<<1, 1, 0, stream>>>(mm);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  const unsigned mm_grid = static_cast<unsigned>(
+      std::min<size_t>((n + 256 * 16 - 1) / (256 * 16), size_t{8} * std::max(sms, 1)));
+  MinMaxKernel<K><<<mm_grid, 256, 0, stream>>>(keys, n, mm);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  PartitionHistogramKernel<K><<<blocks, kPartThreads, smem, stream>>>(keys, n, mm, nb, chunk,
+                                                                      part_table_.get());
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  PartitionColumnScanKernel<<<(nb + 31) / 32, 1024, 0, stream>>>(part_table_.get(), blocks, nb,
+                                                                 totals);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  uint32_t* h = part_host_.get();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h, part_small_.get(),
+                                                   (4 + size_t{nb}) * sizeof(uint32_t),
+                                                   cudaMemcpyDeviceToHost, stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventRecord(part_counted_, stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(part_counted_));
+  uint64_t lo = 0, hi = 0;
+  std::memcpy(&lo, h, sizeof lo);
+  std::memcpy(&hi, h + 2, sizeof hi);
+  if (lo == hi) return absl::OkStatus();  // all keys equal: already sorted
+
+  // Bucket starts, on the host (it plans the tiles from the same sizes anyway).
+  bucket_offsets_.assign(size_t{nb} + 1, 0);
+  uint32_t* h_starts = h + 4 + nb;
+  for (uint32_t b = 0; b < nb; ++b) {
+    h_starts[b] = static_cast<uint32_t>(bucket_offsets_[b]);
+    bucket_offsets_[b + 1] = bucket_offsets_[b] + h[4 + b];
+  }
+  if (bucket_offsets_[nb] != n) {
+    return absl::InternalError(absl::StrCat("range partition counted ", bucket_offsets_[nb],
+                                            " keys of ", n));
+  }
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(starts, h_starts, size_t{nb} * sizeof(uint32_t),
+                                                   cudaMemcpyHostToDevice, stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventRecord(starts_copied_, stream));
+  PartitionScatterKernel<K><<<blocks, kPartThreads, smem, stream>>>(
+      keys, n, mm, nb, chunk, part_table_.get(), starts, out);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  return SortSegments<K>(out, keys, nullptr, bucket_offsets_.data(), nb, stream);
+}
+
+template <typename K>
+absl::Status SegmentedSorter::SortSegments(const K* src, K* keys, uint32_t* idx,
+                                           const size_t* offsets, size_t num_segments,
+                                           cudaStream_t stream) {
+  // From the alternate buffer every key must reach `keys`, single keys too.
+  const bool copy_all = src != keys;
   tasks_.clear();
   descs_.clear();
   large_.clear();
@@ -330,7 +589,7 @@ absl::Status SegmentedSorter::SortKeys(K* keys, uint32_t* idx, const size_t* off
       return absl::InvalidArgumentError("segment offsets must be ascending");
     }
     const uint64_t size = offsets[s + 1] - offsets[s];
-    if (size == 0 || (size == 1 && idx == nullptr)) continue;
+    if (size == 0 || (size == 1 && idx == nullptr && !copy_all)) continue;
     if (size <= static_cast<uint64_t>(kTileKeys)) {
       by_class[CeilLog2(size)].push_back(static_cast<uint32_t>(s));
     } else {
@@ -400,10 +659,10 @@ absl::Status SegmentedSorter::SortKeys(K* keys, uint32_t* idx, const size_t* off
   }
   if (idx != nullptr) {
     TileSortKernel<true, K><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
-        keys, idx, reinterpret_cast<K*>(alt_keys_.get()), alt_idx_.get(), d_tasks, d_descs);
+        src, keys, idx, reinterpret_cast<K*>(alt_keys_.get()), alt_idx_.get(), d_tasks, d_descs);
   } else {
     TileSortKernel<false, K><<<static_cast<unsigned>(tasks_.size()), kTileThreads, 0, stream>>>(
-        keys, idx, reinterpret_cast<K*>(alt_keys_.get()), alt_idx_.get(), d_tasks, d_descs);
+        src, keys, idx, reinterpret_cast<K*>(alt_keys_.get()), alt_idx_.get(), d_tasks, d_descs);
   }
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   // Pass p reads buffer X_p and writes X_{p+1}; X_0 was chosen so that X_passes is `keys`.

@@ -143,6 +143,93 @@ TEST(GpuSort, LargeWindowsEqualCpu) {
   }
 }
 
+// Issue 15: single unweighted windows of at least 2^20 keys are range-partitioned into buckets
+// before the tile sort (gpu/detail/segmented_sort.cuh, stage 0). Shapes that stress it: all keys
+// in one bucket (equal, one cluster plus outliers), few distinct values (huge buckets that take
+// the merge passes), keys at the top of the range (the all-ones sentinel), the full 64-bit range.
+enum class Shape { kRandom, kSorted, kReversed, kAllEqual, kFewDistinct, kClusterAndOutliers,
+                   kNearAllOnes, kFullRange };
+
+std::vector<uint64_t> MakeShape(size_t n, Shape s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> k(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (s) {
+      case Shape::kRandom:
+        k[i] = rng();
+        break;
+      case Shape::kSorted:
+        k[i] = i * 3;
+        break;
+      case Shape::kReversed:
+        k[i] = (n - i) * 5;
+        break;
+      case Shape::kAllEqual:
+        k[i] = 42;
+        break;
+      case Shape::kFewDistinct:
+        k[i] = 1000 + rng() % 7;
+        break;
+      case Shape::kClusterAndOutliers:
+        k[i] = rng() % 1000 == 0 ? rng() : (uint64_t{1} << 40) + rng() % (1u << 16);
+        break;
+      case Shape::kNearAllOnes:
+        k[i] = rng() % 5 == 0 ? ~uint64_t{0} : ~uint64_t{0} - rng() % 100000;
+        break;
+      case Shape::kFullRange:
+        k[i] = rng() % 100 == 0 ? 0 : rng() % 100 == 0 ? ~uint64_t{0} : rng();
+        break;
+    }
+  }
+  return k;
+}
+
+TEST(GpuSort, LargeSingleWindowsThroughTheRangePartitionEqualStdSortIssue15) {
+  REQUIRE_GPU();
+  ASSERT_NE(Gpu(), nullptr);
+  const Shape shapes[] = {Shape::kRandom,      Shape::kSorted,
+                          Shape::kReversed,    Shape::kAllEqual,
+                          Shape::kFewDistinct, Shape::kClusterAndOutliers,
+                          Shape::kNearAllOnes, Shape::kFullRange};
+  const size_t sizes[] = {(size_t{1} << 20) - 1, size_t{1} << 20, (size_t{1} << 20) + 1,
+                          (size_t{1} << 20) + 4097, size_t{1} << 22, size_t{1} << 24};
+  for (size_t n : sizes) {
+    for (Shape s : shapes) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " shape=", static_cast<int>(s)));
+      std::vector<uint64_t> k = MakeShape(n, s, n + static_cast<uint64_t>(s));
+      std::vector<uint64_t> want = k;
+      std::sort(want.begin(), want.end());
+      ASSERT_TRUE(Gpu()->SortWindow(absl::MakeSpan(k), {}).ok());
+      ASSERT_EQ(k, want);
+    }
+  }
+  // The same sorter again after a larger window (buffers are reused, not regrown).
+  std::vector<uint64_t> k = MakeShape((size_t{1} << 21) + 3, Shape::kRandom, 99);
+  std::vector<uint64_t> want = k;
+  std::sort(want.begin(), want.end());
+  ASSERT_TRUE(Gpu()->SortWindow(absl::MakeSpan(k), {}).ok());
+  ASSERT_EQ(k, want);
+}
+
+TEST(GpuSort, LargeThirtyTwoBitWindowsThroughTheRangePartitionEqualStdSortIssue15) {
+  REQUIRE_GPU();
+  for (Shape s : {Shape::kRandom, Shape::kFewDistinct, Shape::kClusterAndOutliers,
+                  Shape::kNearAllOnes, Shape::kAllEqual}) {
+    for (size_t n : {size_t{1} << 20, (size_t{1} << 22) + 77}) {
+      std::vector<uint64_t> wide = MakeShape(n, s, n + 3);
+      std::vector<uint32_t> keys(n);
+      for (size_t i = 0; i < n; ++i) {
+        keys[i] = s == Shape::kRandom ? static_cast<uint32_t>(wide[i] >> 32)
+                                      : static_cast<uint32_t>(wide[i]);
+      }
+      std::vector<uint32_t> want = keys;
+      std::sort(want.begin(), want.end());
+      ASSERT_TRUE(Gpu()->SortWindow32(absl::MakeSpan(keys)).ok());
+      ASSERT_EQ(keys, want) << "n=" << n << " shape " << static_cast<int>(s);
+    }
+  }
+}
+
 TEST(GpuSort, DoublesThroughOrderedBitsSortNumerically) {
   REQUIRE_GPU();
   std::mt19937_64 rng(5);
