@@ -918,7 +918,9 @@ TEST(GpuPool, CountSketchCountersLiveOnTheDeviceAndHeavyHittersKeepTheirGuarante
         EXPECT_GE(static_cast<double>(exact[h.key]), support * n - 2 * slack) << h.key;
       }
       for (const auto& [id, f] : exact) {
-        if (static_cast<double>(f) >= support * n) EXPECT_TRUE(reported.contains(id)) << id;
+        if (static_cast<double>(f) >= support * n) {
+          EXPECT_TRUE(reported.contains(id)) << id;
+        }
       }
     }
   }
