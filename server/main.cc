@@ -121,7 +121,7 @@ ABSL_FLAG(int64_t, gpu_launch_max_keys, int64_t{1} << 22,
 ABSL_FLAG(int, gpu_streams_per_device, 4,
           "GPU workers per device, each with its own CUDA stream and buffers, so one launch's "
           "copies overlap another's sort; in [1, 16]");
-ABSL_FLAG(std::string, gpu_sketches, "pbf,ams",
+ABSL_FLAG(std::string, gpu_sketches, "pbf,ams,count_sketch",
           "sketch tables kept on the GPUs: none, all, or a comma list of count_min (plain, "
           "bit-equal to the CPU), conservative (conservative Count-Min in its batch form), pbf, "
           "hll (HyperLogLog registers, equal to the CPU's), ams (AMS counters, equal to the "
