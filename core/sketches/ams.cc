@@ -31,45 +31,16 @@ std::string Ams::Describe() const {
 }
 
 void Ams::set_accelerator(Accelerator* accelerator) {
-  Detach();
+  device_.Detach();
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
-}
-
-void Ams::Detach() {
-  if (mirror_ == nullptr) return;
-  mirror_->Refresh();
-  mirror_->Detach();
-}
-
-bool Ams::UpdateOnDevice(const Batch& batch) {
-  DeviceSketchSpec spec;
-  spec.ams = &shape_;
-  if (mirror_ == nullptr) {
-    if (!accelerator_->KeepsSketch(spec)) return false;
-    // A journaled batch replays onto the host table as the device applied it.
-    mirror_ = std::make_unique<DeviceMirror>(
-        table_.words(), [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
-                               uint64_t) {
-          table_.Add(ids.data(), weights.empty() ? nullptr : weights.data(), ids.size());
-        });
-  }
-  if (!mirror_->attached()) {
-    mirror_->TryAttach(accelerator_, spec);
-    if (!mirror_->attached()) return false;
-  }
-  scratch_ids_.resize(batch.size());
-  if (batch.kind == ValueKind::kUint64) {
-    std::copy(batch.keys.begin(), batch.keys.end(), scratch_ids_.begin());
-  } else {
-    for (size_t i = 0; i < batch.size(); ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-  }
-  return mirror_->Add(scratch_ids_, batch.weights, nullptr);
 }
 
 absl::Status Ams::Update(const Batch& batch) {
   const size_t n = batch.size();
   const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
-  if (n > 0 && UpdateOnDevice(batch)) {
+  DeviceSketchSpec spec;
+  spec.ams = &shape_;
+  if (n > 0 && device_.Add(accelerator_, spec, batch, nullptr)) {
     // On the device (counted below).
   } else if (batch.kind == ValueKind::kUint64) {
     table_.Add(batch.keys.data(), weights, n);
@@ -92,15 +63,14 @@ absl::Status Ams::Update(const Batch& batch) {
 absl::Status Ams::Merge(const Summary& other_summary) {
   if (absl::Status s = CheckSignedMergeable("ams", *this, other_summary); !s.ok()) return s;
   const auto* other = static_cast<const Ams*>(&other_summary);
-  Detach();  // the host table changes below; the next Update uploads it again
+  device_.Detach();  // the host table changes below; the next Update uploads it again
   table_.AddTable(other->table());
   count_ += other->count_;
   return absl::OkStatus();
 }
 
 size_t Ams::MemoryBytes() const {
-  return sizeof(*this) + table_.MemoryBytes() + scratch_ids_.capacity() * sizeof(uint64_t) +
-         (mirror_ == nullptr ? 0 : mirror_->MemoryBytes());
+  return sizeof(*this) + table_.MemoryBytes() + device_.MemoryBytes();
 }
 
 absl::StatusOr<SecondMomentAnswer> Ams::SecondMoment() const {

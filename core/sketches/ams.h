@@ -47,7 +47,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
-#include "core/accel/device_mirror.h"
 #include "core/common/types.h"
 #include "core/sketches/signed_table.h"
 #include "core/summary.h"
@@ -97,28 +96,18 @@ class Ams final : public Summary {
   }
   size_t TableBytes() const { return table_.cells().size() * sizeof(int64_t); }
   // Whether the counters live on a device now, and the device failures repaired so far.
-  bool on_device() const { return mirror_ != nullptr && mirror_->attached(); }
-  uint64_t device_failures() const { return mirror_ == nullptr ? 0 : mirror_->failures(); }
+  bool on_device() const { return device_.attached(); }
+  uint64_t device_failures() const { return device_.failures(); }
 
  private:
-  // The batch through the device copy: false when the accelerator keeps AMS tables in host
-  // memory, or when the device failed (the mirror has then brought the host table up to date
-  // and detached): apply it on the host.
-  bool UpdateOnDevice(const Batch& batch);
-  // Brings the host table up to date before it is read (no-op without a device copy).
-  void Refresh() const {
-    if (mirror_ != nullptr) mirror_->Refresh();
-  }
-  // Ends the device copy (after Refresh); the next Update uploads the table again.
-  void Detach();
+  void Refresh() const { device_.Refresh(); }
 
   AmsOptions options_;
   ValueKind value_kind_;
   Accelerator* accelerator_;
   SignedTable table_;
   SignedTableShape shape_;
-  std::unique_ptr<DeviceMirror> mirror_;  // created on the first batch a device keeps
-  std::vector<uint64_t> scratch_ids_;
+  SignedTableDevice device_{&table_};  // the device copy, where the accelerator keeps one
   uint64_t count_ = 0;
 };
 

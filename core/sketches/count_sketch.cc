@@ -32,46 +32,20 @@ std::string CountSketch::Describe() const {
 }
 
 void CountSketch::set_accelerator(Accelerator* accelerator) {
-  Detach();
+  device_.Detach();
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
-}
-
-void CountSketch::Detach() {
-  if (mirror_ == nullptr) return;
-  mirror_->Refresh();
-  mirror_->Detach();
 }
 
 bool CountSketch::UpdateOnDevice(const Batch& batch) {
   DeviceSketchSpec spec;
   spec.count_sketch = &shape_;
-  if (mirror_ == nullptr) {
-    if (!accelerator_->KeepsSketch(spec)) return false;
-    // A journaled batch replays onto the host table as the device applied it (its candidates
-    // were offered when it went through the device).
-    mirror_ = std::make_unique<DeviceMirror>(
-        table_.words(), [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
-                               uint64_t) {
-          table_.Add(ids.data(), weights.empty() ? nullptr : weights.data(), ids.size());
-        });
-  }
-  if (!mirror_->attached()) {
-    mirror_->TryAttach(accelerator_, spec);
-    if (!mirror_->attached()) return false;
-  }
-  const size_t n = batch.size();
-  scratch_ids_.resize(n);
-  if (batch.kind == ValueKind::kUint64) {
-    std::copy(batch.keys.begin(), batch.keys.end(), scratch_ids_.begin());
-  } else {
-    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-  }
-  if (!mirror_->Add(scratch_ids_, batch.weights, &scratch_estimates_)) return false;
+  if (!device_.Add(accelerator_, spec, batch, &scratch_estimates_)) return false;
   // Offered in item order from the table after the batch (count_sketch.h: the same guarantee).
-  for (size_t i = 0; i < n; ++i) {
+  const std::vector<uint64_t>& ids = device_.ids();
+  for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t m = static_cast<int64_t>(scratch_estimates_[i]);
     if (m <= 0 || candidates_.Ignores(static_cast<uint64_t>(m))) continue;
-    candidates_.Offer(scratch_ids_[i], static_cast<uint64_t>(m), KeyStringAt(batch, i));
+    candidates_.Offer(ids[i], static_cast<uint64_t>(m), KeyStringAt(batch, i));
   }
   return true;
 }
@@ -126,7 +100,7 @@ uint64_t CountSketch::ClampedEstimate(uint64_t id) const {
 absl::Status CountSketch::Merge(const Summary& other_summary) {
   if (absl::Status s = CheckSignedMergeable("count_sketch", *this, other_summary); !s.ok()) return s;
   const auto* other = static_cast<const CountSketch*>(&other_summary);
-  Detach();  // the host table changes below; the next Update uploads it again
+  device_.Detach();  // the host table changes below; the next Update uploads it again
   table_.AddTable(other->table());
   count_ += other->count_;
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return ClampedEstimate(id); });
@@ -135,8 +109,7 @@ absl::Status CountSketch::Merge(const Summary& other_summary) {
 
 size_t CountSketch::MemoryBytes() const {
   return sizeof(*this) + table_.MemoryBytes() + candidates_.MemoryBytes() +
-         (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t) +
-         (mirror_ == nullptr ? 0 : mirror_->MemoryBytes());
+         scratch_estimates_.capacity() * sizeof(uint64_t) + device_.MemoryBytes();
 }
 
 double CountSketch::SecondMomentUpper() const {

@@ -68,7 +68,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
-#include "core/accel/device_mirror.h"
 #include "core/common/types.h"
 #include "core/sketches/heavy_hitter_candidates.h"
 #include "core/sketches/signed_table.h"
@@ -118,19 +117,14 @@ class CountSketch final : public Summary {
   size_t TableBytes() const { return table_.cells().size() * sizeof(int64_t); }
   const HeavyHitterCandidates& candidates() const { return candidates_; }
   // Whether the counters live on a device now, and the device failures repaired so far.
-  bool on_device() const { return mirror_ != nullptr && mirror_->attached(); }
-  uint64_t device_failures() const { return mirror_ == nullptr ? 0 : mirror_->failures(); }
+  bool on_device() const { return device_.attached(); }
+  uint64_t device_failures() const { return device_.failures(); }
 
  private:
   // The batch through the device copy, its candidates offered from the estimates after it: false
-  // when the accelerator keeps Count Sketch tables in host memory, or when the device failed
-  // (the mirror has then brought the host table up to date): apply it on the host.
+  // when the table stays in host memory or the device failed: apply it on the host.
   bool UpdateOnDevice(const Batch& batch);
-  void Refresh() const {
-    if (mirror_ != nullptr) mirror_->Refresh();
-  }
-  // Ends the device copy (after Refresh); the next Update uploads the table again.
-  void Detach();
+  void Refresh() const { device_.Refresh(); }
   // EstimateId clamped to [0, N]: what the candidates are offered and ranked by.
   uint64_t ClampedEstimate(uint64_t id) const;
   // F2's upper bound and the point slack e^ = ceil(epsilon * sqrt(it)).
@@ -143,8 +137,8 @@ class CountSketch final : public Summary {
   uint64_t count_ = 0;
   HeavyHitterCandidates candidates_;
   SignedTableShape shape_;
-  std::unique_ptr<DeviceMirror> mirror_;  // created on the first batch a device keeps
-  std::vector<uint64_t> scratch_ids_, scratch_estimates_;
+  SignedTableDevice device_{&table_};  // the device copy, where the accelerator keeps one
+  std::vector<uint64_t> scratch_estimates_;
 };
 
 }  // namespace streamstats::core

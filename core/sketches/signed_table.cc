@@ -1,6 +1,7 @@
 #include "core/sketches/signed_table.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/common/key_id.h"
 
 #include <algorithm>
 #include <cmath>
@@ -233,6 +234,35 @@ bool SignedTable::Consistent(uint64_t count) const {
     if ((sum & 1) != (count & 1)) return false;
   }
   return true;
+}
+
+bool SignedTableDevice::Add(Accelerator* accelerator, const DeviceSketchSpec& spec,
+                            const Batch& batch, std::vector<uint64_t>* estimates) {
+  if (mirror_ == nullptr) {
+    if (!accelerator->KeepsSketch(spec)) return false;
+    mirror_ = std::make_unique<DeviceMirror>(
+        table_->words(), [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                                uint64_t) {
+          table_->Add(ids.data(), weights.empty() ? nullptr : weights.data(), ids.size());
+        });
+  }
+  if (!mirror_->attached()) {
+    mirror_->TryAttach(accelerator, spec);
+    if (!mirror_->attached()) return false;
+  }
+  ids_.resize(batch.size());
+  if (batch.kind == ValueKind::kUint64) {
+    std::copy(batch.keys.begin(), batch.keys.end(), ids_.begin());
+  } else {
+    for (size_t i = 0; i < batch.size(); ++i) ids_[i] = KeyIdAt(batch, i);
+  }
+  return mirror_->Add(ids_, batch.weights, estimates);
+}
+
+void SignedTableDevice::Detach() {
+  if (mirror_ == nullptr) return;
+  mirror_->Refresh();
+  mirror_->Detach();
 }
 
 }  // namespace streamstats::core

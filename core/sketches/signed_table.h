@@ -35,11 +35,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/accel/accelerator.h"
+#include "core/accel/device_mirror.h"
 #include "core/common/hash.h"
 #include "core/common/serialization.h"
 #include "core/common/types.h"
@@ -175,6 +178,44 @@ void SignedTable::AddImpl(const uint64_t* ids, const uint64_t* weights, size_t n
     }
   }
 }
+
+// The device copy of a SignedTable (AMS, Count Sketch) on an accelerator that keeps such tables
+// (Accelerator::KeepsSketch; the GPU pool per --gpu_sketches): core/accel/device_mirror.h over the
+// table's words, created on the first batch the accelerator keeps, so a sketch in host memory
+// pays nothing. The counters stay exactly the CPU's: a journaled batch replays onto the host table
+// through SignedTable::Add, and counters add modulo 2^64 in any order.
+class SignedTableDevice {
+ public:
+  // `table` outlives this object (a member of the same summary, which therefore cannot move).
+  explicit SignedTableDevice(SignedTable* table) : table_(table) {}
+  SignedTableDevice(const SignedTableDevice&) = delete;
+  SignedTableDevice& operator=(const SignedTableDevice&) = delete;
+
+  // The batch's key ids to the device copy (`spec` names the kind and the table's shape):
+  // false when the accelerator keeps such tables in host memory, or when the device failed (the
+  // host table is then up to date without this batch): apply it on the host. `estimates`: null
+  // for AMS; Count Sketch's medians after the batch (DeviceSketch::Add). ids() holds the batch's
+  // key ids afterwards.
+  bool Add(Accelerator* accelerator, const DeviceSketchSpec& spec, const Batch& batch,
+           std::vector<uint64_t>* estimates);
+  const std::vector<uint64_t>& ids() const { return ids_; }
+  // Brings the host table up to date before it is read (no-op without a device copy).
+  void Refresh() const {
+    if (mirror_ != nullptr) mirror_->Refresh();
+  }
+  // Ends the device copy (after Refresh); the next Add uploads the table again.
+  void Detach();
+  bool attached() const { return mirror_ != nullptr && mirror_->attached(); }
+  uint64_t failures() const { return mirror_ == nullptr ? 0 : mirror_->failures(); }
+  size_t MemoryBytes() const {
+    return ids_.capacity() * sizeof(uint64_t) + (mirror_ == nullptr ? 0 : mirror_->MemoryBytes());
+  }
+
+ private:
+  SignedTable* table_;
+  std::unique_ptr<DeviceMirror> mirror_;
+  std::vector<uint64_t> ids_;
+};
 
 }  // namespace streamstats::core
 
