@@ -6,6 +6,8 @@ Run by check_manifests.sh (ctest deploy_manifests); stdlib + PyYAML (Debian: pyt
   check_deploy.py manifests BASE.yaml GPU.yaml   rendered `kubectl kustomize` output of both
   check_deploy.py selftest BASE.yaml GPU.yaml    break the rendered objects on purpose, one way at
                                                  a time, and require the checks to notice each
+  check_deploy.py cluster CLUSTER.yaml           rendered overlays/cluster (NATS JetStream and
+                                                 streamstatsd replicas), then its own selftest
   check_deploy.py promql ALERTS.yml DASHBOARD.json OUT_RULES.yml
                                                  metric names and types used by the alert rules
                                                  and the dashboard; writes the dashboard's queries
@@ -399,6 +401,132 @@ def selftest(base, gpu):
 
 
 # ---------------------------------------------------------------------------------------------
+# overlays/cluster: streamstatsd replicas on a NATS JetStream cluster (README "Running a cluster").
+
+def named(kind, name, objs):
+    return next((o for o in objs if o.get("kind") == kind and o["metadata"]["name"] == name), None)
+
+
+def required_anti_affinity(sts):
+    """The pod template's required anti-affinity terms spread its own pods one per node."""
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    terms = (sts["spec"]["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution", []))
+    return any(t.get("topologyKey") == "kubernetes.io/hostname" and
+               matches(t.get("labelSelector", {}).get("matchLabels"), labels) for t in terms)
+
+
+def check_cluster(objs, c):
+    nats = named("StatefulSet", "nats", objs)
+    ours = named("StatefulSet", "streamstats", objs)
+    if not c.expect(nats is not None and ours is not None, "StatefulSets nats and streamstats"):
+        return
+    n = nats["spec"].get("replicas", 1)
+    c.expect(n >= 3 and n % 2 == 1, f"NATS replicas must be an odd number >= 3 (a quorum survives one loss), got {n}")
+    pod = nats["spec"]["template"]
+    ctr = pod["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in ctr.get("ports", [])}
+    c.expect({"client", "cluster", "monitor"} <= set(ports), f"NATS container ports client/cluster/monitor, got {sorted(ports)}")
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        pr = ctr.get(probe, {}).get("httpGet", {})
+        c.expect(pr.get("port") in ports and str(pr.get("path", "")).startswith("/healthz"),
+                 f"NATS {probe}: an HTTP /healthz probe on a declared port")
+    c.expect(required_anti_affinity(nats), "NATS servers: required anti-affinity, one per node")
+    c.expect(required_anti_affinity(ours), "streamstatsd replicas: required anti-affinity, one per node")
+    # The config: JetStream on a volume claimed per pod, routes to every server by stable DNS.
+    cm_name = next((v["configMap"]["name"] for v in pod["spec"].get("volumes", []) if "configMap" in v), None)
+    cm = named("ConfigMap", cm_name, objs) if cm_name else None
+    conf = next(iter(cm["data"].values()), "") if c.expect(cm is not None, "NATS config ConfigMap mounted") else ""
+    store = re.search(r"store_dir:\s*(\S+)", conf)
+    claims = {t["metadata"]["name"] for t in nats["spec"].get("volumeClaimTemplates", [])}
+    mounts = {m["name"]: m["mountPath"] for m in ctr.get("volumeMounts", [])}
+    c.expect(re.search(r"jetstream\s*\{", conf) is not None, "NATS config enables JetStream")
+    c.expect(store is not None and any(mounts.get(cl) and store.group(1).startswith(mounts[cl]) for cl in claims),
+             "JetStream's store_dir is on a volume claimed per pod")
+    headless = nats["spec"].get("serviceName")
+    svc = named("Service", headless, objs)
+    if c.expect(svc is not None and svc["spec"].get("clusterIP") == "None", "NATS headless governing Service"):
+        c.expect(matches(svc["spec"].get("selector"), pod["metadata"]["labels"]), "NATS headless Service selects the servers")
+        c.expect(svc["spec"].get("publishNotReadyAddresses") is True, "NATS routes need DNS before readiness")
+    routes = set(re.findall(r"nats://([a-z0-9.-]+):(\d+)", conf.split("cluster", 1)[-1]))
+    want = {(f"nats-{i}.{headless}", str(ports.get("cluster"))) for i in range(n)}
+    c.expect(want <= routes, f"NATS cluster routes to every server ({sorted(want - routes)} missing)")
+    pdb = next((o for o in objs if o.get("kind") == "PodDisruptionBudget" and
+                matches(o["spec"].get("selector", {}).get("matchLabels"), pod["metadata"]["labels"])), None)
+    if c.expect(pdb is not None, "a PodDisruptionBudget for the NATS servers"):
+        c.expect(pdb["spec"].get("minAvailable") == n // 2 + 1, f"NATS PDB keeps the quorum: minAvailable {n // 2 + 1}")
+    # streamstatsd: every server in --cluster, the log's replicas within the cluster, identity.
+    octr = ours["spec"]["template"]["spec"]["containers"][0]
+    args = octr.get("args", [])
+    urls = set((flag_value(args, "cluster") or "").split(","))
+    c.expect({f"nats://nats-{i}.{headless}:{ports.get('client')}" for i in range(n)} <= urls,
+             "--cluster names every NATS server's client port")
+    r = flag_value(args, "cluster_replicas")
+    c.expect(r is not None and r.isdigit() and 3 <= int(r) <= n, f"--cluster_replicas in [3, {n}], got {r}")
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in octr.get("env", [])}
+    c.expect(env.get("POD_NAME") == "metadata.name", "POD_NAME from the pod's name")
+    c.expect(flag_value(args, "node_id") == "$(POD_NAME)", "--node_id is the pod name")
+    c.expect(flag_value(args, "advertise") == f"$(POD_NAME).{ours['spec']['serviceName']}:{GRPC_PORT}",
+             "--advertise is the pod's stable DNS name and gRPC port")
+    c.expect(ours["spec"].get("replicas", 1) >= 3, "at least 3 streamstatsd replicas")
+
+
+def cluster_mutations():
+    def sts(name):
+        return lambda o: named("StatefulSet", name, o)
+
+    def ctr(name):
+        return lambda o: sts(name)(o)["spec"]["template"]["spec"]["containers"][0]
+
+    def conf(o):
+        return named("ConfigMap", "nats-config", o)["data"]
+
+    def set_args(o, fn):
+        c = ctr("streamstats")(o)
+        c["args"] = [fn(a) for a in c["args"]]
+
+    yield "two NATS servers", lambda o: sts("nats")(o)["spec"].update({"replicas": 2})
+    yield "NATS anti-affinity dropped", lambda o: sts("nats")(o)["spec"]["template"]["spec"].pop("affinity")
+    yield "streamstatsd anti-affinity only preferred", lambda o: sts("streamstats")(o)["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"].update(
+        {"preferredDuringSchedulingIgnoredDuringExecution": [], "requiredDuringSchedulingIgnoredDuringExecution": []})
+    yield "NATS PDB below quorum", lambda o: named("PodDisruptionBudget", "nats", o)["spec"].update({"minAvailable": 1})
+    yield "NATS liveness probe removed", lambda o: ctr("nats")(o).pop("livenessProbe")
+    yield "JetStream off", lambda o: conf(o).update({"nats.conf": conf(o)["nats.conf"].replace("jetstream {", "# {")})
+    yield "JetStream store on the root filesystem", lambda o: conf(o).update(
+        {"nats.conf": conf(o)["nats.conf"].replace("store_dir: /data/jetstream", "store_dir: /tmp/js")})
+    yield "a route missing", lambda o: conf(o).update(
+        {"nats.conf": conf(o)["nats.conf"].replace("nats://nats-2.nats-headless:6222", "")})
+    yield "--cluster misses a server", lambda o: set_args(o, lambda a: a.replace(",nats://nats-2.nats-headless:4222", ""))
+    yield "--cluster_replicas=1", lambda o: set_args(o, lambda a: "--cluster_replicas=1" if a.startswith("--cluster_replicas=") else a)
+    yield "--node_id fixed", lambda o: set_args(o, lambda a: "--node_id=node" if a.startswith("--node_id=") else a)
+    yield "POD_NAME env dropped", lambda o: ctr("streamstats")(o).pop("env")
+    yield "one streamstatsd replica", lambda o: sts("streamstats")(o)["spec"].update({"replicas": 1})
+
+
+def check_cluster_rendering(objs):
+    c = Checker("overlays/cluster")
+    check_cluster(objs, c)
+    return c.problems
+
+
+def cluster_selftest(objs):
+    if check_cluster_rendering(objs):
+        return ["cluster selftest: the unmodified rendering already fails"]
+    missed, n = [], 0
+    for desc, fn in cluster_mutations():
+        n += 1
+        o = copy.deepcopy(objs)
+        fn(o)
+        found = check_cluster_rendering(o)
+        if not found:
+            missed.append(f"cluster selftest: breaking overlays/cluster ({desc}) went unnoticed")
+        else:
+            print(f"  caught: {desc}: {found[0]}")
+    print(f"cluster selftest: {n - len(missed)}/{n} deliberate breakages caught")
+    return missed
+
+
+# ---------------------------------------------------------------------------------------------
 # PromQL in alerts and dashboard.
 
 STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
@@ -532,6 +660,12 @@ def main(argv):
         problems = check_pair(base, gpu) if argv[1] == "manifests" else selftest(base, gpu)
         if argv[1] == "manifests" and not problems:
             print(f"manifests: base ({len(base)} objects) and overlays/gpu ({len(gpu)} objects) pass")
+    elif len(argv) == 3 and argv[1] == "cluster":
+        objs = load_objects(argv[2])
+        problems = check_cluster_rendering(objs)
+        if not problems:
+            print(f"manifests: overlays/cluster ({len(objs)} objects) passes")
+            problems = cluster_selftest(objs)
     elif len(argv) == 5 and argv[1] == "promql":
         problems = check_promql(argv[2], argv[3], argv[4])
     else:

@@ -3,7 +3,8 @@
 #
 #   tests/deploy/check_manifests.sh [REPO_ROOT]
 #
-# - `kubectl kustomize` renders deploy/kubernetes/base and overlays/gpu; check_deploy.py checks the
+# - `kubectl kustomize` renders deploy/kubernetes/base, overlays/gpu and overlays/cluster;
+#   check_deploy.py checks the
 #   rendered objects (kinds, grpc probes, PVC, GPU only in the overlay, non-root, resources, ports,
 #   ServiceMonitor -> Service -> pods) and proves, by breaking them on purpose, that it notices.
 # - promtool: check rules + unit tests of deploy/prometheus/alerts.yml, check config of
@@ -11,8 +12,9 @@
 # - The dashboard JSON parses and uses only metrics streamstatsd exports, each as its type allows.
 #
 # Tools (Debian 12 packages): kubectl (kubernetes-client), promtool (prometheus), python3 with
-# PyYAML (python3-yaml). Override with KUBECTL=, PROMTOOL=, PYTHON=. A missing tool FAILS the test
-# when apt could install it here; the test is skipped (exit 77) only when it cannot be had at all.
+# PyYAML (python3-yaml), nats-server (nats-server: `-t` on the cluster overlay's config).
+# Override with KUBECTL=, PROMTOOL=, PYTHON=, NATS_SERVER=. A missing tool FAILS the test when apt
+# could install it here; the test is skipped (exit 77) only when it cannot be had at all.
 set -uo pipefail
 
 ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
@@ -31,6 +33,8 @@ PROMTOOL=${PROMTOOL:-$(command -v promtool || true)}
 need "$PROMTOOL" promtool prometheus
 PY=$(first_python yaml)
 need "$PY" "python3 with PyYAML" python3-yaml
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
+need "$NATS_SERVER" nats-server nats-server
 
 echo "using $("$KUBECTL" version --client --short 2>/dev/null || "$KUBECTL" version --client 2>&1 | head -1)"
 echo "using $("$PROMTOOL" --version 2>&1 | head -1)"
@@ -52,6 +56,26 @@ render() {  # render DIR OUT
 rendered=1
 render "$ROOT/deploy/kubernetes/base" "$TMP/base.yaml" || rendered=0
 render "$ROOT/deploy/kubernetes/overlays/gpu" "$TMP/gpu.yaml" || rendered=0
+if render "$ROOT/deploy/kubernetes/overlays/cluster" "$TMP/cluster.yaml"; then
+  if "$PY" "$HERE/check_deploy.py" cluster "$TMP/cluster.yaml"; then
+    ok "overlays/cluster: NATS JetStream and streamstatsd replicas consistent, breakages caught"
+  else
+    fail "overlays/cluster (see FAIL lines above)"
+  fi
+  # The NATS config as the servers will read it, checked by nats-server itself.
+  "$PY" -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "nats-config":
+        open(sys.argv[2], "w").write(d["data"]["nats.conf"])' "$TMP/cluster.yaml" "$TMP/nats.conf"
+  if POD_NAME=nats-0 "$NATS_SERVER" -c "$TMP/nats.conf" -t >"$TMP/nats.out" 2>&1; then
+    ok "overlays/cluster: nats-server -t accepts the NATS config"
+  else
+    cat "$TMP/nats.out" >&2
+    fail "overlays/cluster: nats-server rejects the NATS config"
+  fi
+else
+  rendered=0
+fi
 
 # 2. Structure of the rendered objects, and proof the checks bite.
 if [ $rendered = 1 ]; then
@@ -74,6 +98,11 @@ if "$KUBECTL" kustomize "$TMP/k8s/overlays/gpu" >/dev/null 2>&1; then
   fail "overlays/gpu renders although the base's --gpus argument moved (its 'test' op no longer guards)"
 else
   ok "overlays/gpu refuses to render when the base's --gpus argument changes"
+fi
+if "$KUBECTL" kustomize "$TMP/k8s/overlays/cluster" >/dev/null 2>&1; then
+  fail "overlays/cluster renders although the base's argument list changed (its 'test' op no longer guards)"
+else
+  ok "overlays/cluster refuses to render when the base's argument list changes"
 fi
 
 # 3. Prometheus config and alert rules.
