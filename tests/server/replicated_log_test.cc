@@ -46,7 +46,8 @@ class MemoryLog final : public ReplicatedLog {
 
   absl::StatusOr<ReplicatedAppend> Append(absl::string_view tenant, absl::string_view session,
                                           WalRecordType type, absl::string_view payload,
-                                          absl::string_view msg_id) override {
+                                          absl::string_view msg_id,
+                                          const AppendFence& = {}) override {
     ++appends;
     if (mode == Mode::kRefuse) return absl::UnavailableError("no quorum");
     if (!msg_id.empty()) {
