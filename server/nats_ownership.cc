@@ -33,6 +33,9 @@ void NatsOwnership::StartHeartbeat(const std::string& node_id, const std::string
     token_ = KvToken(node_id);
     options_.advertise = advertise;
   }
+  // In the members before this node answers its first Claim.
+  uint64_t rev = 0;
+  kvStore_PutString(&rev, members_kv_, KvToken(node_id).c_str(), advertise.c_str());
   RefreshMembers();
   heartbeat_ = std::thread([this] { Heartbeat(); });
 }
@@ -48,7 +51,11 @@ NatsOwnership::~NatsOwnership() {
 
 void NatsOwnership::Close() {
   if (stop_.exchange(true)) return;
-  if (heartbeat_.joinable()) heartbeat_.join();
+  if (heartbeat_.joinable()) {
+    heartbeat_.join();
+    // A clean stop leaves the members at once: its sessions move now, not after the TTL.
+    kvStore_Delete(members_kv_, node().c_str());
+  }
   if (nc_ != nullptr) natsConnection_Close(nc_);
 }
 
