@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -638,6 +639,13 @@ absl::Status SessionManager::LoadOwned(const std::string& tenant, const std::str
                                     slice_items_.load(std::memory_order_relaxed));
     }
   }
+  std::fprintf(stderr,
+               "streamstatsd: owns session '%s' of tenant '%s' (epoch %llu): snapshot at %llu, "
+               "replayed %llu records to %llu\n",
+               name.c_str(), tenant.c_str(), static_cast<unsigned long long>(epoch),
+               static_cast<unsigned long long>(covered),
+               static_cast<unsigned long long>(report.records),
+               static_cast<unsigned long long>(owned.subject_last));
   MutexLock own(&own_mu_);
   owned_[key] = owned;
   ++own_stats_.owner_changes;
@@ -681,7 +689,11 @@ void SessionManager::MaintainOwnership(uint64_t snapshot_records, absl::Duration
     SessionExport e = (*session)->Export();
     const uint64_t covered = std::max(e.applied_lsn, (*session)->create_lsn());
     if (covered <= o.snapshot_covered) continue;
-    if (!ownership_->PutSnapshot(key.first, key.second, {covered, e.bytes}).ok()) continue;
+    if (absl::Status put = ownership_->PutSnapshot(key.first, key.second, {covered, e.bytes}); !put.ok()) {
+      std::fprintf(stderr, "streamstatsd: snapshot of session '%s' to the cluster failed: %s\n",
+                   key.second.c_str(), std::string(put.message()).c_str());
+      continue;
+    }
     MutexLock own(&own_mu_);
     auto it = owned_.find(key);
     if (it == owned_.end() || it->second.epoch != o.epoch) continue;
