@@ -23,6 +23,10 @@
 // next append fails (ABORTED: it drops the session and answers UNAVAILABLE), unless nothing was
 // written since its last one, in which case its record is simply the next in that history and
 // the new owner replays it before writing (its own fenced append fails otherwise, and it reloads).
+// A clustered JetStream (2.9) checks the expected sequence before the message id, so a resend
+// after a lost PubAck is refused by the fence too (its first copy moved the subject on): the owner
+// reloads, applying that first copy from the log, and the producer's next resend is answered as a
+// duplicate by the session. Fenced appends are counted (streamstats_cluster_fenced_appends_total).
 // The epoch goes into every record too (header Streamstats-Epoch) to say which lease wrote it.
 // Gap: the first record of a never-used subject (a create) has no sequence to expect (nats.c
 // sends no header for 0); two nodes that both believe they own a new name could both create it.

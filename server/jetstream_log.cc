@@ -195,7 +195,8 @@ absl::StatusOr<ReplicatedAppend> JetStreamLog::Append(absl::string_view tenant,
   if (s != NATS_OK && jerr == JSStreamWrongLastSequenceErr) {
     return finish(absl::AbortedError(absl::StrCat(
         "fenced: ", subject, " no longer ends at ", fence.expected_last_subject_sequence,
-        " (another owner wrote to it); nothing was stored")));
+        " (another owner wrote to it, or an earlier append whose acknowledgement was lost was "
+        "stored); nothing was stored")));
   }
   if (s != NATS_OK) {
     return finish(absl::UnavailableError(absl::StrCat(

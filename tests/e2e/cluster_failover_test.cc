@@ -297,3 +297,52 @@ TEST(ClusterFailover, EachSessionHasOneOwnerAndAKilledOwnersSessionsMoveWithNoth
 }
 
 }  // namespace
+
+namespace {
+
+// The fence on a real JetStream (2.9): an append that expects another last sequence on its
+// subject is refused (ABORTED) and stores nothing. JetStream 2.9 clustered checks the fence
+// before the message id: a resend with the old expectation is refused too, one with the subject's
+// real last sequence is answered as a duplicate.
+TEST(ClusterFailover, JetStreamRefusesAnAppendWhoseSubjectMovedOn) {
+  if (streamstats::testing::NatsServerBinary().empty()) GTEST_SKIP() << "no nats-server on PATH";
+  const std::string dir = TestDir();
+  NatsCluster nats(dir + "/nats");
+  auto log = streamstats::server::JetStreamLog::Open(
+      {.servers = streamstats::server::SplitServers(nats.Urls()),
+       .stream = "STREAMSTATS",
+       .subject_prefix = "streamstats.log",
+       .replicas = 3,
+       .connect_timeout = absl::Seconds(30),
+       .on_publish = nullptr});
+  ASSERT_TRUE(log.ok()) << log.status();
+  using streamstats::server::AppendFence;
+  using streamstats::server::WalRecordType;
+  auto first = (*log)->Append("t", "s", WalRecordType::kCreate, "a", "", AppendFence{0, 1});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto other = (*log)->Append("t", "other", WalRecordType::kCreate, "b", "", AppendFence{0, 1});
+  ASSERT_TRUE(other.ok()) << other.status();
+  // Another subject's record does not move this one's last sequence.
+  auto second = (*log)->Append("t", "s", WalRecordType::kBatch, "c", "t.s.p:1",
+                               AppendFence{first->sequence, 1});
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto stale = (*log)->Append("t", "s", WalRecordType::kBatch, "d", "t.s.p:2",
+                              AppendFence{first->sequence, 1});
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted) << stale.status();
+  auto stale_resend = (*log)->Append("t", "s", WalRecordType::kBatch, "c", "t.s.p:1",
+                                     AppendFence{first->sequence, 1});
+  EXPECT_EQ(stale_resend.status().code(), absl::StatusCode::kAborted) << stale_resend.status();
+  auto resend = (*log)->Append("t", "s", WalRecordType::kBatch, "c", "t.s.p:1",
+                               AppendFence{second->sequence, 1});
+  ASSERT_TRUE(resend.ok()) << resend.status();
+  EXPECT_TRUE(resend->duplicate);
+  EXPECT_EQ(resend->sequence, second->sequence);
+  auto info = (*log)->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->messages, 3u) << "the fenced append stored something";
+  auto next = (*log)->Append("t", "s", WalRecordType::kBatch, "d", "t.s.p:2",
+                             AppendFence{second->sequence, 2});
+  EXPECT_TRUE(next.ok()) << next.status();
+}
+
+}  // namespace

@@ -180,6 +180,27 @@ TEST(ClusterOwnership, AStaleOwnersWriteIsFencedAndOnlyTheLogsHistoryCounts) {
   EXPECT_EQ(CountAt(b), 40u) << "every acknowledged batch once: 1, 2, 3 and 4";
 }
 
+TEST(ClusterOwnership, AResendAfterALostAckIsFencedThenReloadedAndCountedOnce) {
+  MemoryLog log;
+  FakeKv kv;
+  Node a(&log, &kv, "a");
+  kv.placed = "a";
+  ASSERT_TRUE(a.manager.Create("t", *ConfigFromSpec(Spec())).ok());
+  ASSERT_TRUE(IngestSeq(a, 1).ok());
+  log.mode = MemoryLog::Mode::kLoseAck;  // batch 2 stored, the owner hears UNAVAILABLE
+  EXPECT_EQ(IngestSeq(a, 2).code(), absl::StatusCode::kUnavailable);
+  log.mode = MemoryLog::Mode::kOk;
+  // The resend expects the subject to end before batch 2's first copy: fenced, reloaded.
+  EXPECT_EQ(IngestSeq(a, 2).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(log.records.size(), 3u);
+  // The next resend finds batch 2 applied from the log: a duplicate, nothing published.
+  ASSERT_TRUE(IngestSeq(a, 2).ok());
+  EXPECT_EQ(log.records.size(), 3u);
+  EXPECT_EQ(CountAt(a), 20u);
+  ASSERT_TRUE(IngestSeq(a, 3).ok());
+  EXPECT_EQ(CountAt(a), 30u);
+}
+
 TEST(ClusterOwnership, ANewOwnerLoadsTheSnapshotAndReplaysOnlyTheTail) {
   MemoryLog log;
   FakeKv kv;

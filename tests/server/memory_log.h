@@ -1,7 +1,7 @@
 // An in-memory ReplicatedLog with JetStream's answers, for server tests without a network
-// (issue 17): positions from 1, deduplication by message id (checked first, as JetStream does),
-// the fence (Nats-Expected-Last-Subject-Sequence: ABORTED, nothing stored, when the subject ends
-// elsewhere), and two failure modes: refuse (nothing stored) and store-then-fail (a lost PubAck).
+// (issue 17): positions from 1, the fence (Nats-Expected-Last-Subject-Sequence: ABORTED, nothing
+// stored, when the subject ends elsewhere; checked before deduplication, as a clustered
+// JetStream 2.9 does), deduplication by message id, and two failure modes: refuse (nothing stored) and store-then-fail (a lost PubAck).
 #ifndef STREAMSTATS_TESTS_SERVER_MEMORY_LOG_H_
 #define STREAMSTATS_TESTS_SERVER_MEMORY_LOG_H_
 
@@ -30,14 +30,14 @@ class MemoryLog final : public ReplicatedLog {
                                           const AppendFence& fence = {}) override {
     ++appends;
     if (mode == Mode::kRefuse) return absl::UnavailableError("no quorum");
-    if (!msg_id.empty()) {
-      auto it = ids.find(std::string(msg_id));
-      if (it != ids.end()) return ReplicatedAppend{it->second, true};
-    }
     const std::string subject = SessionSubject("x", tenant, session);
     if (fence.expected_last_subject_sequence != 0 &&
         subject_last[subject] != fence.expected_last_subject_sequence) {
       return absl::AbortedError(absl::StrCat("wrong last sequence: ", subject_last[subject]));
+    }
+    if (!msg_id.empty()) {
+      auto it = ids.find(std::string(msg_id));
+      if (it != ids.end()) return ReplicatedAppend{it->second, true};
     }
     records.push_back({subject, type, std::string(payload), fence.epoch});
     const uint64_t seq = records.size();
