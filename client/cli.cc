@@ -292,7 +292,9 @@ int IngestCommand(Client& client, const Args& args, bool json) {
     return Usage(absl::StrCat(path, ": ", reader.status().message()));
   }
 
-  auto stream = client.StartIngest();
+  // Cluster mode: the stream goes to the session's owner when this server names another.
+  std::unique_ptr<Client> owner_client = client.ForOwnerOf(name);
+  auto stream = (owner_client != nullptr ? *owner_client : client).StartIngest();
   const bool progress = args.Has("progress") ? args.Get("progress") != "false"
                                              : isatty(STDERR_FILENO) && !json;
   const bool overwrite = isatty(STDERR_FILENO);  // \r on a terminal, a line each in a log

@@ -58,25 +58,77 @@ std::unique_ptr<Client> Client::Connect(const std::string& address, Options opti
     creds = grpc::SslCredentials(ssl);
   }
   auto channel = grpc::CreateCustomChannel(address, creds, args);
-  return std::unique_ptr<Client>(new Client(std::move(channel), std::move(options)));
+  return std::unique_ptr<Client>(new Client(std::move(channel), std::move(options), creds));
 }
 
-Client::Client(std::shared_ptr<grpc::Channel> channel, Options options)
+Client::Client(std::shared_ptr<grpc::Channel> channel, Options options,
+               std::shared_ptr<grpc::ChannelCredentials> creds)
     : channel_(std::move(channel)),
       stub_(v1::StreamStats::NewStub(channel_)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      creds_(std::move(creds)) {}
+
+namespace {
+constexpr char kOwnerMetadata[] = "streamstats-owner";
+
+std::string OwnerIn(const grpc::ClientContext& ctx, const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return "";
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find(kOwnerMetadata);
+  return it == trailers.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+}  // namespace
+
+v1::StreamStats::Stub* Client::OwnerStub(const grpc::ClientContext& ctx, const grpc::Status& status) {
+  const std::string owner = OwnerIn(ctx, status);
+  if (owner.empty()) return nullptr;
+  std::lock_guard<std::mutex> lock(owners_mu_);
+  auto& stub = owner_stubs_[owner];
+  if (stub == nullptr) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    stub = v1::StreamStats::NewStub(grpc::CreateCustomChannel(owner, creds_, args));
+  }
+  return stub.get();
+}
+
+std::unique_ptr<Client> Client::ForOwnerOf(const std::string& session) {
+  auto owner = OwnerOf(session);
+  if (!owner.ok() || owner->empty()) return nullptr;
+  return Connect(*owner, options_);
+}
+
+absl::StatusOr<std::string> Client::OwnerOf(const std::string& session) {
+  v1::GetSessionRequest request;
+  request.set_name(session);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::SessionInfo response;
+  grpc::Status status = stub_->GetSession(&ctx, request, &response);
+  if (status.ok()) return std::string();
+  const std::string owner = OwnerIn(ctx, status);
+  if (!owner.empty()) return owner;
+  return FromGrpcStatus(status);
+}
 
 void Client::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
   if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
-#define STREAMSTATS_UNARY(Method, Request, Response, request_expr)    \
-  grpc::ClientContext ctx;                                             \
-  SetDeadline(&ctx);                                                   \
-  Response response;                                                   \
-  grpc::Status status = stub_->Method(&ctx, request_expr, &response);  \
-  if (!status.ok()) return FromGrpcStatus(status);                     \
+// A refusal naming the session's owner (cluster mode) is followed once, to that owner.
+#define STREAMSTATS_UNARY(Method, Request, Response, request_expr)          \
+  grpc::ClientContext ctx;                                                   \
+  SetDeadline(&ctx);                                                         \
+  Response response;                                                         \
+  grpc::Status status = stub_->Method(&ctx, request_expr, &response);        \
+  if (v1::StreamStats::Stub* owner = status.ok() ? nullptr : OwnerStub(ctx, status)) { \
+    grpc::ClientContext again;                                               \
+    SetDeadline(&again);                                                     \
+    status = owner->Method(&again, request_expr, &response);                 \
+  }                                                                          \
+  if (!status.ok()) return FromGrpcStatus(status);                           \
   return response;
 
 absl::StatusOr<v1::SessionInfo> Client::CreateSession(const v1::SessionSpec& spec) {
@@ -100,7 +152,13 @@ absl::Status Client::DeleteSession(const std::string& name) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::DeleteSessionResponse response;
-  return FromGrpcStatus(stub_->DeleteSession(&ctx, request, &response));
+  grpc::Status status = stub_->DeleteSession(&ctx, request, &response);
+  if (v1::StreamStats::Stub* owner = status.ok() ? nullptr : OwnerStub(ctx, status)) {
+    grpc::ClientContext again;
+    SetDeadline(&again);
+    status = owner->DeleteSession(&again, request, &response);
+  }
+  return FromGrpcStatus(status);
 }
 
 absl::StatusOr<v1::GetQuantilesResponse> Client::GetQuantiles(const v1::GetQuantilesRequest& r) {

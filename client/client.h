@@ -4,7 +4,9 @@
 #define STREAMSTATS_CLIENT_CLIENT_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -76,12 +78,27 @@ class Client {
 
   std::unique_ptr<IngestStream> StartIngest();
 
+  // Cluster mode (issue 17): the address of the node that owns `session` when the server this
+  // client talks to does not ("" when it answers for the session itself, or is a single node),
+  // from a GetSession refusal's trailing metadata "streamstats-owner". Unary calls follow such a
+  // refusal once by themselves; an Ingest stream goes where the caller opens it, so callers ask
+  // this first (the CLI's ingest and bench do) and Connect to the owner.
+  absl::StatusOr<std::string> OwnerOf(const std::string& session);
+  // A client (same options) for that owner; nullptr when this one is the place to go.
+  std::unique_ptr<Client> ForOwnerOf(const std::string& session);
+
  private:
-  Client(std::shared_ptr<grpc::Channel> channel, Options options);
+  Client(std::shared_ptr<grpc::Channel> channel, Options options,
+         std::shared_ptr<grpc::ChannelCredentials> creds);
   void SetDeadline(grpc::ClientContext* ctx) const;
+  // A stub for the owner a refusal names (nullptr: the status names none).
+  v1::StreamStats::Stub* OwnerStub(const grpc::ClientContext& ctx, const grpc::Status& status);
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::StreamStats::Stub> stub_;
   Options options_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
+  std::mutex owners_mu_;
+  std::map<std::string, std::unique_ptr<v1::StreamStats::Stub>> owner_stubs_;  // by address
 };
 
 }  // namespace streamstats::client

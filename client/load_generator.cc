@@ -10,6 +10,7 @@
 #include <deque>
 #include <fstream>
 #include <future>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -321,6 +322,15 @@ const char* DistributionName(Distribution d) {
 
 }  // namespace
 
+// Cluster mode (issue 17): the owner a refusal names in its trailing metadata
+// "streamstats-owner" ("" for any other answer).
+std::string OwnerNamed(const grpc::ClientContext& ctx, const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return "";
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("streamstats-owner");
+  return it == trailers.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
 absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions& options,
                                    std::ostream& out) {
   if (absl::Status s = ValidateLoadOptions(options); !s.ok()) return s;
@@ -353,12 +363,28 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
   }
   std::vector<std::string> names;
   std::vector<std::string> summaries_text;
+  // Where each session's streams and deletes go: its owner in cluster mode, else `address`.
+  std::map<std::string, std::string> owner_of;
+  std::map<std::string, std::unique_ptr<v1::StreamStats::Stub>> owner_stubs;
+  auto stub_for = [&](const std::string& name) -> v1::StreamStats::Stub* {
+    const std::string& where = owner_of[name];
+    if (where.empty() || where == address) return control.get();
+    auto& stub = owner_stubs[where];
+    if (stub == nullptr) stub = v1::StreamStats::NewStub(NewChannel(where));
+    return stub.get();
+  };
   for (int i = 0; i < o.sessions; ++i) {
     spec.set_name(absl::StrCat(prefix, "-", i));
     grpc::ClientContext ctx;
     Prepare(&ctx, o, true);
     v1::SessionInfo info;
     grpc::Status st = control->CreateSession(&ctx, spec, &info);
+    if (const std::string owner = OwnerNamed(ctx, st); !owner.empty()) {
+      owner_of[spec.name()] = owner;
+      grpc::ClientContext again;
+      Prepare(&again, o, true);
+      st = stub_for(spec.name())->CreateSession(&again, spec, &info);
+    }
     if (!st.ok()) {
       return absl::Status(FromGrpcStatus(st).code(),
                           absl::StrCat("creating session ", spec.name(), ": ", st.error_message()));
@@ -378,7 +404,7 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
       v1::DeleteSessionRequest r;
       r.set_name(name);
       v1::DeleteSessionResponse response;
-      (void)control->DeleteSession(&ctx, r, &response);
+      (void)stub_for(name)->DeleteSession(&ctx, r, &response);
     }
   };
 
@@ -421,11 +447,16 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
   const double server_cpu_before = o.server_pid > 0 ? ProcessCpuSeconds(o.server_pid) : -1;
   const double self_cpu_before = SelfCpuSeconds();
 
+  std::vector<std::string> stream_address(o.streams, address);
+  for (int i = 0; i < o.streams; ++i) {
+    auto it = owner_of.find(names[i % o.sessions]);
+    if (it != owner_of.end() && !it->second.empty()) stream_address[i] = it->second;
+  }
   std::vector<absl::Status> results(o.streams);
   std::vector<std::thread> threads;
   for (int i = 0; i < o.streams; ++i) {
     threads.emplace_back([&, i] {
-      results[i] = runners[i]->Run(address, start, claim);
+      results[i] = runners[i]->Run(stream_address[i], start, claim);
       if (!results[i].ok()) stop = true;
     });
   }

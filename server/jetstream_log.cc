@@ -17,6 +17,7 @@ namespace streamstats::server {
 namespace {
 
 constexpr char kTypeHeader[] = "Streamstats-Type";
+constexpr char kEpochHeader[] = "Streamstats-Epoch";
 
 // nats.c keeps the text of the calling thread's last error; it says more than the status name.
 std::string NatsError(natsStatus s, jsErrCode jerr = static_cast<jsErrCode>(0)) {
@@ -147,7 +148,8 @@ absl::Status JetStreamLog::CreateOrBindStream() {
 absl::StatusOr<ReplicatedAppend> JetStreamLog::Append(absl::string_view tenant,
                                                       absl::string_view session,
                                                       WalRecordType type, absl::string_view payload,
-                                                      absl::string_view msg_id) {
+                                                      absl::string_view msg_id,
+                                                      const AppendFence& fence) {
   const absl::Time start = absl::Now();
   auto finish = [&](absl::StatusOr<ReplicatedAppend> r) {
     if (options_.on_publish) options_.on_publish(absl::ToDoubleSeconds(absl::Now() - start), r.ok());
@@ -177,13 +179,25 @@ absl::StatusOr<ReplicatedAppend> JetStreamLog::Append(absl::string_view tenant,
   const std::string type_text = absl::StrCat(static_cast<int>(type));
   s = natsMsgHeader_Set(msg, kTypeHeader, type_text.c_str());
   if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsgHeader_Set: ", NatsError(s))));
+  if (fence.epoch != 0) {
+    const std::string epoch_text = absl::StrCat(fence.epoch);
+    s = natsMsgHeader_Set(msg, kEpochHeader, epoch_text.c_str());
+    if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsgHeader_Set: ", NatsError(s))));
+  }
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = id.c_str();
+  po.ExpectLastSubjectSeq = fence.expected_last_subject_sequence;
   po.MaxWait = absl::ToInt64Milliseconds(options_.publish_timeout);
   jsPubAck* ack = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
   s = js_PublishMsg(&ack, js_, msg, &po, &jerr);
+  if (s != NATS_OK && jerr == JSStreamWrongLastSequenceErr) {
+    return finish(absl::AbortedError(absl::StrCat(
+        "fenced: ", subject, " no longer ends at ", fence.expected_last_subject_sequence,
+        " (another owner wrote to it, or an earlier append whose acknowledgement was lost was "
+        "stored); nothing was stored")));
+  }
   if (s != NATS_OK) {
     return finish(absl::UnavailableError(absl::StrCat(
         "the NATS cluster did not acknowledge the record on ", subject, ": ", NatsError(s, jerr),
@@ -206,6 +220,20 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
   if (state->messages == 0 || last < from) return absl::OkStatus();
   ReaderMutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the replicated log is closed");
+  // One subject (an owner loading a session): its last record bounds the replay, and a subject
+  // with nothing at or after `from` must not wait for a message that never comes.
+  if (!filter.empty() && filter.find_first_of("*>") == std::string::npos) {
+    natsMsg* lm = nullptr;
+    jsErrCode lerr = static_cast<jsErrCode>(0);
+    natsStatus ls = js_GetLastMsg(&lm, js_, options_.stream.c_str(), filter.c_str(), nullptr, &lerr);
+    if (ls == NATS_NOT_FOUND || lerr == JSNoMessageFoundErr) return absl::OkStatus();
+    if (ls != NATS_OK) {
+      return absl::UnavailableError(absl::StrCat("last message on ", filter, ": ", NatsError(ls, lerr)));
+    }
+    const uint64_t subject_last = natsMsg_GetSequence(lm);
+    natsMsg_Destroy(lm);
+    if (subject_last < from) return absl::OkStatus();
+  }
   const std::string subject = filter.empty() ? options_.subject_prefix + ".>" : filter;
   jsSubOptions so;
   jsSubOptions_Init(&so);

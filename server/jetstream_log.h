@@ -54,7 +54,8 @@ class JetStreamLog final : public ReplicatedLog {
 
   absl::StatusOr<ReplicatedAppend> Append(absl::string_view tenant, absl::string_view session,
                                           WalRecordType type, absl::string_view payload,
-                                          absl::string_view msg_id) override;
+                                          absl::string_view msg_id,
+                                          const AppendFence& fence = {}) override;
   absl::Status Replay(uint64_t from, const std::string& filter, const ApplyFn& apply,
                       const std::function<void(uint64_t done, uint64_t last)>& on_progress,
                       ReplicatedReplayReport* report) override;

@@ -36,6 +36,7 @@
 #include "server/wal.h"
 #ifdef STREAMSTATS_HAVE_NATS
 #include "server/jetstream_log.h"
+#include "server/nats_ownership.h"
 #endif
 #ifdef STREAMSTATS_HAVE_GPU
 #include "gpu/gpu_pool.h"
@@ -69,6 +70,21 @@ ABSL_FLAG(int, cluster_connect_timeout_s, 30,
 ABSL_FLAG(int, cluster_dedupe_window_s, 120,
           "JetStream's duplicate window for a new stream: a resend of a producer's batch within it "
           "is stored once");
+ABSL_FLAG(bool, cluster_ownership, true,
+          "cluster mode: sessions are owned by one live node each (leases in JetStream KV, "
+          "rendezvous placement); other nodes answer FAILED_PRECONDITION naming the owner. false: "
+          "this node replays and applies the whole stream (one node per stream)");
+ABSL_FLAG(std::string, node_id, "", "cluster mode: this node's name (default: hostname-port)");
+ABSL_FLAG(std::string, advertise, "",
+          "cluster mode: the host:port other nodes and clients reach this node's gRPC at "
+          "(default: the listen address with its bound port)");
+ABSL_FLAG(int, cluster_member_ttl_ms, 3000,
+          "cluster mode: a node whose heartbeat is older than this is gone (its sessions move)");
+ABSL_FLAG(int, cluster_heartbeat_ms, 1000, "cluster mode: how often a node heartbeats");
+ABSL_FLAG(int, cluster_snapshot_records, 1000,
+          "cluster mode: an owner snapshots a session to JetStream KV after this many records");
+ABSL_FLAG(int, cluster_snapshot_interval_s, 30,
+          "cluster mode: ... or after this many seconds with any new record");
 ABSL_FLAG(std::string, cluster_stream, "STREAMSTATS", "the JetStream stream of the replicated log");
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
@@ -479,6 +495,30 @@ int main(int argc, char** argv) {
     }
     replicated = *std::move(opened);
     sessions.set_replicated_log(replicated.get());
+  }
+  std::unique_ptr<NatsOwnership> ownership;
+  if (!cluster.empty() && absl::GetFlag(FLAGS_cluster_ownership)) {
+    auto opened = NatsOwnership::Open(
+        {.servers = SplitServers(cluster),
+         .node_id = "",
+         .advertise = "",
+         .replicas = absl::GetFlag(FLAGS_cluster_replicas),
+         .member_ttl = absl::Milliseconds(absl::GetFlag(FLAGS_cluster_member_ttl_ms)),
+         .heartbeat = absl::Milliseconds(absl::GetFlag(FLAGS_cluster_heartbeat_ms)),
+         .connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_cluster_connect_timeout_s))});
+    if (!opened.ok()) {
+      std::fprintf(stderr, "streamstatsd: --cluster=%s: ownership: %s\n", cluster.c_str(),
+                   std::string(opened.status().message()).c_str());
+      return opened.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    ownership = *std::move(opened);
+    // Nothing is replayed at start: an owner loads each of its sessions when it takes it.
+    sessions.set_ownership(ownership.get(), ConfigFromSpecBytes, "streamstats.log");
+    std::fprintf(stderr, "streamstatsd: cluster mode on %s (%s, %d replicas) with ownership\n",
+                 cluster.c_str(), replicated->Describe().c_str(),
+                 absl::GetFlag(FLAGS_cluster_replicas));
+  } else if (!cluster.empty()) {
+    Metrics* m = metrics.get();
     // One node owns every session for now (issue 17 item 2): it replays the whole stream. An
     // owner of some sessions will replay its subjects only (the filter) from its snapshots'
     // position.
@@ -504,6 +544,9 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(report.first_sequence),
                  static_cast<unsigned long long>(report.last_sequence), sessions.size(),
                  absl::ToDoubleSeconds(absl::Now() - replay_start));
+  }
+  if (!cluster.empty()) {
+    Metrics* m = metrics.get();
     if (m != nullptr) {
       m->SetClusterReplay(sessions.replicated_position(), sessions.replicated_position());
       for (const auto& [tenant, session] : sessions.All()) m->NoteTenant(tenant);
@@ -609,6 +652,21 @@ int main(int argc, char** argv) {
     std::ofstream(pf + ".tmp") << http->port() << "\n";
     std::filesystem::rename(pf + ".tmp", pf);
   }
+#ifdef STREAMSTATS_HAVE_NATS
+  if (ownership != nullptr) {
+    std::string node_id = absl::GetFlag(FLAGS_node_id);
+    if (node_id.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      node_id = absl::StrCat(host, "-", port);
+    }
+    std::string advertise = absl::GetFlag(FLAGS_advertise);
+    if (advertise.empty()) advertise = bound;
+    ownership->StartHeartbeat(node_id, advertise);
+    std::printf("cluster:     node %s at %s\n", node_id.c_str(), advertise.c_str());
+    std::fflush(stdout);
+  }
+#endif
   if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
     std::ofstream(pf + ".tmp") << port << "\n";
     std::filesystem::rename(pf + ".tmp", pf);
@@ -627,6 +685,21 @@ int main(int argc, char** argv) {
     }
     return stop;
   };
+#ifdef STREAMSTATS_HAVE_NATS
+  // Cluster ownership: drop sessions this node lost, snapshot the owned ones to JetStream KV.
+  std::thread owner_upkeep([&] {
+    if (ownership == nullptr) return;
+    const auto records = static_cast<uint64_t>(std::max(1, absl::GetFlag(FLAGS_cluster_snapshot_records)));
+    const absl::Duration age = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_cluster_snapshot_interval_s)));
+    while (!stopped_within(absl::Milliseconds(absl::GetFlag(FLAGS_cluster_heartbeat_ms)))) {
+      sessions.MaintainOwnership(records, age);
+      if (metrics != nullptr) {
+        const auto st = sessions.ownership_stats();
+        metrics->SetClusterOwnership(st.owned, st.owner_changes, st.snapshots, st.fenced);
+      }
+    }
+  });
+#endif
   std::thread snapshotter([&] {
     const int interval = absl::GetFlag(FLAGS_snapshot_interval_s);
     if (interval <= 0 || durability == "none") return;
@@ -683,6 +756,10 @@ int main(int argc, char** argv) {
   }
   stop_cv.SignalAll();
   snapshotter.join();
+#ifdef STREAMSTATS_HAVE_NATS
+  owner_upkeep.join();
+  if (ownership != nullptr) ownership->Close();
+#endif
 #ifdef STREAMSTATS_HAVE_GPU
   gpu_stats.join();
 #endif

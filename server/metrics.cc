@@ -248,6 +248,26 @@ Metrics::Metrics(const std::string& version) : registry_(std::make_shared<promet
                              .Help("Replicated-log positions left to replay at start (0: caught up)")
                              .Register(r)
                              .Add({});
+  cluster_owned_ = &BuildGauge()
+                        .Name("streamstats_cluster_owned_sessions")
+                        .Help("Sessions this node owns (cluster ownership)")
+                        .Register(r)
+                        .Add({});
+  cluster_owner_changes_ = &BuildCounter()
+                                .Name("streamstats_cluster_owner_changes_total")
+                                .Help("Sessions taken over or loaded by this node")
+                                .Register(r)
+                                .Add({});
+  cluster_snapshots_ = &BuildCounter()
+                            .Name("streamstats_cluster_snapshots_total")
+                            .Help("Session snapshots this node wrote to JetStream KV")
+                            .Register(r)
+                            .Add({});
+  cluster_fenced_ = &BuildCounter()
+                         .Name("streamstats_cluster_fenced_appends_total")
+                         .Help("Appends refused because another owner wrote to the session's subject")
+                         .Register(r)
+                         .Add({});
   queue_depth_ = &BuildGauge()
                       .Name("streamstats_ingest_queue_depth")
                       .Help("Ingest batches accepted but not yet applied")
@@ -349,6 +369,19 @@ void Metrics::SetClusterLogPosition(uint64_t sequence) {
 void Metrics::SetClusterReplay(uint64_t done, uint64_t last) {
   cluster_replay_lag_->Set(static_cast<double>(last > done ? last - done : 0));
   SetClusterLogPosition(done);
+}
+
+void Metrics::SetClusterOwnership(uint64_t owned, uint64_t owner_changes, uint64_t snapshots,
+                                  uint64_t fenced) {
+  // One caller (the ownership upkeep thread), so the reported totals need no lock.
+  cluster_owned_->Set(static_cast<double>(owned));
+  auto add = [](prometheus::Counter* c, uint64_t now, uint64_t* reported) {
+    if (now > *reported) c->Increment(static_cast<double>(now - *reported));
+    *reported = now;
+  };
+  add(cluster_owner_changes_, owner_changes, &reported_owner_changes_);
+  add(cluster_snapshots_, snapshots, &reported_snapshots_);
+  add(cluster_fenced_, fenced, &reported_fenced_);
 }
 
 void Metrics::RecordAccelerator(const std::string& device, double kernel_seconds, uint64_t bytes,

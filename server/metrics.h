@@ -24,6 +24,9 @@
 //                 duplicates of a stored message
 //   gauges      streamstats_cluster_log_position      the highest stream sequence applied here
 //               streamstats_cluster_replay_lag_records  stream positions left to replay at start
+//               streamstats_cluster_owned_sessions    sessions this node owns (ownership)
+//   counters    streamstats_cluster_owner_changes_total, streamstats_cluster_snapshots_total,
+//               streamstats_cluster_fenced_appends_total
 //                 (0 once caught up)
 //   gauges      streamstats_sessions{tenant}, streamstats_session_memory_bytes{tenant}
 //               streamstats_ingest_queue_depth, streamstats_device_memory_bytes{device}
@@ -119,6 +122,10 @@ class Metrics {
   void RecordClusterDuplicate();
   void SetClusterLogPosition(uint64_t sequence);
   void SetClusterReplay(uint64_t done, uint64_t last);
+  // Cluster ownership (issue 17 item 3): sessions owned now, and the running totals of sessions
+  // taken over or loaded here, snapshots written and appends refused by the fence.
+  void SetClusterOwnership(uint64_t owned, uint64_t owner_changes, uint64_t snapshots,
+                           uint64_t fenced);
   // Work done on (or meant for) an accelerator `device` like "gpu:0": kernel time, bytes copied
   // host<->device, and batches that fell back to the CPU. Zeros are fine.
   void RecordAccelerator(const std::string& device, double kernel_seconds, uint64_t bytes,
@@ -174,6 +181,11 @@ class Metrics {
   prometheus::Counter* cluster_duplicates_;
   prometheus::Gauge* cluster_position_;
   prometheus::Gauge* cluster_replay_lag_;
+  prometheus::Gauge* cluster_owned_;
+  prometheus::Counter* cluster_owner_changes_;
+  prometheus::Counter* cluster_snapshots_;
+  prometheus::Counter* cluster_fenced_;
+  uint64_t reported_owner_changes_ = 0, reported_snapshots_ = 0, reported_fenced_ = 0;
   prometheus::Gauge* queue_depth_;
   prometheus::Family<prometheus::Gauge>* device_memory_;
 

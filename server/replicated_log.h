@@ -38,6 +38,16 @@ struct ReplicatedAppend {
   bool duplicate = false;  // the message id was already stored, at `sequence`
 };
 
+// The fence of an owner's append (issue 17 item 3, server/cluster_ownership.h): the append is
+// stored only if the session's subject still ends at `expected_last_subject_sequence` (JetStream's
+// Nats-Expected-Last-Subject-Sequence; 0: no check), else it fails with ABORTED and stores
+// nothing. `epoch` (0: none) is recorded with the record (header Streamstats-Epoch): which
+// lease of the session's owner wrote it.
+struct AppendFence {
+  uint64_t expected_last_subject_sequence = 0;
+  uint64_t epoch = 0;
+};
+
 struct ReplicatedReplayReport {
   uint64_t records = 0;       // records handed to apply
   uint64_t first_sequence = 0;
@@ -52,16 +62,19 @@ class ReplicatedLog {
   // quorum, or the error: UNAVAILABLE (retryable: not connected, no quorum, timed out) or
   // another code for a refusal. On an error the record may still have been stored (a lost
   // acknowledgement); a resend with the same message id is then answered as a duplicate with
-  // the stored position. `msg_id` empty: a unique id.
+  // the stored position. `msg_id` empty: a unique id. ABORTED: `fence` failed (another writer
+  // appended to the subject since), nothing stored.
   virtual absl::StatusOr<ReplicatedAppend> Append(absl::string_view tenant,
                                                   absl::string_view session, WalRecordType type,
                                                   absl::string_view payload,
-                                                  absl::string_view msg_id) = 0;
+                                                  absl::string_view msg_id,
+                                                  const AppendFence& fence = {}) = 0;
 
   // Reads every record from position `from` (>= 1) in order up to the log's end as of the call,
   // on the subjects matching `filter` (empty: all of this log's), calling `apply` for each (a
   // non-OK return stops the replay and is returned). `on_progress(done, total)` (may be empty)
-  // is called now and then with positions.
+  // is called now and then with positions. A filter naming one subject with no record at or
+  // after `from` returns at once.
   using ApplyFn =
       std::function<absl::Status(uint64_t sequence, WalRecordType type, absl::string_view payload)>;
   virtual absl::Status Replay(uint64_t from, const std::string& filter, const ApplyFn& apply,

@@ -26,6 +26,10 @@ class RpcScope {
       metrics_->RecordRpc(method_, status.code(), secs);
       if (query_ && status.ok()) metrics_->RecordQuery(method_, secs);
     }
+    // Not the owner: the owner's address for clients that follow it (issue 17).
+    if (auto owner = status.GetPayload(kOwnerPayload); owner.has_value()) {
+      ctx_->AddTrailingMetadata(kOwnerPayload, std::string(*owner));
+    }
     grpc::ServerUnaryReactor* reactor = ctx_->DefaultReactor();
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
@@ -169,7 +173,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetSession", false, ctx);
   auto tenant = Tenant(ctx, "GetSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->name());
+  auto session = sessions_->Acquire(*tenant, request->name());
   if (!session.ok()) return rpc.Done(session.status());
   FillSessionInfo(**session, response);
   response->set_log(sessions_->LogName());
@@ -207,7 +211,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
   RpcScope rpc(metrics_, "GetQuantiles", true, ctx);
   auto tenant = Tenant(ctx, "GetQuantiles");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Quantiles(
       absl::MakeConstSpan(request->phis().data(), request->phis().size()),
@@ -237,7 +241,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
   RpcScope rpc(metrics_, "GetRanks", true, ctx);
   auto tenant = Tenant(ctx, "GetRanks");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Ranks(
       absl::MakeConstSpan(request->values().data(), request->values().size()),
@@ -265,7 +269,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
   RpcScope rpc(metrics_, "GetFrequencies", true, ctx);
   auto tenant = Tenant(ctx, "GetFrequencies");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   std::vector<std::string> strings;
   auto keys = KeysFromRequest(*request, (*session)->config().value_kind, &strings);
@@ -296,7 +300,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
   RpcScope rpc(metrics_, "GetHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->HeavyHitters(
       request->support(), request->summary(),
@@ -331,7 +335,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
   RpcScope rpc(metrics_, "GetHierarchicalHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHierarchicalHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   core::PrefixQuestion question;
   question.phi = request->phi();
@@ -365,7 +369,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
   RpcScope rpc(metrics_, "GetCorrelatedSums", true, ctx);
   auto tenant = Tenant(ctx, "GetCorrelatedSums");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   core::CorrelatedSumQuestion question;
   question.values.assign(request->values().begin(), request->values().end());
@@ -406,7 +410,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetMoments(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetMoments", true, ctx);
   auto tenant = Tenant(ctx, "GetMoments");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Moments();
   if (!result.ok()) return rpc.Done(result.status());
@@ -431,7 +435,7 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
   RpcScope rpc(metrics_, "GetCardinality", true, ctx);
   auto tenant = Tenant(ctx, "GetCardinality");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Cardinality();
   if (!result.ok()) return rpc.Done(result.status());
@@ -455,7 +459,7 @@ grpc::ServerUnaryReactor* StreamStatsService::ExportSummary(
   RpcScope rpc(metrics_, "ExportSummary", false, ctx);
   auto tenant = Tenant(ctx, "ExportSummary");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   FillExport(**session, (*session)->Export(), response);
   return rpc.Done(absl::OkStatus());
@@ -468,7 +472,7 @@ grpc::ServerUnaryReactor* StreamStatsService::MergeSummaries(
   if (shutting_down_) return rpc.Done(absl::UnavailableError("server is shutting down"));
   auto tenant = Tenant(ctx, "MergeSummaries");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Get(*tenant, request->session());
+  auto session = sessions_->Acquire(*tenant, request->session());
   if (!session.ok()) return rpc.Done(session.status());
   auto merged =
       sessions_->Merge(*tenant, **session, request->summary_export(), ConfigFromSpecBytes);
@@ -679,8 +683,10 @@ class StreamStatsService::IngestReactor final
       }
     }
     if (request.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
-    if (session_ == nullptr || session_->name() != request.session()) {
-      auto session = service_->sessions_->Get(tenant_, request.session());
+    // With ownership every batch asks again: the owner may have changed since the last one.
+    if (session_ == nullptr || session_->name() != request.session() ||
+        service_->sessions_->owns_sessions()) {
+      auto session = service_->sessions_->Acquire(tenant_, request.session());
       if (!session.ok()) return session.status();
       session_ = *std::move(session);
     }

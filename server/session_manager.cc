@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -194,6 +195,9 @@ void SessionManager::set_slice_helpers(Executor* helpers, size_t slice_items) {
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::string& tenant,
                                                                 SessionConfig config) {
+  if (ownership_ != nullptr) {
+    if (absl::Status s = EnsureOwned(tenant, config.name); !s.ok()) return s;
+  }
   auto accelerator = AcceleratorFor(config.backend);
   if (!accelerator.ok()) return accelerator.status();
   auto session = Session::Create(std::move(config), *accelerator, turns_);
@@ -235,6 +239,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(const std::strin
     shared->set_create_lsn(lsn);
   }
   sessions_.emplace(key, shared);
+  if (ownership_ != nullptr) {
+    MutexLock own(&own_mu_);
+    auto o = owned_.find(key);
+    if (o != owned_.end()) o->second.session = shared.get();
+  }
   mu_.Unlock();
   absl::Status durable = options_.wal != nullptr && lsn != 0 ? options_.wal->WaitDurable(lsn)
                                                              : absl::OkStatus();
@@ -273,7 +282,8 @@ absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
     log = [&]() -> absl::StatusOr<uint64_t> {
       return AppendReplicated(
           tenant, session.name(), WalRecordType::kBatch, record,
-          producer_id.empty() ? "" : BatchMessageId(tenant, session.name(), producer_id, sequence));
+          producer_id.empty() ? "" : BatchMessageId(tenant, session.name(), producer_id, sequence),
+          &session);
     };
     // Stored on a quorum before it was applied: nothing to wait for.
     return session.Ingest(batch, producer_id, sequence, log, nullptr, &lsn);
@@ -320,6 +330,9 @@ std::vector<std::pair<std::string, std::shared_ptr<Session>>> SessionManager::Al
 }
 
 absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view name) {
+  if (ownership_ != nullptr) {
+    if (absl::Status s = EnsureOwned(tenant, name); !s.ok()) return s;
+  }
   MutexLock snapshots(&snapshot_mu_);
   uint64_t lsn = 0;
   {
@@ -334,6 +347,13 @@ absl::Status SessionManager::Delete(const std::string& tenant, absl::string_view
       w.PutString(name);
       auto logged = AppendReplicated(tenant, name, WalRecordType::kDelete, w.bytes(), "");
       if (!logged.ok()) return logged.status();
+      if (ownership_ != nullptr) {
+        MutexLock own(&own_mu_);
+        auto o = owned_.find(std::make_pair(tenant, std::string(name)));
+        if (o != owned_.end()) o->second.session = nullptr;
+        // A later snapshot is never of this session: a new one is created under a new create.
+        ownership_->DeleteSnapshot(tenant, name).IgnoreError();
+      }
     } else if (options_.wal != nullptr) {
       core::ByteWriter w;
       w.PutString(tenant);
@@ -395,7 +415,8 @@ absl::StatusOr<SessionManager::MergeResult> SessionManager::Merge(const std::str
       w.PutString(session.name());
       w.PutString(export_bytes);
       if (options_.replicated_log != nullptr) {
-        return AppendReplicated(tenant, session.name(), WalRecordType::kImport, w.bytes(), "");
+        return AppendReplicated(tenant, session.name(), WalRecordType::kImport, w.bytes(), "",
+                                &session);
       }
       return options_.wal->Append(WalRecordType::kImport, w.bytes());
     };
@@ -508,8 +529,37 @@ absl::StatusOr<uint64_t> SessionManager::AppendReplicated(const std::string& ten
                                                           absl::string_view session,
                                                           WalRecordType type,
                                                           absl::string_view payload,
-                                                          absl::string_view msg_id) {
-  auto appended = options_.replicated_log->Append(tenant, session, type, payload, msg_id);
+                                                          absl::string_view msg_id,
+                                                          const Session* target) {
+  AppendFence fence;
+  const Key key(tenant, std::string(session));
+  if (ownership_ != nullptr) {
+    MutexLock own(&own_mu_);
+    auto o = owned_.find(key);
+    if (o == owned_.end() || (target != nullptr && o->second.session != target)) {
+      return absl::UnavailableError(absl::StrCat(
+          "session '", session, "' is no longer owned here (its owner changed); nothing was "
+          "stored, retry (the owner may be another node)"));
+    }
+    fence = {o->second.subject_last, o->second.epoch};
+  }
+  auto appended = options_.replicated_log->Append(tenant, session, type, payload, msg_id, fence);
+  if (ownership_ != nullptr) {
+    MutexLock own(&own_mu_);
+    auto o = owned_.find(key);
+    if (!appended.ok() && appended.status().code() == absl::StatusCode::kAborted) {
+      // Another writer appended: this copy is stale. The next RPC takes the session again
+      // (lease, snapshot, replay) here or finds its new owner.
+      ++own_stats_.fenced;
+      if (o != owned_.end() && o->second.epoch == fence.epoch) owned_.erase(o);
+      return absl::UnavailableError(absl::StrCat(appended.status().message(),
+                                                 "; this node reloads the session, retry"));
+    }
+    if (appended.ok() && o != owned_.end() && o->second.epoch == fence.epoch) {
+      o->second.subject_last = std::max(o->second.subject_last, appended->sequence);
+      ++o->second.records_since_snapshot;
+    }
+  }
   if (!appended.ok()) return appended.status();
   NoteReplicated(appended->sequence);
   if (on_replicated_append_) on_replicated_append_(replicated_position(), appended->duplicate);
@@ -520,6 +570,145 @@ void SessionManager::NoteReplicated(uint64_t sequence) {
   uint64_t seen = replicated_position_.load();
   while (seen < sequence && !replicated_position_.compare_exchange_weak(seen, sequence)) {
   }
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::string& tenant,
+                                                                 absl::string_view name) {
+  if (ownership_ != nullptr) {
+    if (absl::Status s = EnsureOwned(tenant, name); !s.ok()) return s;
+  }
+  return Get(tenant, name);
+}
+
+absl::Status SessionManager::EnsureOwned(const std::string& tenant, absl::string_view name) {
+  const Key key(tenant, std::string(name));
+  if (ownership_->PlacedHere(tenant, name)) {
+    MutexLock own(&own_mu_);
+    if (owned_.count(key) != 0) return absl::OkStatus();
+  }
+  MutexLock loading(&load_mu_);
+  auto epoch = ownership_->Claim(tenant, name);
+  if (!epoch.ok()) {
+    Disown(key);
+    return epoch.status();
+  }
+  {
+    MutexLock own(&own_mu_);
+    auto o = owned_.find(key);
+    if (o != owned_.end() && o->second.epoch == *epoch) return absl::OkStatus();
+  }
+  return LoadOwned(tenant, key.second, *epoch);
+}
+
+absl::Status SessionManager::LoadOwned(const std::string& tenant, const std::string& name,
+                                       uint64_t epoch) {
+  const Key key(tenant, name);
+  Disown(key);
+  auto snapshot = ownership_->GetSnapshot(tenant, name);
+  if (!snapshot.ok()) return snapshot.status();
+  uint64_t covered = 0;
+  if (snapshot->has_value()) {
+    auto session = Session::Deserialize((*snapshot)->bytes, parse_spec_, options_.accelerator, turns_);
+    if (!session.ok()) {
+      return absl::Status(session.status().code(),
+                          absl::StrCat("snapshot of session '", name, "': ", session.status().message()));
+    }
+    (*session)->set_slice_helpers(slice_helpers_.load(std::memory_order_acquire),
+                                  slice_items_.load(std::memory_order_relaxed));
+    covered = (*snapshot)->covered;
+    MutexLock lock(&mu_);
+    sessions_[key] = *std::move(session);
+  }
+  ReplicatedReplayReport report;
+  absl::Status replayed = ReplayReplicated(covered + 1, SessionSubject(subject_prefix_, tenant, name),
+                                           parse_spec_, nullptr, &report);
+  if (!replayed.ok()) {
+    Disown(key);
+    return absl::UnavailableError(absl::StrCat("loading session '", name, "': ", replayed.message()));
+  }
+  Owned owned;
+  owned.epoch = epoch;
+  owned.subject_last = std::max(covered, report.last_sequence);
+  owned.snapshot_covered = covered;
+  {
+    MutexLock lock(&mu_);
+    auto it = sessions_.find(key);
+    if (it != sessions_.end()) {
+      owned.session = it->second.get();
+      it->second->set_slice_helpers(slice_helpers_.load(std::memory_order_acquire),
+                                    slice_items_.load(std::memory_order_relaxed));
+    }
+  }
+  std::fprintf(stderr,
+               "streamstatsd: owns session '%s' of tenant '%s' (epoch %llu): snapshot at %llu, "
+               "replayed %llu records to %llu\n",
+               name.c_str(), tenant.c_str(), static_cast<unsigned long long>(epoch),
+               static_cast<unsigned long long>(covered),
+               static_cast<unsigned long long>(report.records),
+               static_cast<unsigned long long>(owned.subject_last));
+  MutexLock own(&own_mu_);
+  owned_[key] = owned;
+  ++own_stats_.owner_changes;
+  own_stats_.last_load_records = report.records;
+  return absl::OkStatus();
+}
+
+void SessionManager::Disown(const Key& key) {
+  {
+    MutexLock own(&own_mu_);
+    owned_.erase(key);
+  }
+  MutexLock lock(&mu_);
+  sessions_.erase(key);
+}
+
+void SessionManager::MaintainOwnership(uint64_t snapshot_records, absl::Duration snapshot_age) {
+  if (ownership_ == nullptr) return;
+  std::vector<std::pair<Key, Owned>> owned;
+  {
+    MutexLock own(&own_mu_);
+    owned.assign(owned_.begin(), owned_.end());
+  }
+  for (const auto& [key, o] : owned) {
+    bool keep = ownership_->PlacedHere(key.first, key.second);
+    if (keep) {
+      auto lease = ownership_->Lease(key.first, key.second);
+      // Unreadable now (NATS away): keep; the fence still guards every append.
+      if (lease.ok()) keep = lease->node == ownership_->node() && lease->epoch == o.epoch;
+    }
+    if (!keep) {
+      Disown(key);
+      continue;
+    }
+    if (o.session == nullptr || o.records_since_snapshot == 0) continue;
+    if (o.records_since_snapshot < snapshot_records && absl::Now() - o.snapshot_time < snapshot_age) {
+      continue;
+    }
+    auto session = Get(key.first, key.second);
+    if (!session.ok() || session->get() != o.session) continue;
+    SessionExport e = (*session)->Export();
+    const uint64_t covered = std::max(e.applied_lsn, (*session)->create_lsn());
+    if (covered <= o.snapshot_covered) continue;
+    if (absl::Status put = ownership_->PutSnapshot(key.first, key.second, {covered, e.bytes}); !put.ok()) {
+      std::fprintf(stderr, "streamstatsd: snapshot of session '%s' to the cluster failed: %s\n",
+                   key.second.c_str(), std::string(put.message()).c_str());
+      continue;
+    }
+    MutexLock own(&own_mu_);
+    auto it = owned_.find(key);
+    if (it == owned_.end() || it->second.epoch != o.epoch) continue;
+    it->second.snapshot_covered = covered;
+    it->second.snapshot_time = absl::Now();
+    it->second.records_since_snapshot = 0;
+    ++own_stats_.snapshots;
+  }
+}
+
+SessionManager::OwnershipStats SessionManager::ownership_stats() const {
+  MutexLock own(&own_mu_);
+  OwnershipStats out = own_stats_;
+  out.owned = owned_.size();
+  return out;
 }
 
 std::string SessionManager::LogName() const {

@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "core/common/sync.h"
+#include "server/cluster_ownership.h"
 #include "server/replicated_log.h"
 #include "server/session.h"
 #include "server/tenants.h"
@@ -101,6 +102,32 @@ class SessionManager {
 
   size_t size() const;
 
+  // Cluster ownership (issue 17 item 3, server/cluster_ownership.h): with it set, this node
+  // holds and answers only the sessions it owns. Set before serving; the sessions start empty
+  // (nothing is replayed at start: an owner loads each session when it takes it).
+  void set_ownership(SessionOwnership* ownership, SpecParser parse_spec, std::string subject_prefix) {
+    ownership_ = ownership;
+    parse_spec_ = std::move(parse_spec);
+    subject_prefix_ = std::move(subject_prefix);
+  }
+  bool owns_sessions() const { return ownership_ != nullptr; }
+  // The session for an RPC: Get without ownership; with it, the session when this node owns it
+  // (taking its lease and loading it, snapshot then the subject's tail, when it did not hold
+  // it), FAILED_PRECONDITION naming the owner (NotTheOwnerError) or UNAVAILABLE otherwise.
+  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& tenant, absl::string_view name);
+  // Drops the owned sessions this node is no longer placed at or whose lease another node took,
+  // then snapshots the owned sessions with at least `snapshot_records` records or `snapshot_age`
+  // since their last snapshot. Called now and then (every heartbeat) by the server.
+  void MaintainOwnership(uint64_t snapshot_records, absl::Duration snapshot_age);
+  struct OwnershipStats {
+    uint64_t owned = 0;
+    uint64_t owner_changes = 0;     // sessions taken over or loaded here
+    uint64_t snapshots = 0;         // snapshots written
+    uint64_t last_load_records = 0; // records the last load replayed
+    uint64_t fenced = 0;            // appends refused by the fence
+  };
+  OwnershipStats ownership_stats() const;
+
   // Lends large batches' slices to `helpers` (the ingest executor), in every session now and
   // created later (Session::set_slice_helpers; null: none). Set once the executor runs, before
   // serving; clear it before the executor goes.
@@ -134,12 +161,38 @@ class SessionManager {
   absl::Status ApplyLogRecord(uint64_t lsn, WalRecordType type, absl::string_view payload,
                               const SpecParser& parse_spec);
   // Appends to the replicated log and notes the position (cluster mode).
+  // With ownership the append is fenced (AppendFence) and refused unless this node owns the
+  // session and `target` (null: a create or delete) is the object it loaded.
   absl::StatusOr<uint64_t> AppendReplicated(const std::string& tenant, absl::string_view session,
                                             WalRecordType type, absl::string_view payload,
-                                            absl::string_view msg_id);
+                                            absl::string_view msg_id,
+                                            const Session* target = nullptr);
   void NoteReplicated(uint64_t sequence);
 
+  // Ownership: what this node owns, with the fence of its next append.
+  struct Owned {
+    uint64_t epoch = 0;
+    uint64_t subject_last = 0;     // the subject's last record applied here
+    uint64_t snapshot_covered = 0; // the last snapshot's position
+    absl::Time snapshot_time = absl::Now();
+    uint64_t records_since_snapshot = 0;
+    const Session* session = nullptr;  // the object loaded or created under this lease
+  };
+  using Key = std::pair<std::string, std::string>;
+  // Forgets an owned session (and its local copy) whose lease or fence was lost.
+  void Disown(const Key& key);
+  absl::Status LoadOwned(const std::string& tenant, const std::string& name, uint64_t epoch);
+  // Owned here (taken and loaded when it was not), whether or not the session exists.
+  absl::Status EnsureOwned(const std::string& tenant, absl::string_view name);
+  SpecParser parse_spec_;
+  std::string subject_prefix_;
+
   Options options_;
+  SessionOwnership* ownership_ = nullptr;
+  mutable Mutex own_mu_;
+  std::map<Key, Owned> owned_ ABSL_GUARDED_BY(own_mu_);
+  OwnershipStats own_stats_ ABSL_GUARDED_BY(own_mu_);
+  Mutex load_mu_;  // one load at a time
   std::atomic<uint64_t> replicated_position_{0};
   std::function<void(uint64_t, bool)> on_replicated_append_;
   std::atomic<Executor*> slice_helpers_{nullptr};

@@ -29,6 +29,8 @@ COUNTERS = {
     "streamstats_rpc_requests_total", "streamstats_accelerator_fallbacks_total",
     "streamstats_accelerator_kernel_seconds_total", "streamstats_accelerator_bytes_copied_total",
     "streamstats_cluster_publish_failures_total", "streamstats_cluster_publish_duplicates_total",
+    "streamstats_cluster_owner_changes_total", "streamstats_cluster_snapshots_total",
+    "streamstats_cluster_fenced_appends_total",
 }
 HISTOGRAMS = {
     "streamstats_rpc_duration_seconds", "streamstats_query_duration_seconds",
@@ -39,6 +41,7 @@ GAUGES = {
     "streamstats_sessions", "streamstats_session_memory_bytes", "streamstats_ingest_queue_depth",
     "streamstats_device_memory_bytes", "streamstats_build_info", "streamstats_session_quantile",
     "streamstats_cluster_log_position", "streamstats_cluster_replay_lag_records",
+    "streamstats_cluster_owned_sessions",
 }
 ALL_METRICS = COUNTERS | HISTOGRAMS | GAUGES
 

@@ -59,7 +59,10 @@ JetStreamLog::StreamState InfoEventually(JetStreamLog& log) {
 }
 
 std::vector<std::string> ClusterFlags(const NatsCluster& nats) {
-  return {"--cluster=" + nats.Urls(), "--cluster_publish_timeout_ms=2000"};
+  // Item 2's mode: one node replays and applies the whole stream (cluster_failover_test runs
+  // ownership, item 3); with ownership a restarted node waits out the old one's member TTL.
+  return {"--cluster=" + nats.Urls(), "--cluster_publish_timeout_ms=2000",
+          "--cluster_ownership=false"};
 }
 
 // Two kinds of session: keys with Count-Min and quantiles, values with quantiles.

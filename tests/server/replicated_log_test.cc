@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/convert.h"
 #include "server/session_manager.h"
+#include "tests/server/memory_log.h"
 
 namespace streamstats::server {
 namespace {
@@ -32,55 +33,6 @@ TEST(ReplicatedLog, SubjectTokensAreSafeAndDistinct) {
   EXPECT_NE(BatchMessageId("t", "s1", "p", 7), BatchMessageId("t", "s2", "p", 7))
       << "producer ids are scoped by session";
 }
-
-// An in-memory log with JetStream's answers: positions from 1, deduplication by message id, and
-// two failure modes: refuse (nothing stored) and store-then-fail (a lost PubAck).
-class MemoryLog final : public ReplicatedLog {
- public:
-  struct Record {
-    std::string subject;
-    WalRecordType type;
-    std::string payload;
-  };
-  enum class Mode { kOk, kRefuse, kLoseAck };
-
-  absl::StatusOr<ReplicatedAppend> Append(absl::string_view tenant, absl::string_view session,
-                                          WalRecordType type, absl::string_view payload,
-                                          absl::string_view msg_id) override {
-    ++appends;
-    if (mode == Mode::kRefuse) return absl::UnavailableError("no quorum");
-    if (!msg_id.empty()) {
-      auto it = ids.find(std::string(msg_id));
-      if (it != ids.end()) return ReplicatedAppend{it->second, true};
-    }
-    records.push_back({SessionSubject("x", tenant, session), type, std::string(payload)});
-    const uint64_t seq = records.size();
-    if (!msg_id.empty()) ids[std::string(msg_id)] = seq;
-    if (mode == Mode::kLoseAck) return absl::UnavailableError("PubAck timed out");
-    return ReplicatedAppend{seq, false};
-  }
-  absl::Status Replay(uint64_t from, const std::string& filter, const ApplyFn& apply,
-                      const std::function<void(uint64_t, uint64_t)>& on_progress,
-                      ReplicatedReplayReport* report) override {
-    *report = {};
-    for (uint64_t seq = std::max<uint64_t>(from, 1); seq <= records.size(); ++seq) {
-      const Record& r = records[seq - 1];
-      if (!filter.empty() && r.subject.rfind(filter, 0) != 0) continue;
-      if (absl::Status s = apply(seq, r.type, r.payload); !s.ok()) return s;
-      if (report->records++ == 0) report->first_sequence = seq;
-      report->last_sequence = seq;
-    }
-    if (on_progress) on_progress(report->last_sequence, records.size());
-    return absl::OkStatus();
-  }
-  std::string Describe() const override { return "memory"; }
-  void Close() override {}
-
-  Mode mode = Mode::kOk;
-  int appends = 0;
-  std::vector<Record> records;
-  std::map<std::string, uint64_t> ids;
-};
 
 SessionManager::Options Clustered(ReplicatedLog* log) {
   SessionManager::Options options;

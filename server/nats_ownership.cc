@@ -1,0 +1,282 @@
+#include "server/nats_ownership.h"
+
+#include <nats/nats.h>
+
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+
+namespace streamstats::server {
+namespace {
+
+std::string NatsText(natsStatus s) {
+  natsStatus last = NATS_OK;
+  const char* text = nats_GetLastError(&last);
+  std::string out = natsStatus_GetText(s);
+  if (text != nullptr && *text != '\0' && last == s) out = absl::StrCat(out, ": ", text);
+  return out;
+}
+
+}  // namespace
+
+NatsOwnership::NatsOwnership(Options options) : options_(std::move(options)) {}
+
+std::string NatsOwnership::node() const {
+  MutexLock lock(&mu_);
+  return token_;
+}
+
+void NatsOwnership::StartHeartbeat(const std::string& node_id, const std::string& advertise) {
+  {
+    MutexLock lock(&mu_);
+    token_ = KvToken(node_id);
+    options_.advertise = advertise;
+  }
+  // In the members before this node answers its first Claim.
+  uint64_t rev = 0;
+  kvStore_PutString(&rev, members_kv_, KvToken(node_id).c_str(), advertise.c_str());
+  RefreshMembers();
+  heartbeat_ = std::thread([this] { Heartbeat(); });
+}
+
+NatsOwnership::~NatsOwnership() {
+  Close();
+  if (members_kv_ != nullptr) kvStore_Destroy(members_kv_);
+  if (owners_kv_ != nullptr) kvStore_Destroy(owners_kv_);
+  if (snapshots_kv_ != nullptr) kvStore_Destroy(snapshots_kv_);
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  if (nc_ != nullptr) natsConnection_Destroy(nc_);
+}
+
+void NatsOwnership::Close() {
+  if (stop_.exchange(true)) return;
+  if (heartbeat_.joinable()) {
+    heartbeat_.join();
+    // A clean stop leaves the members at once: its sessions move now, not after the TTL.
+    kvStore_Delete(members_kv_, node().c_str());
+  }
+  if (nc_ != nullptr) natsConnection_Close(nc_);
+}
+
+absl::StatusOr<std::unique_ptr<NatsOwnership>> NatsOwnership::Open(Options options) {
+  if (options.heartbeat <= absl::ZeroDuration() || options.member_ttl <= options.heartbeat) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the member TTL must exceed the heartbeat interval, got ", absl::FormatDuration(options.member_ttl),
+        " and ", absl::FormatDuration(options.heartbeat)));
+  }
+  std::unique_ptr<NatsOwnership> o(new NatsOwnership(std::move(options)));
+  if (absl::Status s = o->Connect(); !s.ok()) return s;
+  return o;
+}
+
+absl::Status NatsOwnership::Connect() {
+  natsOptions* opts = nullptr;
+  if (natsOptions_Create(&opts) != NATS_OK) return absl::InternalError("natsOptions_Create failed");
+  absl::Cleanup destroy = [opts] { natsOptions_Destroy(opts); };
+  std::vector<const char*> urls;
+  for (const std::string& s : options_.servers) urls.push_back(s.c_str());
+  natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 200);
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 2000);
+  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
+  if (s != NATS_OK) return absl::InvalidArgumentError(absl::StrCat("--cluster: ", NatsText(s)));
+  s = natsConnection_Connect(&nc_, opts);
+  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to --cluster: ", NatsText(s)));
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 2000;
+  s = natsConnection_JetStream(&js_, nc_, &jo);
+  if (s != NATS_OK) return absl::InternalError(absl::StrCat("JetStream context: ", NatsText(s)));
+  struct Bucket {
+    const char* name;
+    int64_t ttl;
+    kvStore** kv;
+  } buckets[] = {
+      {"streamstats_members", absl::ToInt64Nanoseconds(options_.member_ttl), &members_kv_},
+      {"streamstats_owners", 0, &owners_kv_},
+      {"streamstats_snapshots", 0, &snapshots_kv_},
+  };
+  const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  for (Bucket& b : buckets) {
+    std::string last_error = "not connected";
+    for (;;) {
+      if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) {
+        s = js_KeyValue(b.kv, js_, b.name);
+        if (s == NATS_OK) break;
+        kvConfig cfg;
+        kvConfig_Init(&cfg);
+        cfg.Bucket = b.name;
+        cfg.History = 1;
+        cfg.TTL = b.ttl;
+        cfg.Replicas = options_.replicas;
+        cfg.StorageType = js_FileStorage;
+        s = js_CreateKeyValue(b.kv, js_, &cfg);
+        if (s == NATS_OK) break;
+        last_error = NatsText(s);
+      }
+      if (absl::Now() >= deadline) {
+        return absl::UnavailableError(absl::StrCat("no JetStream KV bucket ", b.name, " within ",
+                                                   absl::FormatDuration(options_.connect_timeout),
+                                                   ": ", last_error));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NatsOwnership::Heartbeat() {
+  while (!stop_.load()) {
+    uint64_t rev = 0;
+    std::string token, advertise;
+    {
+      MutexLock lock(&mu_);
+      token = token_;
+      advertise = options_.advertise;
+    }
+    kvStore_PutString(&rev, members_kv_, token.c_str(), advertise.c_str());
+    RefreshMembers();
+    const absl::Time until = absl::Now() + options_.heartbeat;
+    while (!stop_.load() && absl::Now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+bool NatsOwnership::RefreshMembers() {
+  kvKeysList keys;
+  std::memset(&keys, 0, sizeof keys);
+  natsStatus s = kvStore_Keys(&keys, members_kv_, nullptr);
+  std::map<std::string, std::string> members;
+  if (s == NATS_OK) {
+    for (int i = 0; i < keys.Count; ++i) {
+      kvEntry* e = nullptr;
+      if (kvStore_Get(&e, members_kv_, keys.Keys[i]) == NATS_OK) {
+        members[keys.Keys[i]] = kvEntry_ValueString(e);
+        kvEntry_Destroy(e);
+      }
+    }
+    kvKeysList_Destroy(&keys);
+  } else if (s != NATS_NOT_FOUND) {
+    return false;
+  }
+  MutexLock lock(&mu_);
+  members_ = std::move(members);
+  members_read_ = absl::Now();
+  return true;
+}
+
+std::map<std::string, std::string> NatsOwnership::Members() const {
+  MutexLock lock(&mu_);
+  // A view older than a TTL may hold members that are gone: none rather than a wrong one.
+  if (absl::Now() - members_read_ > options_.member_ttl) return {};
+  return members_;
+}
+
+bool NatsOwnership::PlacedHere(absl::string_view tenant, absl::string_view session) const {
+  std::vector<std::string> nodes;
+  for (const auto& [n, a] : Members()) nodes.push_back(n);
+  const std::string self = node();
+  return !self.empty() && RendezvousOwner(nodes, tenant, session) == self;
+}
+
+absl::StatusOr<uint64_t> NatsOwnership::Claim(absl::string_view tenant, absl::string_view session) {
+  const auto members = Members();
+  const std::string token_ = node();  // this call's view of it
+  std::vector<std::string> nodes;
+  for (const auto& [n, a] : members) nodes.push_back(n);
+  const std::string owner = RendezvousOwner(nodes, tenant, session);
+  if (owner.empty() || token_.empty() || members.count(token_) == 0) {
+    return absl::UnavailableError(
+        "this node does not see the cluster's members now (cut from NATS?); retry");
+  }
+  if (owner != token_) return NotTheOwnerError(tenant, session, owner, members.at(owner));
+  const std::string key = SessionKvKey(tenant, session);
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, owners_kv_, key.c_str());
+  uint64_t rev = 0;
+  if (s == NATS_NOT_FOUND) {
+    const std::string value = EncodeLease({1, token_});
+    s = kvStore_CreateString(&rev, owners_kv_, key.c_str(), value.c_str());
+    if (s != NATS_OK) {
+      return absl::UnavailableError(absl::StrCat("lease of ", key, " not taken: ", NatsText(s), "; retry"));
+    }
+    return 1;
+  }
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("lease of ", key, ": ", NatsText(s)));
+  absl::Cleanup destroy = [e] { kvEntry_Destroy(e); };
+  auto lease = DecodeLease(absl::string_view(static_cast<const char*>(kvEntry_Value(e)),
+                                             static_cast<size_t>(kvEntry_ValueLen(e))));
+  const uint64_t epoch = lease.has_value() ? lease->epoch : 0;
+  if (lease.has_value() && lease->node == token_) return epoch;
+  const std::string value = EncodeLease({epoch + 1, token_});
+  s = kvStore_UpdateString(&rev, owners_kv_, key.c_str(), value.c_str(), kvEntry_Revision(e));
+  if (s != NATS_OK) {
+    return absl::UnavailableError(absl::StrCat("lease of ", key, " changed while taking it over (",
+                                               NatsText(s), "); retry"));
+  }
+  return epoch + 1;
+}
+
+absl::StatusOr<OwnerLease> NatsOwnership::Lease(absl::string_view tenant, absl::string_view session) {
+  const std::string key = SessionKvKey(tenant, session);
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, owners_kv_, key.c_str());
+  if (s == NATS_NOT_FOUND) return absl::NotFoundError(absl::StrCat("no lease of ", key));
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("lease of ", key, ": ", NatsText(s)));
+  absl::Cleanup destroy = [e] { kvEntry_Destroy(e); };
+  auto lease = DecodeLease(absl::string_view(static_cast<const char*>(kvEntry_Value(e)),
+                                             static_cast<size_t>(kvEntry_ValueLen(e))));
+  if (!lease.has_value()) return absl::DataLossError(absl::StrCat("lease of ", key, " unreadable"));
+  return *lease;
+}
+
+absl::Status NatsOwnership::PutSnapshot(absl::string_view tenant, absl::string_view session,
+                                        const Snapshot& snapshot) {
+  const int64_t max_payload = natsConnection_GetMaxPayload(nc_);
+  if (max_payload > 0 && static_cast<int64_t>(snapshot.bytes.size()) + 1024 > max_payload) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the snapshot is ", snapshot.bytes.size(), " bytes; NATS max_payload is ", max_payload,
+        " (a new owner replays the subject from its start instead)"));
+  }
+  std::string value(8, '\0');
+  for (int i = 0; i < 8; ++i) value[i] = static_cast<char>(snapshot.covered >> (8 * i));
+  value += snapshot.bytes;
+  const std::string key = SessionKvKey(tenant, session);
+  uint64_t rev = 0;
+  natsStatus s = kvStore_Put(&rev, snapshots_kv_, key.c_str(), value.data(), static_cast<int>(value.size()));
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsText(s)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<SessionOwnership::Snapshot>> NatsOwnership::GetSnapshot(
+    absl::string_view tenant, absl::string_view session) {
+  const std::string key = SessionKvKey(tenant, session);
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, snapshots_kv_, key.c_str());
+  if (s == NATS_NOT_FOUND) return std::optional<Snapshot>();
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsText(s)));
+  absl::Cleanup destroy = [e] { kvEntry_Destroy(e); };
+  const char* v = static_cast<const char*>(kvEntry_Value(e));
+  const int len = kvEntry_ValueLen(e);
+  if (len < 8) return std::optional<Snapshot>();  // a deleted one reads empty
+  Snapshot out;
+  for (int i = 0; i < 8; ++i) out.covered |= static_cast<uint64_t>(static_cast<unsigned char>(v[i])) << (8 * i);
+  out.bytes.assign(v + 8, static_cast<size_t>(len - 8));
+  return std::optional<Snapshot>(std::move(out));
+}
+
+absl::Status NatsOwnership::DeleteSnapshot(absl::string_view tenant, absl::string_view session) {
+  const std::string key = SessionKvKey(tenant, session);
+  natsStatus s = kvStore_Delete(snapshots_kv_, key.c_str());
+  if (s != NATS_OK && s != NATS_NOT_FOUND) {
+    return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsText(s)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace streamstats::server

@@ -1,0 +1,82 @@
+// SessionOwnership on NATS JetStream KV buckets (server/cluster_ownership.h), with nats.c.
+// Built only with libnats (STREAMSTATS_HAVE_NATS). Its own connection; a heartbeat thread puts
+// this node's member key every `heartbeat` and reads the members back.
+//
+// Thread safety: safe for concurrent use.
+#ifndef STREAMSTATS_SERVER_NATS_OWNERSHIP_H_
+#define STREAMSTATS_SERVER_NATS_OWNERSHIP_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+#include "core/common/sync.h"
+#include "server/cluster_ownership.h"
+
+struct __natsConnection;
+struct __jsCtx;
+struct __kvStore;
+
+namespace streamstats::server {
+
+class NatsOwnership final : public SessionOwnership {
+ public:
+  struct Options {
+    std::vector<std::string> servers;
+    // Set by StartHeartbeat once the gRPC port is known.
+    std::string node_id;    // escaped by KvToken
+    std::string advertise;  // host:port other nodes and clients dial
+    int replicas = 3;
+    absl::Duration member_ttl = absl::Seconds(3);
+    absl::Duration heartbeat = absl::Seconds(1);
+    absl::Duration connect_timeout = absl::Seconds(30);
+  };
+  static absl::StatusOr<std::unique_ptr<NatsOwnership>> Open(Options options);
+  ~NatsOwnership() override;
+
+  // Joins the members: puts this node's key every heartbeat from now on. Until then this node
+  // owns nothing (Claim is UNAVAILABLE).
+  void StartHeartbeat(const std::string& node_id, const std::string& advertise);
+  std::string node() const override;
+  bool PlacedHere(absl::string_view tenant, absl::string_view session) const override;
+  absl::StatusOr<uint64_t> Claim(absl::string_view tenant, absl::string_view session) override;
+  absl::StatusOr<OwnerLease> Lease(absl::string_view tenant, absl::string_view session) override;
+  absl::Status PutSnapshot(absl::string_view tenant, absl::string_view session,
+                           const Snapshot& snapshot) override;
+  absl::StatusOr<std::optional<Snapshot>> GetSnapshot(absl::string_view tenant,
+                                                      absl::string_view session) override;
+  absl::Status DeleteSnapshot(absl::string_view tenant, absl::string_view session) override;
+
+  // The live members (token -> address) as last read.
+  std::map<std::string, std::string> Members() const;
+  void Close();
+
+ private:
+  explicit NatsOwnership(Options options);
+  absl::Status Connect();
+  void Heartbeat();
+  // Reads the members; false when NATS did not answer.
+  bool RefreshMembers();
+
+  Options options_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  mutable Mutex mu_;
+  __natsConnection* nc_ = nullptr;
+  __jsCtx* js_ = nullptr;
+  __kvStore* members_kv_ = nullptr;
+  __kvStore* owners_kv_ = nullptr;
+  __kvStore* snapshots_kv_ = nullptr;
+  std::map<std::string, std::string> members_ ABSL_GUARDED_BY(mu_);
+  absl::Time members_read_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::atomic<bool> stop_{false};
+  std::thread heartbeat_;
+};
+
+}  // namespace streamstats::server
+
+#endif  // STREAMSTATS_SERVER_NATS_OWNERSHIP_H_
