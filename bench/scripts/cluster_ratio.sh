@@ -56,16 +56,16 @@ run() {
   local sp=$STARTED_PID addr=$STARTED_ADDR
   for s in ${STREAMS:-1 4 16}; do
     local before after
-    before=$(for p in "${PIDS[@]}"; do awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null; done | paste -sd+ | bc)
+    before=$(for p in "${PIDS[@]}"; do awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null; done | awk '{t += $1} END {print t + 0}')
     local t0=$SECONDS
     if "$CLI" --server="$addr" bench --server_pid="$sp" --streams="$s" --sessions="$s" \
         --batch="${BATCH:-10000}" --payload="${PAYLOAD:-doubles}" "${FLAGS[@]}" > "$W/out.txt" 2>&1; then
-      after=$(for p in "${PIDS[@]}"; do awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null; done | paste -sd+ | bc)
+      after=$(for p in "${PIDS[@]}"; do awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null; done | awk '{t += $1} END {print t + 0}')
       local secs=$((SECONDS - t0))
       [ "$secs" -gt 0 ] || secs=1
       read -r rate score kcore < <(awk '/throughput/ {r = $2} /server CPU/ {c = $3; k = $(NF - 1)} END {print r, c, k}' "$W/out.txt")
       local ncores
-      ncores=$(echo "scale=2; ($after - $before) / $(getconf CLK_TCK) / $secs" | bc)
+      ncores=$(awk -v a="$after" -v b="$before" -v hz="$(getconf CLK_TCK)" -v s="$secs" 'BEGIN {printf "%.2f", (a - b) / hz / s}')
       [ "$name" = none ] && NONE[$s]=$rate
       local ratio="-"
       [ -n "${NONE[$s]:-}" ] && ratio=$(awk -v a="$rate" -v b="${NONE[$s]}" 'BEGIN {printf "%.0f %%", 100 * a / b}')
