@@ -12,22 +12,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/nats_connection.h"
 
 namespace streamstats::server {
 namespace {
 
 constexpr char kTypeHeader[] = "Streamstats-Type";
 constexpr char kEpochHeader[] = "Streamstats-Epoch";
-
-// nats.c keeps the text of the calling thread's last error; it says more than the status name.
-std::string NatsError(natsStatus s, jsErrCode jerr = static_cast<jsErrCode>(0)) {
-  natsStatus last = NATS_OK;
-  const char* text = nats_GetLastError(&last);
-  std::string out = natsStatus_GetText(s);
-  if (text != nullptr && *text != '\0' && last == s) out = absl::StrCat(out, ": ", text);
-  if (jerr != 0) absl::StrAppend(&out, " (JetStream error ", static_cast<int>(jerr), ")");
-  return out;
-}
 
 std::string RandomHex() {
   std::random_device rd;
@@ -71,28 +62,8 @@ absl::StatusOr<std::unique_ptr<JetStreamLog>> JetStreamLog::Open(Options options
 }
 
 absl::Status JetStreamLog::Connect() {
-  natsOptions* opts = nullptr;
-  if (natsOptions_Create(&opts) != NATS_OK) return absl::InternalError("natsOptions_Create failed");
-  absl::Cleanup destroy = [opts] { natsOptions_Destroy(opts); };
-  std::vector<const char*> urls;
-  for (const std::string& s : options_.servers) urls.push_back(s.c_str());
-  natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // forever: the cluster comes back
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 200);
-  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 2000);
-  // Open may run before the NATS servers: the connection keeps trying in the background.
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
-  if (s != NATS_OK) return absl::InvalidArgumentError(absl::StrCat("--cluster: ", NatsError(s)));
-  s = natsConnection_Connect(&nc_, opts);
-  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to --cluster: ", NatsError(s)));
-  }
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = absl::ToInt64Milliseconds(options_.publish_timeout);
-  s = natsConnection_JetStream(&js_, nc_, &jo);
-  if (s != NATS_OK) return absl::InternalError(absl::StrCat("JetStream context: ", NatsError(s)));
-  return absl::OkStatus();
+  return ConnectJetStream(options_.servers, absl::ToInt64Milliseconds(options_.publish_timeout),
+                          &nc_, &js_);
 }
 
 absl::Status JetStreamLog::CreateOrBindStream() {
@@ -133,7 +104,7 @@ absl::Status JetStreamLog::CreateOrBindStream() {
         }
       }
       // JetStream not ready yet (no meta leader, too few peers for the replicas): try again.
-      last_error = NatsError(s, jerr);
+      last_error = NatsStatusText(s, jerr);
     }
     if (absl::Now() >= deadline) {
       return absl::UnavailableError(absl::StrCat(
@@ -174,15 +145,15 @@ absl::StatusOr<ReplicatedAppend> JetStreamLog::Append(absl::string_view tenant,
   natsMsg* msg = nullptr;
   natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, payload.data(),
                                 static_cast<int>(payload.size()));
-  if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsg_Create: ", NatsError(s))));
+  if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsg_Create: ", NatsStatusText(s))));
   absl::Cleanup destroy_msg = [msg] { natsMsg_Destroy(msg); };
   const std::string type_text = absl::StrCat(static_cast<int>(type));
   s = natsMsgHeader_Set(msg, kTypeHeader, type_text.c_str());
-  if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsgHeader_Set: ", NatsError(s))));
+  if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsgHeader_Set: ", NatsStatusText(s))));
   if (fence.epoch != 0) {
     const std::string epoch_text = absl::StrCat(fence.epoch);
     s = natsMsgHeader_Set(msg, kEpochHeader, epoch_text.c_str());
-    if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsgHeader_Set: ", NatsError(s))));
+    if (s != NATS_OK) return finish(absl::InternalError(absl::StrCat("natsMsgHeader_Set: ", NatsStatusText(s))));
   }
   jsPubOptions po;
   jsPubOptions_Init(&po);
@@ -200,7 +171,7 @@ absl::StatusOr<ReplicatedAppend> JetStreamLog::Append(absl::string_view tenant,
   }
   if (s != NATS_OK) {
     return finish(absl::UnavailableError(absl::StrCat(
-        "the NATS cluster did not acknowledge the record on ", subject, ": ", NatsError(s, jerr),
+        "the NATS cluster did not acknowledge the record on ", subject, ": ", NatsStatusText(s, jerr),
         "; it was not applied, retry with the same producer id and sequence")));
   }
   ReplicatedAppend out{ack->Sequence, ack->Duplicate};
@@ -228,7 +199,7 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     natsStatus ls = js_GetLastMsg(&lm, js_, options_.stream.c_str(), filter.c_str(), nullptr, &lerr);
     if (ls == NATS_NOT_FOUND || lerr == JSNoMessageFoundErr) return absl::OkStatus();
     if (ls != NATS_OK) {
-      return absl::UnavailableError(absl::StrCat("last message on ", filter, ": ", NatsError(ls, lerr)));
+      return absl::UnavailableError(absl::StrCat("last message on ", filter, ": ", NatsStatusText(ls, lerr)));
     }
     const uint64_t subject_last = natsMsg_GetSequence(lm);
     natsMsg_Destroy(lm);
@@ -246,7 +217,7 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
   natsStatus s = js_SubscribeSync(&sub, js_, subject.c_str(), nullptr, &so, &jerr);
   if (s != NATS_OK) {
     return absl::UnavailableError(absl::StrCat("cannot replay ", options_.stream, " from ", from,
-                                               ": ", NatsError(s, jerr)));
+                                               ": ", NatsStatusText(s, jerr)));
   }
   absl::Cleanup unsubscribe = [sub] {
     natsSubscription_Unsubscribe(sub);
@@ -259,7 +230,7 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     if (s != NATS_OK) {
       return absl::UnavailableError(absl::StrCat("replay of ", options_.stream, " stalled after ",
                                                  report->last_sequence, " of ", last, ": ",
-                                                 NatsError(s)));
+                                                 NatsStatusText(s)));
     }
     absl::Cleanup destroy_msg = [msg] { natsMsg_Destroy(msg); };
     jsMsgMetaData* meta = nullptr;
@@ -299,7 +270,7 @@ absl::StatusOr<JetStreamLog::StreamState> JetStreamLog::Info() const {
   natsStatus s = js_GetStreamInfo(&si, js_, options_.stream.c_str(), nullptr, &jerr);
   if (s != NATS_OK) {
     return absl::UnavailableError(
-        absl::StrCat("stream ", options_.stream, " info: ", NatsError(s, jerr)));
+        absl::StrCat("stream ", options_.stream, " info: ", NatsStatusText(s, jerr)));
   }
   StreamState out;
   out.messages = si->State.Msgs;

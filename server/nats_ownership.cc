@@ -6,19 +6,9 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "server/nats_connection.h"
 
 namespace streamstats::server {
-namespace {
-
-std::string NatsText(natsStatus s) {
-  natsStatus last = NATS_OK;
-  const char* text = nats_GetLastError(&last);
-  std::string out = natsStatus_GetText(s);
-  if (text != nullptr && *text != '\0' && last == s) out = absl::StrCat(out, ": ", text);
-  return out;
-}
-
-}  // namespace
 
 NatsOwnership::NatsOwnership(Options options) : options_(std::move(options)) {}
 
@@ -71,26 +61,8 @@ absl::StatusOr<std::unique_ptr<NatsOwnership>> NatsOwnership::Open(Options optio
 }
 
 absl::Status NatsOwnership::Connect() {
-  natsOptions* opts = nullptr;
-  if (natsOptions_Create(&opts) != NATS_OK) return absl::InternalError("natsOptions_Create failed");
-  absl::Cleanup destroy = [opts] { natsOptions_Destroy(opts); };
-  std::vector<const char*> urls;
-  for (const std::string& s : options_.servers) urls.push_back(s.c_str());
-  natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 200);
-  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 2000);
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
-  if (s != NATS_OK) return absl::InvalidArgumentError(absl::StrCat("--cluster: ", NatsText(s)));
-  s = natsConnection_Connect(&nc_, opts);
-  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to --cluster: ", NatsText(s)));
-  }
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = 2000;
-  s = natsConnection_JetStream(&js_, nc_, &jo);
-  if (s != NATS_OK) return absl::InternalError(absl::StrCat("JetStream context: ", NatsText(s)));
+  if (absl::Status st = ConnectJetStream(options_.servers, 2000, &nc_, &js_); !st.ok()) return st;
+  natsStatus s;
   struct Bucket {
     const char* name;
     int64_t ttl;
@@ -116,7 +88,7 @@ absl::Status NatsOwnership::Connect() {
         cfg.StorageType = js_FileStorage;
         s = js_CreateKeyValue(b.kv, js_, &cfg);
         if (s == NATS_OK) break;
-        last_error = NatsText(s);
+        last_error = NatsStatusText(s);
       }
       if (absl::Now() >= deadline) {
         return absl::UnavailableError(absl::StrCat("no JetStream KV bucket ", b.name, " within ",
@@ -203,11 +175,11 @@ absl::StatusOr<uint64_t> NatsOwnership::Claim(absl::string_view tenant, absl::st
     const std::string value = EncodeLease({1, token_});
     s = kvStore_CreateString(&rev, owners_kv_, key.c_str(), value.c_str());
     if (s != NATS_OK) {
-      return absl::UnavailableError(absl::StrCat("lease of ", key, " not taken: ", NatsText(s), "; retry"));
+      return absl::UnavailableError(absl::StrCat("lease of ", key, " not taken: ", NatsStatusText(s), "; retry"));
     }
     return 1;
   }
-  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("lease of ", key, ": ", NatsText(s)));
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("lease of ", key, ": ", NatsStatusText(s)));
   absl::Cleanup destroy = [e] { kvEntry_Destroy(e); };
   auto lease = DecodeLease(absl::string_view(static_cast<const char*>(kvEntry_Value(e)),
                                              static_cast<size_t>(kvEntry_ValueLen(e))));
@@ -217,7 +189,7 @@ absl::StatusOr<uint64_t> NatsOwnership::Claim(absl::string_view tenant, absl::st
   s = kvStore_UpdateString(&rev, owners_kv_, key.c_str(), value.c_str(), kvEntry_Revision(e));
   if (s != NATS_OK) {
     return absl::UnavailableError(absl::StrCat("lease of ", key, " changed while taking it over (",
-                                               NatsText(s), "); retry"));
+                                               NatsStatusText(s), "); retry"));
   }
   return epoch + 1;
 }
@@ -227,7 +199,7 @@ absl::StatusOr<OwnerLease> NatsOwnership::Lease(absl::string_view tenant, absl::
   kvEntry* e = nullptr;
   natsStatus s = kvStore_Get(&e, owners_kv_, key.c_str());
   if (s == NATS_NOT_FOUND) return absl::NotFoundError(absl::StrCat("no lease of ", key));
-  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("lease of ", key, ": ", NatsText(s)));
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("lease of ", key, ": ", NatsStatusText(s)));
   absl::Cleanup destroy = [e] { kvEntry_Destroy(e); };
   auto lease = DecodeLease(absl::string_view(static_cast<const char*>(kvEntry_Value(e)),
                                              static_cast<size_t>(kvEntry_ValueLen(e))));
@@ -249,7 +221,7 @@ absl::Status NatsOwnership::PutSnapshot(absl::string_view tenant, absl::string_v
   const std::string key = SessionKvKey(tenant, session);
   uint64_t rev = 0;
   natsStatus s = kvStore_Put(&rev, snapshots_kv_, key.c_str(), value.data(), static_cast<int>(value.size()));
-  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsText(s)));
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsStatusText(s)));
   return absl::OkStatus();
 }
 
@@ -259,7 +231,7 @@ absl::StatusOr<std::optional<SessionOwnership::Snapshot>> NatsOwnership::GetSnap
   kvEntry* e = nullptr;
   natsStatus s = kvStore_Get(&e, snapshots_kv_, key.c_str());
   if (s == NATS_NOT_FOUND) return std::optional<Snapshot>();
-  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsText(s)));
+  if (s != NATS_OK) return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsStatusText(s)));
   absl::Cleanup destroy = [e] { kvEntry_Destroy(e); };
   const char* v = static_cast<const char*>(kvEntry_Value(e));
   const int len = kvEntry_ValueLen(e);
@@ -274,7 +246,7 @@ absl::Status NatsOwnership::DeleteSnapshot(absl::string_view tenant, absl::strin
   const std::string key = SessionKvKey(tenant, session);
   natsStatus s = kvStore_Delete(snapshots_kv_, key.c_str());
   if (s != NATS_OK && s != NATS_NOT_FOUND) {
-    return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsText(s)));
+    return absl::UnavailableError(absl::StrCat("snapshot of ", key, ": ", NatsStatusText(s)));
   }
   return absl::OkStatus();
 }
