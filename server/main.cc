@@ -522,14 +522,32 @@ int main(int argc, char** argv) {
     // One node owns every session for now (issue 17 item 2): it replays the whole stream. An
     // owner of some sessions will replay its subjects only (the filter) from its snapshots'
     // position.
+    // Right after a JetStream node is lost the cluster elects new leaders (seconds), and the
+    // replay's consumer cannot be created meanwhile: an UNAVAILABLE replay is retried until
+    // --cluster_connect_timeout_s, resuming after the last record applied.
     ReplicatedReplayReport report;
     const absl::Time replay_start = absl::Now();
-    absl::Status replayed = sessions.ReplayReplicated(
-        1, "", ConfigFromSpecBytes,
-        [m](uint64_t done, uint64_t last) {
-          if (m != nullptr) m->SetClusterReplay(done, last);
-        },
-        &report);
+    const absl::Time replay_deadline =
+        replay_start + absl::Seconds(absl::GetFlag(FLAGS_cluster_connect_timeout_s));
+    absl::Status replayed;
+    for (;;) {
+      ReplicatedReplayReport part;
+      replayed = sessions.ReplayReplicated(
+          sessions.replicated_position() + 1, "", ConfigFromSpecBytes,
+          [m](uint64_t done, uint64_t last) {
+            if (m != nullptr) m->SetClusterReplay(done, last);
+          },
+          &part);
+      if (part.records > 0) {
+        if (report.records == 0) report.first_sequence = part.first_sequence;
+        report.records += part.records;
+        report.last_sequence = part.last_sequence;
+      }
+      if (replayed.ok() || !absl::IsUnavailable(replayed) || absl::Now() >= replay_deadline) break;
+      std::fprintf(stderr, "streamstatsd: replay of the replicated log: %s; retrying\n",
+                   std::string(replayed.message()).c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     if (!replayed.ok()) {
       std::fprintf(stderr, "streamstatsd: replay of the replicated log failed: %s\n",
                    std::string(replayed.message()).c_str());
