@@ -2,8 +2,10 @@
 // answers for each session, and the snapshots a new owner starts from.
 //
 // Membership: every node heartbeats the key <node token> (its advertised gRPC address) in the KV
-// bucket streamstats_members, whose TTL (--cluster_member_ttl_ms) drops a node that stopped
-// (kill -9, cut from NATS, paused) within about one TTL.
+// bucket streamstats_members; a node whose key's revision has not moved for a TTL
+// (--cluster_member_ttl_ms) of another node's successful reads is dead to it, so a node that
+// stopped (kill -9, cut from NATS, paused) drops out within about one TTL, while a NATS hiccup in
+// which nobody can heartbeat drops no one (server/nats_ownership.h).
 //
 // Placement: the owner of (tenant, session) is the live member with the highest
 // Mix64(hash(node) ^ hash(tenant \0 session)) (rendezvous hashing): every node computes it alone,
@@ -82,6 +84,12 @@ class SessionOwnership {
 
   // Whether this node is the session's placed owner in its current view of the members (no I/O).
   virtual bool PlacedHere(absl::string_view tenant, absl::string_view session) const = 0;
+
+  // Whether this node has a current view of the members at all (no I/O). False while it cannot
+  // read them (NATS away, a leader election): then PlacedHere says false for every session, which
+  // means "unknown", not "moved", and the sessions this node holds are kept (the fence still
+  // guards every append), not dropped and reloaded.
+  virtual bool SeesMembers() const { return true; }
 
   // Makes this node the session's lease holder and returns the lease's epoch: the lease as it is
   // when this node holds it already, else taken (created, or epoch + 1 by compare-and-set).

@@ -2,6 +2,7 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/cleanup/cleanup.h"
@@ -68,7 +69,7 @@ absl::Status NatsOwnership::Connect() {
     int64_t ttl;
     kvStore** kv;
   } buckets[] = {
-      {"streamstats_members", absl::ToInt64Nanoseconds(options_.member_ttl), &members_kv_},
+      {"streamstats_members", absl::ToInt64Nanoseconds(MemberKeyLife()), &members_kv_},
       {"streamstats_owners", 0, &owners_kv_},
       {"streamstats_snapshots", 0, &snapshots_kv_},
   };
@@ -119,16 +120,20 @@ void NatsOwnership::Heartbeat() {
   }
 }
 
+absl::Duration NatsOwnership::MemberKeyLife() const {
+  return std::max(absl::Seconds(60), 20 * options_.member_ttl);
+}
+
 bool NatsOwnership::RefreshMembers() {
   kvKeysList keys;
   std::memset(&keys, 0, sizeof keys);
   natsStatus s = kvStore_Keys(&keys, members_kv_, nullptr);
-  std::map<std::string, std::string> members;
+  std::map<std::string, std::pair<std::string, uint64_t>> read;  // token -> (address, revision)
   if (s == NATS_OK) {
     for (int i = 0; i < keys.Count; ++i) {
       kvEntry* e = nullptr;
       if (kvStore_Get(&e, members_kv_, keys.Keys[i]) == NATS_OK) {
-        members[keys.Keys[i]] = kvEntry_ValueString(e);
+        read[keys.Keys[i]] = {kvEntry_ValueString(e), kvEntry_Revision(e)};
         kvEntry_Destroy(e);
       }
     }
@@ -137,16 +142,35 @@ bool NatsOwnership::RefreshMembers() {
     return false;
   }
   MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  // Blind for longer than a TTL (or the first read): nobody's silence was observed.
+  const bool blind = now - members_read_ > options_.member_ttl;
+  std::map<std::string, Seen> members;
+  for (auto& [token, entry] : read) {
+    auto before = members_.find(token);
+    const bool moved = blind || before == members_.end() || before->second.revision != entry.second;
+    members[token] = Seen{std::move(entry.first), entry.second, moved ? now : before->second.moved};
+  }
   members_ = std::move(members);
-  members_read_ = absl::Now();
+  members_read_ = now;
   return true;
 }
 
 std::map<std::string, std::string> NatsOwnership::Members() const {
   MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
   // A view older than a TTL may hold members that are gone: none rather than a wrong one.
-  if (absl::Now() - members_read_ > options_.member_ttl) return {};
-  return members_;
+  if (now - members_read_ > options_.member_ttl) return {};
+  std::map<std::string, std::string> live;
+  for (const auto& [token, seen] : members_) {
+    if (now - seen.moved <= options_.member_ttl) live[token] = seen.advertise;
+  }
+  return live;
+}
+
+bool NatsOwnership::SeesMembers() const {
+  MutexLock lock(&mu_);
+  return absl::Now() - members_read_ <= options_.member_ttl;
 }
 
 bool NatsOwnership::PlacedHere(absl::string_view tenant, absl::string_view session) const {

@@ -589,7 +589,9 @@ absl::Status SessionManager::EnsureOwned(const std::string& tenant, absl::string
   MutexLock loading(&load_mu_);
   auto epoch = ownership_->Claim(tenant, name);
   if (!epoch.ok()) {
-    Disown(key);
+    // Another owner: drop the copy. NATS away (UNAVAILABLE): keep it; if the session moved
+    // meanwhile, the next Claim's new epoch or the fence on the next append reloads it.
+    if (epoch.status().code() != absl::StatusCode::kUnavailable) Disown(key);
     return epoch.status();
   }
   {
@@ -669,6 +671,9 @@ void SessionManager::MaintainOwnership(uint64_t snapshot_records, absl::Duration
     MutexLock own(&own_mu_);
     owned.assign(owned_.begin(), owned_.end());
   }
+  // Without a view of the members nothing is known to have moved: keep everything (and write no
+  // snapshots, which could not be stored either).
+  if (!ownership_->SeesMembers()) return;
   for (const auto& [key, o] : owned) {
     bool keep = ownership_->PlacedHere(key.first, key.second);
     if (keep) {

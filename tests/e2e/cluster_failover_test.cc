@@ -16,12 +16,14 @@
 #include "gtest/gtest.h"
 #include "server/jetstream_log.h"
 #include "server/nats_ownership.h"
+#include "tests/e2e/cluster_replicas.h"
 #include "tests/e2e/nats_cluster.h"
 #include "tests/e2e/server_process.h"
 
 namespace {
 
 using streamstats::testing::NatsCluster;
+using streamstats::testing::Replicas;
 using streamstats::testing::RunResult;
 using streamstats::testing::Shell;
 using streamstats::testing::Server;
@@ -29,7 +31,7 @@ namespace v1 = streamstats::v1;
 namespace fs = std::filesystem;
 using Client = streamstats::client::Client;
 
-constexpr int kBatch = 100;
+constexpr int kBatch = streamstats::testing::kClusterBatch;
 constexpr int kSessions = 6;
 constexpr uint64_t kBatches = 40;
 
@@ -42,68 +44,10 @@ std::string TestDir() {
   return dir;
 }
 
-// The owner a refusal names ("streamstats-owner=<address>)"), or "".
-std::string OwnerHint(const absl::Status& s) {
-  const std::string m(s.message());
-  const size_t at = m.find("streamstats-owner=");
-  if (at == std::string::npos) return "";
-  const size_t start = at + std::string("streamstats-owner=").size();
-  return m.substr(start, m.find(')', start) - start);
-}
-
-v1::SessionSpec Spec(const std::string& name) {
-  v1::SessionSpec spec;
-  spec.set_name(name);
-  spec.set_value_kind(v1::VALUE_KIND_UINT64);
-  spec.add_summaries()->mutable_count_min();
-  spec.add_summaries()->mutable_quantiles()->set_epsilon(0.01);
-  return spec;
-}
-
+v1::SessionSpec Spec(const std::string& name) { return streamstats::testing::ClusterSpec(name); }
 v1::IngestRequest Batch(const std::string& session, uint64_t seq) {
-  v1::IngestRequest r;
-  r.set_session(session);
-  r.set_sequence(seq);
-  r.set_producer_id("p-" + session);
-  std::mt19937_64 rng(seq * 7919 + std::hash<std::string>()(session));
-  for (int i = 0; i < kBatch; ++i) r.mutable_keys()->add_keys((rng() % 32) * (rng() % 32));
-  return r;
+  return streamstats::testing::ClusterBatch(session, seq);
 }
-
-class Replicas {
- public:
-  explicit Replicas(std::vector<std::string> addresses) : addresses_(std::move(addresses)) {}
-  Client& At(const std::string& address) {
-    auto& c = clients_[address];
-    if (c == nullptr) c = Client::Connect(address, absl::Seconds(5));
-    return *c;
-  }
-  // Runs op against the replica last known to own `session`, following refusals' hints and
-  // trying the others after errors, until it succeeds or `deadline`.
-  template <typename Op>
-  absl::Status Owner(const std::string& session, absl::Time deadline, Op op) {
-    absl::Status last;
-    size_t next = 0;
-    while (absl::Now() < deadline) {
-      std::string& where = owner_[session];
-      while (where.empty() || dead_.count(where)) where = addresses_[next++ % addresses_.size()];
-      last = op(At(where));
-      if (last.ok()) return last;
-      const std::string hint = OwnerHint(last);
-      where = !hint.empty() && !dead_.count(hint) ? hint : "";
-      if (where.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return last;
-  }
-  void MarkDead(const std::string& address) { dead_.insert(address); }
-  void MarkAlive(const std::string& address) { dead_.erase(address); }
-  std::map<std::string, std::string> owner_;
-
- private:
-  std::vector<std::string> addresses_;
-  std::set<std::string> dead_;
-  std::map<std::string, std::unique_ptr<Client>> clients_;
-};
 
 #define STEP(...) (std::fprintf(stderr, "[step] " __VA_ARGS__), std::fputc('\n', stderr))
 
@@ -160,15 +104,7 @@ TEST(ClusterFailover, EachSessionHasOneOwnerAndAKilledOwnersSessionsMoveWithNoth
   auto produce = [&](uint64_t upto) {
     for (int s = 0; s < kSessions; ++s) {
       const std::string name = "s" + std::to_string(s);
-      absl::Status st = r.Owner(name, deadline, [&](Client& c) {
-        auto stream = c.StartIngest();
-        for (uint64_t seq = acked[name] + 1; seq <= upto; ++seq) {
-          if (!stream->Write(Batch(name, seq))) break;
-        }
-        absl::Status f = stream->Finish();
-        acked[name] = std::max(acked[name], stream->acked_sequence());
-        return f.ok() && acked[name] < upto ? absl::UnavailableError("short") : f;
-      });
+      absl::Status st = r.Produce(name, upto, acked[name], deadline);
       ASSERT_TRUE(st.ok()) << name << ": " << st;
     }
   };

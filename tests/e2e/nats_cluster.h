@@ -1,7 +1,9 @@
 // A three-node NATS JetStream cluster on 127.0.0.1 for the cluster tests (issue 17): each
 // nats-server on ports it picks, with its own store under `dir`, stopped (SIGTERM, bounded wait,
 // then SIGKILL) by the destructor at the latest. Nodes can be killed and started again on the
-// same ports and store, as a machine that crashed and came back.
+// same ports and store, as a machine that crashed and came back. Clients are not told the
+// other servers (--no_advertise): a client reaches the servers its URLs name, so a test can cut
+// one off by cutting those.
 #ifndef STREAMSTATS_TESTS_E2E_NATS_CLUSTER_H_
 #define STREAMSTATS_TESTS_E2E_NATS_CLUSTER_H_
 
@@ -94,7 +96,7 @@ class NatsCluster {
                                      std::to_string(client_ports_[i]), "--cluster",
                                      absl::StrCat("nats://127.0.0.1:", cluster_ports_[i]),
                                      "--routes", absl::StrJoin(routes, ","), "--cluster_name",
-                                     "streamstats-test", "-n", name, "-l", store + ".log"};
+                                     "streamstats-test", "--no_advertise", "-n", name, "-l", store + ".log"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
