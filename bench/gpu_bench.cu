@@ -1,6 +1,7 @@
 // GPU benchmark (issue 4): our sorting network vs CUB, sketch kernels, the pool path, and the
 // measured ceilings. Prints one table; results recorded in bench/GPU_RESULTS.md.
-// Usage: gpu_bench [--quick | --sort]   (--sort: the D2D ceiling and the single-window sort rows only)
+// Usage: gpu_bench [--quick | --sort | --fcm]   (--sort: the D2D ceiling and the single-window sort
+// rows only; --fcm: the ceilings, the Count-Min rows (the baseline) and the FCM rows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "core/accel/accelerator.h"
 #include "core/common/hash.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
 #include "core/summary.h"
 #include "gpu/detail/segmented_sort.cuh"
 #include "gpu/gpu_accelerator.h"
@@ -249,6 +251,7 @@ void SingleWindowSortRows(int reps, uint64_t* d_a, uint64_t* d_b, uint64_t* d_c,
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool sort_only = argc > 1 && std::strcmp(argv[1], "--sort") == 0;
+  const bool fcm_only = argc > 1 && std::strcmp(argv[1], "--fcm") == 0;
   const int reps = quick ? 3 : 7;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -310,8 +313,9 @@ int main(int argc, char** argv) {
     cudaFree(table);
   }
 
-  // ---- segmented sort: ours vs cub::DeviceSegmentedSort, 2^24 keys ----
   gpu::detail::SegmentedSorter sorter;
+  if (!fcm_only) {  // the sort rows
+  // ---- segmented sort: ours vs cub::DeviceSegmentedSort, 2^24 keys ----
   const size_t n24 = size_t{1} << 24;
   std::vector<uint64_t> check_a(n24), check_b(n24);
   for (int lw : {10, 12, 14, 16, 20}) {
@@ -393,6 +397,7 @@ int main(int argc, char** argv) {
     std::snprintf(note, sizeof note, "ours/CUB speed = %.2fx", cub / ours);
     Row("sort32", what, cub, n, 2.0 * n * 4, d2d_gbs, note);
   }
+  }  // the sort rows
   // ---- the Count-Min session path: GpuCountMin::AddSequential vs the CPU's sequential add ----
   for (int lb : {14, 17, 20}) {
     core::CountMinOptions o;
@@ -414,7 +419,7 @@ int main(int argc, char** argv) {
     std::snprintf(note, sizeof note, "CPU 1 thread %.3f ms = %.1fx slower", cms, cms / gms);
     Row("cm-session", what, gms, n, n * 16.0, h2d_gbs, note);
   }
-  {  // weighted (key, position) sort, the stable path
+  if (!fcm_only) {  // weighted (key, position) sort, the stable path
     const size_t n = size_t{1} << 22;
     uint32_t* d_idx;
     CK(cudaMalloc(&d_idx, n * 4));
@@ -434,7 +439,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&d_keys, nsk * 8));
   CK(cudaMalloc(&d_out, nsk * 8));
   // ---- AMS and Count Sketch: the signed table (issue 15), device-resident, 2^24 keys ----
-  for (int dist = 0; dist < 2; ++dist) {
+  for (int dist = 0; dist < (fcm_only ? 0 : 2); ++dist) {
     CK(cudaMemcpy(d_keys, dist == 0 ? h_uniform.data() : h_zipf.data(), nsk * 8, cudaMemcpyHostToDevice));
     const char* dname = dist == 0 ? "uniform" : "zipf1.1";
     struct Shape {
@@ -497,7 +502,63 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // FCM through the host API (host phase detector included), 2^22 items per batch.
+  // ---- FCM (issue 15) ----
+  // Device-resident update, dl = dh (no phase detector), 2^24 keys: the shared-memory table where
+  // it fits, as Count-Min's direct rows above.
+  for (int dist = 0; dist < 2; ++dist) {
+    CK(cudaMemcpy(d_keys, dist == 0 ? h_uniform.data() : h_zipf.data(), nsk * 8, cudaMemcpyHostToDevice));
+    const char* dname = dist == 0 ? "uniform" : "zipf1.1";
+    for (double delta : {0.02, 0.001, 5e-8}) {
+      core::FcmOptions o;
+      o.epsilon = 0.001;
+      o.delta = delta;
+      auto f = gpu::GpuFcm::Create(o, 0, gpu::FcmPhaseMode::kPerItem);
+      OK(f.status());
+      const double ms = WallMedianMs(reps, [&] {
+        OK((*f)->UpdateDeviceAsync(d_keys, nullptr, nsk));
+        OK((*f)->Synchronize());
+      });
+      char what[96];
+      std::snprintf(what, sizeof what, "FCM update d=%llu w=%llu dh=%llu %s direct",
+                    (unsigned long long)o.Depth(), (unsigned long long)o.Width(),
+                    (unsigned long long)o.EffectiveDh(), dname);
+      Row("fcm", what, ms, nsk, nsk * 8.0, 0,
+          std::to_string(nsk * o.EffectiveDh() / (ms * 1e6) / atomic_gops).substr(0, 5) +
+              "x the global-atomic ceiling (dh updates/item)");
+    }
+  }
+  // The session path (GpuFcm::AddSequential: estimates bit-equal to the CPU's) vs the CPU's
+  // sequential add, as the Count-Min session rows above; and the conservative batch form.
+  for (int lb : {14, 17, 20}) {
+    for (bool conservative : {false, true}) {
+      core::FcmOptions o;
+      o.epsilon = 0.0001;
+      o.delta = 0.001;  // d = 7, w = 27183, dh = 4 (the Count-Min session rows' shape)
+      o.conservative = conservative;
+      auto f = gpu::GpuFcm::Create(o, 0, gpu::FcmPhaseMode::kPerItem);
+      OK(f.status());
+      const size_t n = size_t{1} << lb;
+      std::vector<uint64_t> ids = ZipfKeys(n, 1.1, size_t{1} << 20, 8), est;
+      const double gms = WallMedianMs(reps, [&] {
+        OK(conservative ? (*f)->AddConservativeBatch(ids, {}, &est) : (*f)->AddSequential(ids, {}, &est));
+      });
+      const core::FcmWalk walk(o);
+      std::vector<uint64_t> table(o.Depth() * o.Width());
+      const double cms = WallMedianMs(quick ? 1 : 3, [&] {
+        if (conservative) {
+          core::FcmConservativeBatchAdd(walk, o.EffectiveDh(), ids, {}, absl::MakeSpan(table), &est);
+        } else {
+          core::FcmPlainAdd(walk, o.EffectiveDh(), ids, {}, absl::MakeSpan(table), &est);
+        }
+      });
+      char what[96], note[64];
+      std::snprintf(what, sizeof what, "FCM session %s, zipf batch 2^%d, d=7 dh=4 (host in/out)",
+                    conservative ? "CU batch" : "add", lb);
+      std::snprintf(note, sizeof note, "CPU 1 thread %.3f ms = %.1fx slower", cms, cms / gms);
+      Row("fcm-session", what, gms, n, n * 16.0, h2d_gbs, note);
+    }
+  }
+  // FCM with dl > dh through the host API (the host phase detector included), 2^22 items.
   {
     const size_t n = size_t{1} << 22;
     std::vector<uint64_t> ids(h_zipf.begin(), h_zipf.begin() + n);
@@ -505,12 +566,14 @@ int main(int argc, char** argv) {
       core::FcmOptions o;
       o.epsilon = 0.001;
       o.delta = delta;
+      o.dl = o.EffectiveDh() + 1;
       for (auto mode : {gpu::FcmPhaseMode::kPerItem, gpu::FcmPhaseMode::kPerBatch}) {
         auto f = gpu::GpuFcm::Create(o, 0, mode);
         OK(f.status());
         const double ms = WallMedianMs(reps, [&] { OK((*f)->Update(ids, {})); });
         char what[96];
-        std::snprintf(what, sizeof what, "FCM update d=%llu zipf1.1 %s (host phase)", (unsigned long long)o.Depth(),
+        std::snprintf(what, sizeof what, "FCM update d=%llu dl=dh+1 zipf1.1 %s (host phase)",
+                      (unsigned long long)o.Depth(),
                       mode == gpu::FcmPhaseMode::kPerItem ? "per-item" : "per-batch");
         Row("fcm", what, ms, n, n * 8.0, h2d_gbs, "host batch incl. H2D");
         if (mode == gpu::FcmPhaseMode::kPerBatch) {
@@ -522,6 +585,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (fcm_only) return 0;
 
   // ---- PBF ----
   {

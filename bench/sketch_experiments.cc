@@ -28,7 +28,8 @@
 //     2^16 and 10^6 keys, Zipf(1.5) and a Pareto(1.1) key stream, 4M items, seven (epsilon,
 //     delta) shapes; FCM with today's defaults (dl = dh) and with the paper's (dl = 4d/5), and a
 //     Count-Min of FCM's dh rows at the same bytes, and, where ceil(ln 1/delta) is not prime,
-//     FCM with d rounded down to a prime instead of up. Run it as --only=5 --md=results_exp5.md.
+//     FCM with d rounded up to a prime (the rule before issue 15 (b)) instead of down. Run it as
+//     --only=5 --md=results_exp5.md.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -460,7 +461,7 @@ void Experiment5(Output& out, bool quick) {
       {"eps=0.001 delta=2e-4", 0.001, 0.0002},
       {"eps=1e-4 delta=0.01", 0.0001, 0.01},
   };
-  Table t{"exp5_equal_bytes", "Experiment 5: FCM vs Count-Min at equal table bytes: mean (max) absolute error over the distinct keys", {"stream", "distinct", "shape", "CM d x w", "FCM d x w", "table bytes CM / FCM", "CM", "CM-CU", "FCM old (dl=4d/5)", "FCM-CU old", "FCM (dl=dh)", "FCM-CU (dl=dh)", "CM d=dh", "CM-CU d=dh", "FCM/CM", "FCM-CU/CM-CU", "old FCM/CM", "old FCM-CU/CM-CU", "FCM d=prime<=d0", "FCM/CM, FCM-CU/CM-CU at d=prime<=d0"}, {}, ""};
+  Table t{"exp5_equal_bytes", "Experiment 5: FCM vs Count-Min at equal table bytes: mean (max) absolute error over the distinct keys", {"stream", "distinct", "shape", "CM d x w", "FCM d x w", "table bytes CM / FCM", "CM", "CM-CU", "FCM old (dl=4d/5)", "FCM-CU old", "FCM (dl=dh)", "FCM-CU (dl=dh)", "CM d=dh", "CM-CU d=dh", "FCM/CM", "FCM-CU/CM-CU", "old FCM/CM", "old FCM-CU/CM-CU", "FCM d=prime>=d0 (before)", "FCM/CM, FCM-CU/CM-CU at d=prime>=d0"}, {}, ""};
   for (const Stream5& st : streams) {
     std::vector<uint64_t> keys, truth;
     TrueCounts(st.keys, &keys, &truth);
@@ -478,6 +479,7 @@ void Experiment5(Output& out, bool quick) {
       for (Sketch s : {Sketch::kCm, Sketch::kCmCu}) e.push_back(run(SketchOptions(s, sh.epsilon, sh.delta)));
       for (Sketch s : {Sketch::kFcm, Sketch::kFcmCu}) {  // the defaults before issue 15
         auto o = SketchOptions(s, sh.epsilon, sh.delta);
+        o.fcm.round_depth_up = true;
         o.fcm.dl = o.fcm.LegacyAutoDl();
         e.push_back(run(o));
       }
@@ -487,19 +489,17 @@ void Experiment5(Output& out, bool quick) {
       const uint64_t wide = TableBytes(fcm) / 8 / dh;
       for (Sketch s : {Sketch::kCm, Sketch::kCmCu}) e.push_back(run(SketchOptions(s, EpsilonForWidth(wide), DeltaForDepth(dh))));
       auto cell = [](const ErrorStats& x) { return absl::StrCat(F(x.mean_abs, 4), " (", F(x.max_abs, 4), ")"); };
-      // The other rounding of the depth: the largest prime <= ceil(ln 1/delta), w from the same
-      // counters (>= e/epsilon), as a different (epsilon, delta) spells it. Only where it differs.
+      // The other rounding of the depth: the smallest prime >= ceil(ln 1/delta), w from the same
+      // counters (< e/epsilon), the rule before issue 15's shape change. Only where it differs.
       std::string alt_shape = "= FCM", alt_ratios = "";
       {
-        const uint64_t d0 = fcm.fcm.CountMinDepth(), w0 = fcm.fcm.CountMinWidth();
-        auto prime = [](uint64_t v) { bool p = v >= 2; for (uint64_t q = 2; q * q <= v; ++q) p = p && v % q != 0; return p; };
-        uint64_t p = d0;
-        while (p > 2 && !prime(p)) --p;
-        if (p != fcm.fcm.Depth() && prime(p)) {
-          const double eps_p = EpsilonForWidth(d0 * w0 / p), delta_p = DeltaForDepth(p);
-          const auto alt = SketchOptions(Sketch::kFcm, eps_p, delta_p);
-          const ErrorStats a = run(alt), acu = run(SketchOptions(Sketch::kFcmCu, eps_p, delta_p));
-          alt_shape = absl::StrCat(Shape(alt), ", ", TableBytes(alt), " B");
+        auto up = fcm;
+        up.fcm.round_depth_up = true;
+        if (up.fcm.Depth() != fcm.fcm.Depth()) {
+          auto up_cu = SketchOptions(Sketch::kFcmCu, sh.epsilon, sh.delta);
+          up_cu.fcm.round_depth_up = true;
+          const ErrorStats a = run(up), acu = run(up_cu);
+          alt_shape = absl::StrCat(Shape(up), ", ", TableBytes(up), " B");
           alt_ratios = absl::StrCat(F(a.mean_abs / e[0].mean_abs, 3), ", ", F(acu.mean_abs / e[1].mean_abs, 3));
         }
       }
@@ -515,12 +515,12 @@ void Experiment5(Output& out, bool quick) {
     }
   }
   t.note =
-      "Every sketch: the same seed, 16 heavy-hitter candidates, k = 8, one worker. FCM's table never exceeds Count-Min's (d = the smallest prime >= ceil(ln 1/delta), w = floor(d0*w0/d)). "
-      "'old' = the defaults before issue 15 (dl = max(dh, ceil(4d/5))); FCM (dl=dh) = today's defaults (dh = dl = ceil(d/2)). "
+      "Every sketch: the same seed, 16 heavy-hitter candidates, k = 8, one worker. FCM's table never exceeds Count-Min's (d = the largest prime <= d0 = ceil(ln 1/delta), w = floor(d0*w0/d) >= w0 = ceil(e/epsilon); issue 15 (b)). "
+      "'old' = the defaults before issue 15 (dl = max(dh, ceil(4d/5)), d the smallest prime >= d0); FCM (dl=dh) = today's defaults (dh = dl = ceil(d/2)). "
       "'CM d=dh' = a Count-Min with FCM's dh rows of FCM's counters divided over them: FCM with dl = dh matches it, which is the point: "
       "FCM's gain at equal bytes is reading fewer, wider-loaded rows, not its phase detector (core/sketches/fcm.h). "
       "Error = mean over the distinct keys of |estimate - f| (max in parentheses); ratios are of means. "
-      "'d=prime<=d0': where ceil(ln 1/delta) is not prime, FCM with the largest prime below it instead (d*w <= Count-Min's, w >= e/epsilon; not the sizing rule today).";
+      "'d=prime>=d0 (before)': where ceil(ln 1/delta) is not prime, FCM (dl = dh) with the smallest prime above it instead, the sizing rule before issue 15 (b) (d*w <= Count-Min's, w < e/epsilon).";
   out.Write(t);
 }
 

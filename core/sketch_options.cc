@@ -122,7 +122,11 @@ uint64_t FcmOptions::CountMinDepth() const { return DepthFor(delta); }
 uint64_t FcmOptions::CountMinWidth() const { return WidthFor(epsilon); }
 uint64_t FcmOptions::Depth() const {
   uint64_t d = CountMinDepth();
-  while (!IsPrime(d)) ++d;
+  if (round_depth_up || d < 2) {
+    while (!IsPrime(d)) ++d;
+    return d;
+  }
+  while (!IsPrime(d)) --d;  // d >= 2 and 2 is prime
   return d;
 }
 uint64_t FcmOptions::Width() const { return CountMinDepth() * CountMinWidth() / Depth(); }

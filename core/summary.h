@@ -193,10 +193,16 @@ struct FcmOptions {
   bool conservative = false;    // conservative update (core/sketches/fcm.h states the rule)
   uint64_t heavy_hitter_capacity = 0;  // as CountMinOptions
   uint64_t seed = kDefaultSketchSeed;  // as CountMinOptions
+  // The table's shape rule (core/sketches/fcm.h): false (new sketches) = d is the largest prime
+  // <= ceil(ln(1/delta)), so w >= ceil(e/epsilon); true = the smallest prime >= it (FCM before
+  // issue 15's shape change; payloads before version 3 load with it and keep their tables).
+  bool round_depth_up = false;
   absl::Status Validate() const;
   uint64_t CountMinDepth() const;  // ceil(ln(1/delta))
   uint64_t CountMinWidth() const;  // ceil(e/epsilon)
-  uint64_t Depth() const;          // d: the smallest prime >= CountMinDepth()
+  // d: the largest prime <= CountMinDepth() (2 when that is 1), or with round_depth_up the
+  // smallest prime >= it.
+  uint64_t Depth() const;
   uint64_t Width() const;          // floor(CountMinDepth() * CountMinWidth() / Depth())
   uint64_t EffectiveDh() const;
   uint64_t EffectiveDl() const;

@@ -231,13 +231,15 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
  public:
   PoolSketch(GpuPool* pool, size_t slot, std::unique_ptr<GpuCountMin> cm,
              std::unique_ptr<GpuPbf> pbf, std::unique_ptr<GpuHll> hll = nullptr,
-             std::unique_ptr<GpuSignedSketch> ams = nullptr)
+             std::unique_ptr<GpuSignedSketch> ams = nullptr,
+             std::unique_ptr<GpuFcm> fcm = nullptr)
       : pool_(pool),
         slot_(slot),
         cm_(std::move(cm)),
         pbf_(std::move(pbf)),
         hll_(std::move(hll)),
-        ams_(std::move(ams)) {}
+        ams_(std::move(ams)),
+        fcm_(std::move(fcm)) {}
 
   absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                    std::vector<uint64_t>* estimates) override {
@@ -250,6 +252,14 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
         std::vector<int64_t> medians;
         s = ams_->Estimates(ids, &medians);
         estimates->assign(medians.begin(), medians.end());
+      }
+    } else if (fcm_ != nullptr) {
+      if (estimates == nullptr) {
+        s = absl::InvalidArgumentError("FCM needs estimates");
+      } else if (fcm_->options().conservative) {
+        s = fcm_->AddConservativeBatch(ids, weights, estimates);
+      } else {
+        s = fcm_->AddSequential(ids, weights, estimates);
       }
     } else if (cm_ != nullptr) {
       if (estimates == nullptr) {
@@ -272,6 +282,7 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
 
   absl::Status Download(absl::Span<uint64_t> state) override {
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
+                     : fcm_ != nullptr   ? fcm_->DownloadTo(state)
                      : cm_ != nullptr    ? cm_->DownloadTo(state)
                      : pbf_ != nullptr   ? pbf_->DownloadTo(state)
                      : hll_ != nullptr   ? hll_->DownloadTo(state)
@@ -302,7 +313,8 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
  private:
   void Account(const absl::Status& s) {
     SketchWork& work = *pool_->sketch_work_[slot_];
-    const GpuWorkStats now = cm_ != nullptr    ? cm_->work_stats()
+    const GpuWorkStats now = fcm_ != nullptr   ? fcm_->work_stats()
+                             : cm_ != nullptr    ? cm_->work_stats()
                              : pbf_ != nullptr ? pbf_->work_stats()
                              : hll_ != nullptr ? hll_->work_stats()
                                                : ams_->work_stats();
@@ -322,6 +334,7 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
   std::unique_ptr<GpuPbf> pbf_;
   std::unique_ptr<GpuHll> hll_;
   std::unique_ptr<GpuSignedSketch> ams_;
+  std::unique_ptr<GpuFcm> fcm_;
   GpuWorkStats reported_;
 };
 
@@ -334,6 +347,14 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
     if (!cm.ok() || !(*cm)->Load(spec.state, 0).ok()) return nullptr;  // stays on the host
     sketches_.fetch_add(1);
     return std::make_unique<PoolSketch>(this, slot, *std::move(cm), nullptr);
+  }
+  if (spec.fcm != nullptr) {
+    absl::StatusOr<std::unique_ptr<GpuFcm>> fcm =
+        GpuFcm::Create(*spec.fcm, ordinal, FcmPhaseMode::kPerItem);
+    if (!fcm.ok() || !(*fcm)->Load(spec.state).ok()) return nullptr;  // stays on the host
+    sketches_.fetch_add(1);
+    return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, nullptr, nullptr,
+                                        *std::move(fcm));
   }
   if (spec.pbf != nullptr) {
     absl::StatusOr<std::unique_ptr<GpuPbf>> pbf = GpuPbf::Create(*spec.pbf, ordinal);
@@ -364,6 +385,8 @@ bool GpuPool::KeepsSketch(const core::DeviceSketchSpec& spec) const {
   if (spec.count_min != nullptr) {
     return spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min;
   }
+  // FCM with dl > dh needs the per-item phase detector, which runs on the host only.
+  if (spec.fcm != nullptr) return kinds.fcm && spec.fcm->EffectiveDl() == spec.fcm->EffectiveDh();
   if (spec.hll != nullptr) return kinds.hll;
   if (spec.ams != nullptr) return kinds.ams;
   if (spec.count_sketch != nullptr) return kinds.count_sketch;

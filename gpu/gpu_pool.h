@@ -14,11 +14,11 @@
 //    pinned staging and device buffers), so one window's copies overlap another's kernels.
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
-//  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form), PBF,
-//    HyperLogLog, AMS and Count Sketch tables of sessions that options.sketches names are placed
-//    on the devices
-//    round robin
-//    (GpuCountMin::AddSequential or AddConservativeBatch, GpuPbf::Insert, and for the PBF's
+//  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form), FCM
+//    (dl = dh; the same two forms), PBF, HyperLogLog, AMS and Count Sketch tables of sessions
+//    that options.sketches names are placed on the devices round robin
+//    (GpuCountMin::AddSequential or AddConservativeBatch, GpuFcm::AddSequential or
+//    AddConservativeBatch, GpuPbf::Insert, and for the PBF's
 //    heavy-hitter candidates GpuPbf::SetPositions and SetBits after each batch); core/accel/device_mirror.h
 //    keeps the host side exact and takes a failed sketch back to the CPU (counted as a fallback).
 // Thread-safe.
@@ -72,6 +72,7 @@ struct GpuPoolOptions {
     bool hll = true;                     // HyperLogLog's registers
     bool ams = true;                     // AMS's signed counters (GpuSignedSketch)
     bool count_sketch = true;            // Count Sketch's, candidates offered per batch
+    bool fcm = true;  // FCM's table (dl = dh only): plain bit-equal, conservative in batch form
   } sketches;
 };
 

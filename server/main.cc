@@ -141,9 +141,10 @@ ABSL_FLAG(std::string, gpu_sketches, "pbf,ams,count_sketch",
           "sketch tables kept on the GPUs: none, all, or a comma list of count_min (plain, "
           "bit-equal to the CPU), conservative (conservative Count-Min in its batch form), pbf, "
           "hll (HyperLogLog registers, equal to the CPU's), ams (AMS counters, equal to the "
-          "CPU's) and count_sketch (its counters, equal to the CPU's; candidates offered per "
-          "batch); the others stay in host memory (measured: bench/E2E_RESULTS.md, sessions 9, "
-          "10 and 12)");
+          "CPU's), count_sketch (its counters, equal to the CPU's; candidates offered per "
+          "batch) and fcm (FCM's table when dl = dh: plain bit-equal to the CPU, conservative "
+          "in the batch form; dl > dh stays on the host); the others stay in host memory "
+          "(measured: bench/E2E_RESULTS.md, sessions 9, 10 and 12; bench/GPU_RESULTS.md)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(std::string, http_listen, "",
@@ -161,11 +162,11 @@ namespace {
 // --gpu_sketches, read into which sketch kinds live on the devices.
 struct GpuSketchKinds {
   bool count_min = false, conservative = false, pbf = false, hll = false, ams = false,
-       count_sketch = false;
+       count_sketch = false, fcm = false;
 };
 
 absl::StatusOr<GpuSketchKinds> ParseGpuSketches(absl::string_view text) {
-  if (text == "all") return GpuSketchKinds{true, true, true, true, true, true};
+  if (text == "all") return GpuSketchKinds{true, true, true, true, true, true, true};
   GpuSketchKinds kinds;
   if (text == "none") return kinds;
   for (absl::string_view kind : absl::StrSplit(text, ',')) {
@@ -181,10 +182,12 @@ absl::StatusOr<GpuSketchKinds> ParseGpuSketches(absl::string_view text) {
       kinds.ams = true;
     } else if (kind == "count_sketch") {
       kinds.count_sketch = true;
+    } else if (kind == "fcm") {
+      kinds.fcm = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "--gpu_sketches: expected none, all, or a comma list of count_min, conservative, pbf, "
-          "hll, ams, count_sketch; "
+          "hll, ams, count_sketch, fcm; "
           "got '", text, "'"));
     }
   }
@@ -230,6 +233,7 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
   options.sketches.hll = sketches->hll;
   options.sketches.ams = sketches->ams;
   options.sketches.count_sketch = sketches->count_sketch;
+  options.sketches.fcm = sketches->fcm;
   options.streams_per_device = streams;
   options.batch_max_keys = static_cast<size_t>(launch_max);
   options.job_cpu_threshold = static_cast<size_t>(job_min);

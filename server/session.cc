@@ -15,6 +15,7 @@
 #include "core/parallel/partitioned.h"
 #include "core/quantiles/quantile_summary.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 
@@ -52,17 +53,19 @@ bool MergesInParts(const core::SummaryOptions& o) {
 
 // Parts use the session's accelerator. On the GPU pool, a quantile, Lossy Counting or IPv4
 // hierarchical heavy-hitter part sends its windows there as the session's own summary does (the
-// pool keeps no state for them); a Count-Min table the accelerator keeps on a device
+// pool keeps no state for them); a Count-Min or FCM table the accelerator keeps on a device
 // (core/accel/device_mirror.h; the pool per --gpu_sketches) would be one more device table per
 // batch, so sessions holding one apply their batches one at a time there. Tables that stay in
-// host memory (FCM always) take parts as on the CPU.
+// host memory (FCM with dl > dh always) take parts as on the CPU.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
   return std::all_of(config.summaries.begin(), config.summaries.end(),
                      [accelerator](const core::SummaryOptions& o) {
                        core::DeviceSketchSpec spec;
-                       spec.count_min = &o.count_min;
-                       return MergesInParts(o) && (o.kind != SummaryKind::kCountMin ||
-                                                   !accelerator->KeepsSketch(spec));
+                       if (o.kind == SummaryKind::kCountMin) spec.count_min = &o.count_min;
+                       if (o.kind == SummaryKind::kFcm) spec.fcm = &o.fcm;
+                       const bool on_device = (spec.count_min != nullptr || spec.fcm != nullptr) &&
+                                              accelerator->KeepsSketch(spec);
+                       return MergesInParts(o) && !on_device;
                      });
 }
 
@@ -140,6 +143,7 @@ void BatchGate::Open() {
 Session::Session(SessionConfig config, core::Accelerator* accelerator,
                  std::shared_ptr<QueryTurns> turns)
     : config_(std::move(config)),
+      part_options_(config_.summaries),
       accelerator_(accelerator),
       turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()),
       parts_allowed_(PartsAllowed(config_, accelerator_)),
@@ -396,8 +400,8 @@ absl::Status Session::BuildParts(const core::Batch& batch, Parts* parts) const {
     weight = 0;
     for (uint64_t w : batch.weights) weight += w;  // ValidateBatch bounds the sum
   }
-  parts->summaries.reserve(config_.summaries.size());
-  for (const core::SummaryOptions& options : config_.summaries) {
+  parts->summaries.reserve(part_options_.size());
+  for (const core::SummaryOptions& options : part_options_) {
     auto part = core::CreateSummary(options, config_.value_kind, accelerator_);
     if (!part.ok()) return part.status();
     (*part)->ExpectPart(weight);
@@ -928,13 +932,17 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
   if (!r.GetCount(&summaries, 8) || summaries != s.summaries_.size()) {
     return core::Corrupt("summary count does not match the spec");
   }
-  for (auto& slot : s.summaries_) {
+  for (size_t i = 0; i < s.summaries_.size(); ++i) {
+    auto& slot = s.summaries_[i];
     std::string blob;
     if (!r.GetString(&blob, r.remaining())) return core::Corrupt("summary bytes");
     auto restored = core::DeserializeSummary(blob, accelerator);
     if (!restored.ok()) return restored.status();
     if ((*restored)->kind() != slot->kind() || (*restored)->value_kind() != slot->value_kind()) {
       return core::Corrupt("summary does not match the spec");
+    }
+    if (const auto* fcm = dynamic_cast<const core::Fcm*>(restored->get()); fcm != nullptr) {
+      s.part_options_[i].fcm.round_depth_up = fcm->options().round_depth_up;
     }
     slot = *std::move(restored);
   }

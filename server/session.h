@@ -422,6 +422,11 @@ class Session {
     const Session* const session_;
   };
   const SessionConfig config_;
+  // What a batch's parts are built from: config_.summaries, except where a restored summary keeps
+  // options its spec no longer implies (an FCM from a payload before version 3 keeps its table's
+  // older shape, core/sketches/fcm.h), so that its parts merge into it. Set before the session is
+  // shared; read without the lock.
+  std::vector<core::SummaryOptions> part_options_;
   core::Accelerator* accelerator_;
   const std::shared_ptr<QueryTurns> turns_;
   // Whether a batch may go to a part while another is applied (see the top of this file).

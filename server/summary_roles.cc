@@ -15,6 +15,7 @@
 #include "core/sketches/ams.h"
 #include "core/sketches/count_min.h"
 #include "core/sketches/count_sketch.h"
+#include "core/sketches/fcm.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 
@@ -132,6 +133,27 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
                             ? " (conservative update per batch: targets from the table before it)"
                             : "");
   }
+  if (const auto* fcm = dynamic_cast<const core::Fcm*>(&s); fcm != nullptr) {
+    if (fcm->on_device()) {
+      // core/sketches/fcm.h: conservative update, as Count-Min's, in the batch form there.
+      return absl::StrCat(accelerator.name(), ": table on the device",
+                          fcm->options().conservative
+                              ? " (conservative update per batch: targets from the table before it)"
+                              : "");
+    }
+    if (fcm->tracks_phase()) {
+      core::FcmOptions same_rows = fcm->options();
+      same_rows.dl = 0;  // dl = dh
+      core::DeviceSketchSpec spec;
+      spec.fcm = &same_rows;
+      if (accelerator.KeepsSketch(spec)) {
+        return absl::StrCat("cpu: table in host memory (dl = ", fcm->dl(), " > dh = ", fcm->dh(),
+                            " needs the per-item phase detector, which runs on the host only; "
+                            "with dl = dh the table would live on ", accelerator.name(), ")");
+      }
+    }
+    return "cpu: table in host memory";
+  }
   if (const auto* hll = dynamic_cast<const core::Hll*>(&s); hll != nullptr) {
     return hll->on_device() ? absl::StrCat(accelerator.name(), ": registers on the device")
                             : "cpu: registers in host memory";
@@ -170,7 +192,7 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
       return absl::StrCat("windows of at least ", threshold, " keys on ", accelerator.name(),
                           ", smaller ones on the cpu");
     }
-    return "cpu";  // Misra–Gries, FCM: no accelerator work in sessions
+    return "cpu";  // Misra–Gries: no accelerator work in sessions
   }
   if (window >= threshold) {
     return absl::StrCat(accelerator.name(), ": windows of ", window, " keys sorted there");

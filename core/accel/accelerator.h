@@ -18,6 +18,7 @@
 namespace streamstats::core {
 
 struct CountMinOptions;  // core/summary.h
+struct FcmOptions;
 struct PbfOptions;
 struct HllOptions;
 
@@ -51,10 +52,13 @@ class DeviceSketch {
   // AMS: adds ±weight to each row's counter (core::SignedTable::Add); `estimates` must be null.
   // Count Sketch: the same, and estimates[i] = the median over the rows of ids[i]'s signed
   // counters after the whole batch (core::SignedTable::Estimate), an int64 in two's complement.
+  // FCM (dl = dh only): plain, core::FcmPlainAdd (every item its dh walk rows, estimates[i] as
+  // Count-Min's plain ones); conservative, one batch of core::FcmConservativeBatchAdd
+  // (core/sketches/fcm.h).
   virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            std::vector<uint64_t>* estimates) = 0;
-  // Copies the state out: Count-Min's row-major d x w counters, the PBF's bit words, the
-  // HyperLogLog's 2^p registers, one a word, or AMS's d x w signed counters as 64-bit words.
+  // Copies the state out: Count-Min's and FCM's row-major d x w counters, the PBF's bit words,
+  // the HyperLogLog's 2^p registers, one a word, or AMS's d x w signed counters as 64-bit words.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
   // PBF: y[i] = how many of ids[i]'s k positions are set (Pbf::SetPositions) and *set_bits = the
   // filter's set bits, as the table now stands: what the heavy-hitter candidates are offered
@@ -74,6 +78,7 @@ struct SignedTableShape {
 // What to keep on the device; exactly one of the options is set.
 struct DeviceSketchSpec {
   const CountMinOptions* count_min = nullptr;  // plain or conservative update
+  const FcmOptions* fcm = nullptr;              // plain or conservative update; dl = dh
   const PbfOptions* pbf = nullptr;
   const HllOptions* hll = nullptr;
   const SignedTableShape* ams = nullptr;

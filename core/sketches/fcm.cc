@@ -18,7 +18,7 @@ constexpr uint64_t kGapHashIndex = 1001;
 
 // Payload framing (see Serialize).
 constexpr uint8_t kFormatMarker = 0xFF;
-constexpr uint8_t kPayloadVersion = 2;
+constexpr uint8_t kPayloadVersion = 3;
 
 FrequencyAnswer FcmAnswer(uint64_t estimate, double epsilon, uint64_t n) {
   const uint64_t slack = static_cast<uint64_t>(std::floor(epsilon * static_cast<double>(n)));
@@ -137,6 +137,81 @@ bool FcmPhaseCounter::Deserialize(ByteReader* r) {
   return true;
 }
 
+// ---- FcmWalk and the batch forms ----
+
+FcmWalk::FcmWalk(const FcmOptions& options)
+    : depth_(options.Depth()),
+      width_(options.Width()),
+      offset_hash_(MakePairwiseHash(options.seed, kOffsetHashIndex)),
+      gap_hash_(MakePairwiseHash(options.seed, kGapHashIndex)) {
+  rows_.reserve(depth_);
+  for (uint64_t r = 0; r < depth_; ++r) rows_.push_back(MakePairwiseHash(options.seed, r));
+  mod_w_ = FastMod::For(width_);
+  mod_d_ = FastMod::For(depth_);
+  mod_d1_ = FastMod::For(depth_ - 1);  // depth_ is a prime >= 2
+}
+
+uint64_t FcmWalk::RowOf(uint64_t id, uint64_t j) const {
+  const uint64_t offset = mod_d_(offset_hash_(id));
+  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));
+  return (offset + (j % depth_) * gap) % depth_;
+}
+
+void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> ids,
+                 absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                 std::vector<uint64_t>* estimates) {
+  if (estimates != nullptr) estimates->resize(ids.size());
+  uint64_t cells[64];  // dh <= d <= 29 (the prime after ceil(ln 1e12) = 28)
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t weight = weights.empty() ? 1 : weights[i];
+    walk.Cells(ids[i], dh, cells);
+    uint64_t estimate = std::numeric_limits<uint64_t>::max();
+    for (uint64_t j = 0; j < dh; ++j) estimate = std::min(estimate, table[cells[j]] += weight);
+    if (estimates != nullptr) (*estimates)[i] = estimate;
+  }
+}
+
+void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> ids,
+                             absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                             std::vector<uint64_t>* estimates) {
+  // (id, total weight) per distinct id, ascending.
+  std::vector<std::pair<uint64_t, uint64_t>> unique(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) unique[i] = {ids[i], weights.empty() ? 1 : weights[i]};
+  std::sort(unique.begin(), unique.end());
+  size_t u = 0;
+  for (size_t i = 0; i < unique.size(); ++i) {
+    if (u > 0 && unique[u - 1].first == unique[i].first) {
+      unique[u - 1].second += unique[i].second;
+    } else {
+      unique[u++] = unique[i];
+    }
+  }
+  unique.resize(u);
+  std::vector<uint64_t> cells(u * dh), targets(u);
+  for (size_t j = 0; j < u; ++j) {
+    walk.Cells(unique[j].first, dh, &cells[j * dh]);
+    uint64_t low = std::numeric_limits<uint64_t>::max();
+    for (uint64_t r = 0; r < dh; ++r) low = std::min(low, table[cells[j * dh + r]]);
+    targets[j] = low + unique[j].second;
+  }
+  for (size_t j = 0; j < u; ++j) {
+    for (uint64_t r = 0; r < dh; ++r) {
+      uint64_t& c = table[cells[j * dh + r]];
+      c = std::max(c, targets[j]);
+    }
+  }
+  if (estimates == nullptr) return;
+  estimates->resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t j = std::lower_bound(unique.begin(), unique.end(),
+                                      std::make_pair(ids[i], uint64_t{0})) -
+                     unique.begin();
+    uint64_t low = std::numeric_limits<uint64_t>::max();
+    for (uint64_t r = 0; r < dh; ++r) low = std::min(low, table[cells[j * dh + r]]);
+    (*estimates)[i] = low;
+  }
+}
+
 // ---- Fcm ----
 
 Fcm::Fcm(const FcmOptions& options, ValueKind value_kind, Accelerator* accelerator)
@@ -147,17 +222,14 @@ Fcm::Fcm(const FcmOptions& options, ValueKind value_kind, Accelerator* accelerat
       width_(options.Width()),
       dh_(options.EffectiveDh()),
       dl_(options.EffectiveDl()),
-      offset_hash_(MakePairwiseHash(options.seed, kOffsetHashIndex)),
-      gap_hash_(MakePairwiseHash(options.seed, kGapHashIndex)),
+      walk_(options),
       table_(depth_ * width_, 0),
       phase_(options.k, options.EffectivePhaseCapacity()),
-      candidates_(options.EffectiveHeavyHitterCapacity()) {
-  rows_.reserve(depth_);
-  for (uint64_t r = 0; r < depth_; ++r) rows_.push_back(MakePairwiseHash(options.seed, r));
-  mod_w_ = FastMod::For(width_);
-  mod_d_ = FastMod::For(depth_);
-  mod_d1_ = FastMod::For(depth_ - 1);
-}
+      candidates_(options.EffectiveHeavyHitterCapacity()),
+      mirror_(absl::MakeSpan(table_), [this](absl::Span<const uint64_t> ids,
+                                             absl::Span<const uint64_t> weights, uint64_t) {
+        AddToTable(ids, weights);
+      }) {}
 
 std::string Fcm::Describe() const {
   return absl::StrCat("epsilon=", options_.epsilon, ",delta=", options_.delta, ",depth=", depth_,
@@ -167,54 +239,99 @@ std::string Fcm::Describe() const {
                       ",heavy_hitter_capacity=", candidates_.capacity(), ",seed=", options_.seed);
 }
 
-uint64_t Fcm::RowOf(uint64_t id, uint64_t j) const {
-  const uint64_t offset = mod_d_(offset_hash_(id));
-  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));  // depth_ is a prime >= 2
-  return (offset + (j % depth_) * gap) % depth_;
+void Fcm::set_accelerator(Accelerator* accelerator) {
+  mirror_.Detach();
+  accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
 }
 
-void Fcm::Add(uint64_t id, uint64_t weight, absl::string_view str) {
+void Fcm::AddTracked(uint64_t id, uint64_t weight, absl::string_view str) {
   const bool high = phase_.Update(id, weight);
   const uint64_t rows = high ? dh_ : dl_;
-  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));
-  uint64_t row = mod_d_(offset_hash_(id));
-  uint64_t* cells[64];  // d <= 29 (the prime after ceil(ln 1e12) = 28)
-  for (uint64_t j = 0; j < rows; ++j) {
-    cells[j] = &table_[row * width_ + mod_w_(rows_[row](id))];
-    row += gap;  // row < depth_ and gap < depth_: one subtraction reduces it
-    if (row >= depth_) row -= depth_;
-  }
+  uint64_t cells[64];  // d <= 29 (the prime after ceil(ln 1e12) = 28)
+  walk_.Cells(id, rows, cells);
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
   if (options_.conservative) {
-    for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, *cells[j]);
+    for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
     estimate += weight;
-    for (uint64_t j = 0; j < rows; ++j) *cells[j] = std::max(*cells[j], estimate);
+    for (uint64_t j = 0; j < rows; ++j) table_[cells[j]] = std::max(table_[cells[j]], estimate);
   } else {
-    for (uint64_t j = 0; j < rows; ++j) *cells[j] += weight;
-    for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, *cells[j]);
+    for (uint64_t j = 0; j < rows; ++j) table_[cells[j]] += weight;
+    for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
   }
   candidates_.Offer(id, estimate, str);
 }
 
-absl::Status Fcm::Update(const Batch& batch) {
-  const size_t n = batch.size();
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t weight = WeightAt(batch, i);
-    Add(KeyIdAt(batch, i), weight, KeyStringAt(batch, i));
-    count_ += weight;
+void Fcm::AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+  if (options_.conservative) {
+    FcmConservativeBatchAdd(walk_, dh_, ids, weights, absl::MakeSpan(table_), nullptr);
+  } else {
+    FcmPlainAdd(walk_, dh_, ids, weights, absl::MakeSpan(table_), nullptr);
   }
+}
+
+bool Fcm::UpdateOnDevice(const Batch& batch) {
+  if (tracks_phase()) return false;  // the per-item detector runs on the host only
+  if (!mirror_.attached()) {
+    DeviceSketchSpec spec;
+    spec.fcm = &options_;
+    mirror_.TryAttach(accelerator_, spec);
+    if (!mirror_.attached()) return false;
+  }
+  const size_t n = batch.size();
+  scratch_ids_.resize(n);
+  for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+  if (!mirror_.Add(scratch_ids_, batch.weights, &scratch_estimates_)) return false;
+  uint64_t weight = 0;
+  for (size_t i = 0; i < n; ++i) {
+    candidates_.Offer(scratch_ids_[i], scratch_estimates_[i], KeyStringAt(batch, i));
+    weight += WeightAt(batch, i);
+  }
+  count_ += weight;
+  phase_.CountOnly(weight);
+  return true;
+}
+
+absl::Status Fcm::Update(const Batch& batch) {
+  if (batch.size() != 0 && UpdateOnDevice(batch)) return absl::OkStatus();
+  const size_t n = batch.size();
+  if (tracks_phase()) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t weight = WeightAt(batch, i);
+      AddTracked(KeyIdAt(batch, i), weight, KeyStringAt(batch, i));
+      count_ += weight;
+    }
+    return absl::OkStatus();
+  }
+  // dl = dh: no detector; each item its dh walk rows (sequential conservative update on the
+  // host, as Count-Min's host path).
+  uint64_t cells[64];
+  uint64_t weight_total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t id = KeyIdAt(batch, i);
+    const uint64_t weight = WeightAt(batch, i);
+    walk_.Cells(id, dh_, cells);
+    uint64_t estimate = std::numeric_limits<uint64_t>::max();
+    if (options_.conservative) {
+      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
+      estimate += weight;
+      for (uint64_t j = 0; j < dh_; ++j) table_[cells[j]] = std::max(table_[cells[j]], estimate);
+    } else {
+      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]] += weight);
+    }
+    candidates_.Offer(id, estimate, KeyStringAt(batch, i));
+    weight_total += weight;
+  }
+  count_ += weight_total;
+  phase_.CountOnly(weight_total);
   return absl::OkStatus();
 }
 
 uint64_t Fcm::EstimateId(uint64_t id) const {
-  const uint64_t gap = 1 + mod_d1_(gap_hash_(id));
-  uint64_t row = mod_d_(offset_hash_(id));
+  mirror_.Refresh();
+  uint64_t cells[64];
+  walk_.Cells(id, dh_, cells);
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
-  for (uint64_t j = 0; j < dh_; ++j) {
-    estimate = std::min(estimate, table_[row * width_ + mod_w_(rows_[row](id))]);
-    row += gap;  // row < depth_ and gap < depth_: one subtraction reduces it
-    if (row >= depth_) row -= depth_;
-  }
+  for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
   return estimate;
 }
 
@@ -234,7 +351,9 @@ absl::Status Fcm::Merge(const Summary& other_summary) {
         ValueKindName(value_kind_), " ", Describe(), ", the other ",
         ValueKindName(other->value_kind_), " ", other->Describe()));
   }
-  for (size_t i = 0; i < table_.size(); ++i) table_[i] += other->table_[i];
+  mirror_.Detach();  // the host table changes below; the next Update uploads it again
+  const std::vector<uint64_t>& other_table = other->table();
+  for (size_t i = 0; i < table_.size(); ++i) table_[i] += other_table[i];
   count_ += other->count_;
   phase_.Merge(other->phase_);
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return EstimateId(id); });
@@ -242,8 +361,9 @@ absl::Status Fcm::Merge(const Summary& other_summary) {
 }
 
 size_t Fcm::MemoryBytes() const {
-  return sizeof(*this) + TableBytes() + rows_.capacity() * sizeof(PairwiseHash) +
-         phase_.MemoryBytes() + candidates_.MemoryBytes();
+  return sizeof(*this) + TableBytes() + depth_ * sizeof(PairwiseHash) + phase_.MemoryBytes() +
+         candidates_.MemoryBytes() + mirror_.MemoryBytes() +
+         (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t);
 }
 
 absl::StatusOr<std::vector<FrequencyAnswer>> Fcm::Frequencies(const Keys& keys) const {
@@ -263,13 +383,16 @@ absl::StatusOr<std::vector<HeavyHitter>> Fcm::HeavyHitters(double support) const
       [this](uint64_t, uint64_t est) { return FcmAnswer(est, options_.epsilon, count_); });
 }
 
-// Payload, version 2: u8 0xFF (kFormatMarker) | u8 2 (payload version) | u8 value kind |
+// Payload, version 3: u8 0xFF (kFormatMarker) | u8 3 (payload version) | u8 value kind |
 // f64 epsilon | f64 delta | u64 dh | u64 dl | u64 k | u64 phase_capacity | u8 conservative |
-// u64 heavy_hitter_capacity | u64 seed | u64 count | d*w u64 counters | phase counter |
-// candidates. dh, dl, phase_capacity, heavy_hitter_capacity as given (0 = auto).
-// Version 1 (before dl's default became dh, issue 15) had no marker or version byte: its first
-// byte is the value kind (never 0xFF), and its dl = 0 meant max(dh, ceil(4d/5)), which a
-// version-1 payload is restored with (FcmOptions::LegacyAutoDl), so it goes on as it was built.
+// u64 heavy_hitter_capacity | u64 seed | u8 depth rule (0: d rounded up, as every payload before
+// version 3; 1: rounded down, FcmOptions::round_depth_up) | u64 count | d*w u64 counters | phase
+// counter | candidates. dh, dl, phase_capacity, heavy_hitter_capacity as given (0 = auto). With
+// dl = dh the phase counter holds no entries (core/sketches/fcm.h, "Phase state").
+// Version 2 (issue 15, dl's default dh) is version 3 without the depth-rule byte: d rounded up.
+// Version 1 (before dl's default became dh) had no marker or version byte: its first byte is the
+// value kind (never 0xFF), and its dl = 0 meant max(dh, ceil(4d/5)), which a version-1 payload is
+// restored with (FcmOptions::LegacyAutoDl), so it goes on as it was built.
 std::string Fcm::Serialize() const {
   ByteWriter w;
   w.Put<uint8_t>(kFormatMarker);
@@ -284,7 +407,9 @@ std::string Fcm::Serialize() const {
   w.Put<uint8_t>(options_.conservative ? 1 : 0);
   w.Put<uint64_t>(options_.heavy_hitter_capacity);
   w.Put<uint64_t>(options_.seed);
+  w.Put<uint8_t>(options_.round_depth_up ? 0 : 1);
   w.Put<uint64_t>(count_);
+  mirror_.Refresh();
   for (uint64_t c : table_) w.Put<uint64_t>(c);
   phase_.Serialize(&w);
   candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
@@ -300,22 +425,26 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   ValueKind value_kind;
   if (!r.Get(&kind_byte)) return Corrupt("fcm header truncated");
   const bool versioned = kind_byte == kFormatMarker;  // else version 1: the byte is the value kind
+  uint8_t version = 1;
   if (versioned) {
-    uint8_t version = 0;
     if (!r.Get(&version) || !r.Get(&kind_byte)) return Corrupt("fcm header truncated");
-    if (version != kPayloadVersion) {
-      return Corrupt(absl::StrCat("fcm payload version ", version, " (this build reads 1 and ",
+    if (version != 2 && version != kPayloadVersion) {
+      return Corrupt(absl::StrCat("fcm payload version ", version, " (this build reads 1 to ",
                                   kPayloadVersion, ")"));
     }
   }
+  uint8_t depth_rule = 0;  // before version 3: d rounded up
   if (!r.Get(&o.epsilon) || !r.Get(&o.delta) || !r.Get(&o.dh) ||
       !r.Get(&o.dl) || !r.Get(&o.k) || !r.Get(&o.phase_capacity) || !r.Get(&conservative) ||
-      !r.Get(&o.heavy_hitter_capacity) || !r.Get(&o.seed) || !r.Get(&count)) {
+      !r.Get(&o.heavy_hitter_capacity) || !r.Get(&o.seed) ||
+      (version >= 3 && !r.Get(&depth_rule)) || !r.Get(&count)) {
     return Corrupt("fcm header truncated");
   }
   if (!ValueKindFromByte(kind_byte, &value_kind)) return Corrupt("fcm: bad value kind");
   if (conservative > 1) return Corrupt("fcm: bad conservative flag");
+  if (depth_rule > 1) return Corrupt("fcm: bad depth rule");
   o.conservative = conservative == 1;
+  o.round_depth_up = depth_rule == 0;
   if (absl::Status s = o.Validate(); !s.ok()) {
     return Corrupt(absl::StrCat("fcm options: ", s.message()));
   }
@@ -340,6 +469,8 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   }
   if (!sketch->phase_.Deserialize(&r)) return Corrupt("fcm phase counter");
   if (sketch->phase_.items() != count) return Corrupt("fcm phase counter disagrees with the count");
+  // With dl = dh the detector decides nothing and is not run: entries an older writer kept go.
+  if (!sketch->tracks_phase()) sketch->phase_.DropEntries();
   if (!sketch->candidates_.Deserialize(value_kind == ValueKind::kString, &r)) {
     return Corrupt("fcm heavy-hitter candidates");
   }

@@ -8,8 +8,10 @@
 // merge of two halves, since their tables are free to change layout. The quantile digests were
 // re-pinned once, when the summary became one GK summary (issue 15: a new payload layout; the old
 // one still loads, tests/core/quantiles/quantile_serialization_test.cc). PBF is pinned in its
-// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc), and so is
-// FCM (issue 15: dl's default became dh; its version-1 bytes keep their old digests here).
+// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc), and FCM in
+// its version-3 layout (issue 15: dl's default became dh, then the depth rule and the skipped
+// phase detector; its version-1 bytes keep their old digests here, its version-2 bytes load:
+// tests/core/sketches/fcm_test.cc).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -101,19 +103,23 @@ SummaryOptions FcmOf(bool conservative, uint64_t capacity) {
 
 // FCM with dl given as what dl = 0 (auto) meant before payload version 2: its table is the one
 // the old default built.
+// (d = 5 for delta = 0.01 under either depth rule; the version-1 writer's rule was to round up.)
 SummaryOptions LegacyFcmOf(bool conservative, uint64_t capacity) {
   SummaryOptions o = FcmOf(conservative, capacity);
   o.fcm.dl = o.fcm.LegacyAutoDl();
+  o.fcm.round_depth_up = true;
   return o;
 }
 
-// A version-2 FCM envelope rewritten as the version-1 writer wrote it for dl = 0: no marker and
-// version byte, dl's u64 (after u8 kind, f64 epsilon, f64 delta, u64 dh) zeroed.
+// A version-3 FCM envelope rewritten as the version-1 writer wrote it for dl = 0: no marker and
+// version byte, no depth-rule byte (payload byte 68), dl's u64 (after u8 kind, f64 epsilon, f64
+// delta, u64 dh) zeroed.
 std::string FcmAsVersionOne(const std::string& bytes) {
   auto env = OpenEnvelope(bytes);
   EXPECT_TRUE(env.ok()) << env.status();
   if (!env.ok()) return "";
-  std::string payload(env->payload.substr(2));
+  std::string v3(env->payload);
+  std::string payload = v3.substr(2, 66) + v3.substr(69);
   for (size_t i = 25; i < 33; ++i) payload[i] = 0;
   return SealEnvelope(env->summary_kind, payload);
 }
@@ -326,14 +332,18 @@ TEST(SummaryBytes, AfterFixedStreamsEqualTheirPinnedDigests) {
        1433710338679462774u},
       {"count_min conservative capacity 16", CountMinOf(true, 16),
        ValueKind::kUint64, true, 1846129193362904326u},
-      // Re-pinned for issue 15 (payload version 2, dl's default dh); the old digests are checked
-      // below, FcmVersionOneBytesEqualTheirOldDigests.
+      // Re-pinned for issue 15 (payload version 2, dl's default dh), then again for payload
+      // version 3 (the depth-rule byte; no phase-detector entries with dl = dh: the table and
+      // the candidates are unchanged by construction: with dl = dh the phase chose nothing, and
+      // d = 5 under either depth rule); the version-1 digests are
+      // checked below, FcmVersionOneBytesEqualTheirOldDigests, and version-2 bytes load in
+      // tests/core/sketches/fcm_test.cc (VersionTwoPayloadsKeepTheirRoundedUpTableAndAnswers).
       {"fcm", FcmOf(false, 0), ValueKind::kUint64, false,
-       13267463271050461915u},
+       3787068752459375388u},
       {"fcm capacity 16 strings", FcmOf(false, 16), ValueKind::kString, false,
-       14423295209375522829u},
+       13993856893581532096u},
       {"fcm conservative weighted", FcmOf(true, 32), ValueKind::kUint64, true,
-       536962715450170682u},
+       11970841208704974556u},
       {"quantiles 0.01", QuantilesOf(0.01), ValueKind::kNumeric, false,
        9154786113371625044u},
       {"quantiles 0.001 sorted", QuantilesOf(0.001), ValueKind::kNumeric, false,

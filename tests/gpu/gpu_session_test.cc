@@ -1,7 +1,7 @@
 // A session on the GPU pool fed by several threads at once (issue 14, item 3): quantile and Lossy
 // Counting parts send their windows to the pool as the session's own summary does, and the
-// answers keep their bound; a Count-Min session (its table on the device) applies batches one at
-// a time.
+// answers keep their bound; a Count-Min or FCM session (its table on the device) applies batches
+// one at a time.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -94,6 +94,36 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   EXPECT_EQ(cm->Stats().count, uint64_t{kThreads} * 5 * kItems);
   EXPECT_EQ(cm->Stats().part_batches, 0u);
   EXPECT_EQ(cm->Stats().summaries[0].placement, (*pool)->name() + ": table on the device");
+
+  // FCM (issue 15): its table on the device too, so the same; dl > dh stays on the host, takes
+  // parts, and GetSession says why.
+  auto fcm = *server::Session::Create(server::Config("hot", {"fcm"}, v1::VALUE_KIND_UINT64),
+                                      pool->get());
+  auto tracked = *server::Session::Create(
+      server::Config("hot", {"fcm:dl=4"}, v1::VALUE_KIND_UINT64), pool->get());
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint64_t> keys(kItems);
+      for (size_t i = 0; i < kItems; ++i) keys[i] = (t * 7919 + i) % 5000;
+      core::Batch batch;
+      batch.kind = core::ValueKind::kUint64;
+      batch.keys = keys;
+      for (int b = 0; b < 5; ++b) {
+        ASSERT_TRUE(fcm->Ingest(batch, "", 0).ok());
+        ASSERT_TRUE(tracked->Ingest(batch, "", 0).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(fcm->Stats().count, uint64_t{kThreads} * 5 * kItems);
+  EXPECT_EQ(fcm->Stats().part_batches, 0u);
+  EXPECT_EQ(fcm->Stats().summaries[0].placement, (*pool)->name() + ": table on the device");
+  EXPECT_EQ(tracked->Stats().count, uint64_t{kThreads} * 5 * kItems);
+  EXPECT_EQ(tracked->Stats().summaries[0].placement,
+            "cpu: table in host memory (dl = 4 > dh = 3 needs the per-item phase detector, which "
+            "runs on the host only; with dl = dh the table would live on " +
+                (*pool)->name() + ")");
 }
 
 }  // namespace

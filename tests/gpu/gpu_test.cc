@@ -1,6 +1,8 @@
 // The GPU backend against the CPU, bit for bit (STYLE.md "Tests"; issue 4 "Correctness"): the
 // sketch kernels (Count-Min / FCM tables, PBF bits, string hashes, signed tables, HyperLogLog)
 // and the pool (windows, jobs, sketch tables in sessions). The sorts are in gpu_sort_test.cc.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "core/accel/accelerator.h"
@@ -121,6 +124,7 @@ TEST(GpuFcm, PerItemPhaseTableEqualsCpuAndPerBatchPhaseKeepsTheBound) {
   core::FcmOptions o;
   o.epsilon = 0.001;
   o.delta = 0.001;
+  o.dl = o.EffectiveDh() + 1;  // the phase decides the rows only when dl > dh (7 x 3883: 4, 5)
   core::Fcm cpu(o, core::ValueKind::kUint64, nullptr);
   auto per_item = GpuFcm::Create(o, 0, FcmPhaseMode::kPerItem);
   auto per_batch = GpuFcm::Create(o, 0, FcmPhaseMode::kPerBatch);
@@ -152,6 +156,85 @@ TEST(GpuFcm, PerItemPhaseTableEqualsCpuAndPerBatchPhaseKeepsTheBound) {
   std::cout << "[ fcm phase ] mean overestimate over " << q.size()
             << " keys (Zipf 1.1, 6 batches of 1e5): per-item phase (= CPU) " << err_cpu / q.size()
             << ", per-batch phase (GPU) " << err_batch / q.size() << "\n";
+}
+
+// Issue 15: FCM's session path (dl = dh). AddSequential adds every item to its dh walk rows and
+// returns core::FcmPlainAdd's estimates bit for bit; AddConservativeBatch equals
+// core::FcmConservativeBatchAdd, table and estimates; the device-resident update (shared-memory
+// and global paths) leaves FcmPlainAdd's table. Shapes: 7 x 41 (epsilon = 0.087, delta = 2e-4:
+// the rounded-down depth), 3 x 3625, 17 x 2719.
+TEST(GpuFcm, SessionPathsEqualTheCpusBatchForms) {
+  REQUIRE_GPU();
+  struct Shape {
+    double epsilon, delta;
+  };
+  for (const Shape sh : {Shape{0.087, 0.0002}, Shape{0.001, 0.02}, Shape{0.001, 5e-8}}) {
+    for (bool conservative : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << sh.epsilon << " " << sh.delta << " conservative "
+                                        << conservative);
+      core::FcmOptions o;
+      o.epsilon = sh.epsilon;
+      o.delta = sh.delta;
+      o.conservative = conservative;
+      const core::FcmWalk walk(o);
+      const uint64_t dh = o.EffectiveDh();
+      std::vector<uint64_t> table(o.Depth() * o.Width(), 0);
+      auto gpu = GpuFcm::Create(o, 0, FcmPhaseMode::kPerItem);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      ASSERT_TRUE((*gpu)->Load(table).ok());
+      int b = 0;
+      for (Pattern p : kPatterns) {
+        for (size_t n : {size_t{1}, size_t{4097}, size_t{100000}}) {
+          std::vector<uint64_t> ids = b % 2 ? ZipfIds(n, 1.1, 1000, b) : MakeKeys(n, p, b);
+          std::vector<uint64_t> wt = b % 3 == 2 ? MakeWeights(n, b) : std::vector<uint64_t>{};
+          std::vector<uint64_t> cpu_est, gpu_est;
+          if (conservative) {
+            core::FcmConservativeBatchAdd(walk, dh, ids, wt, absl::MakeSpan(table), &cpu_est);
+            ASSERT_TRUE((*gpu)->AddConservativeBatch(ids, wt, &gpu_est).ok());
+          } else {
+            core::FcmPlainAdd(walk, dh, ids, wt, absl::MakeSpan(table), &cpu_est);
+            ASSERT_TRUE((*gpu)->AddSequential(ids, wt, &gpu_est).ok());
+          }
+          ASSERT_EQ(gpu_est, cpu_est) << "batch " << b;
+          ++b;
+        }
+      }
+      std::vector<uint64_t> down(table.size(), 1);
+      ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+      EXPECT_EQ(down, table);
+      EXPECT_GT((*gpu)->work_stats().kernel_seconds, 0);
+      EXPECT_EQ((*gpu)->phase().size(), 0u);  // no detector with dl = dh
+      if (conservative) continue;
+      // Device-resident: 2^20 unweighted ids (the shared-memory path where the table fits) and a
+      // weighted batch (global atomics).
+      std::vector<uint64_t> ids = ZipfIds(size_t{1} << 20, 1.1, 1 << 20, 77);
+      std::vector<uint64_t> wt = MakeWeights(5000, 78);
+      std::vector<uint64_t> wids(ids.begin(), ids.begin() + 5000);
+      core::FcmPlainAdd(walk, dh, ids, {}, absl::MakeSpan(table), nullptr);
+      core::FcmPlainAdd(walk, dh, wids, wt, absl::MakeSpan(table), nullptr);
+      uint64_t* d_ids = nullptr;
+      uint64_t* d_w = nullptr;
+      ASSERT_EQ(cudaMalloc(&d_ids, ids.size() * 8), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_w, wt.size() * 8), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(d_w, wt.data(), wt.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_TRUE((*gpu)->UpdateDeviceAsync(d_ids, nullptr, ids.size()).ok());
+      ASSERT_TRUE((*gpu)->UpdateDeviceAsync(d_ids, d_w, wt.size()).ok());
+      ASSERT_TRUE((*gpu)->Synchronize().ok());
+      cudaFree(d_ids);
+      cudaFree(d_w);
+      ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+      EXPECT_EQ(down, table);
+    }
+  }
+  // dl > dh: the session paths refuse (the detector runs on the host).
+  core::FcmOptions tracked;
+  tracked.dl = tracked.EffectiveDh() + 1;
+  auto t = GpuFcm::Create(tracked, 0, FcmPhaseMode::kPerItem);
+  ASSERT_TRUE(t.ok());
+  std::vector<uint64_t> est;
+  EXPECT_EQ((*t)->AddSequential(std::vector<uint64_t>{1, 2}, {}, &est).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(GpuPbf, BitsAndSetPositionsEqualCpu) {
@@ -745,6 +828,93 @@ TEST(GpuPool, ConservativeCountMinLivesOnTheDeviceInTheBatchFormDespiteFailures)
     ASSERT_EQ(hr->size(), hg->size());
     for (size_t i = 0; i < hr->size(); ++i) EXPECT_EQ((*hr)[i].key, (*hg)[i].key);
   }
+}
+
+// Issue 15: FCM sessions through the pool keep their table on the device (dl = dh): plain FCM's
+// serialized bytes (table, candidates, count) and heavy hitters equal the CPU-built one's, with a
+// device failure injected at batch 3 or 11 (one fallback, the table back on the host); the
+// conservative form equals a reference applying the same batches in the batch form (the fake
+// device), and never falls below the exact count. dl > dh stays on the host.
+TEST(GpuPool, FcmTablesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok());
+  for (bool conservative : {false, true}) {
+    for (int inject_at : {-1, 3, 11}) {
+      SCOPED_TRACE(::testing::Message() << "conservative " << conservative << " inject "
+                                        << inject_at);
+      core::SummaryOptions so;
+      so.kind = core::SummaryKind::kFcm;
+      so.fcm.epsilon = 0.0005;
+      so.fcm.delta = 0.0002;  // 7 x 9785, dh = 4
+      so.fcm.conservative = conservative;
+      core::fake::FakeDeviceAccelerator host;
+      auto ref = core::CreateSummary(so, core::ValueKind::kUint64,
+                                     conservative ? &host : nullptr);
+      auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
+      ASSERT_TRUE(ref.ok() && gpu.ok());
+      const auto& gpu_fcm = dynamic_cast<const core::Fcm&>(**gpu);
+      const uint64_t fallbacks_before = (*pool)->stats().fallbacks;
+      absl::flat_hash_map<uint64_t, uint64_t> exact;
+      for (int b = 0; b < 16; ++b) {
+        if (b == inject_at) {
+          (*pool)->InjectFailuresForTesting(1);
+          (*ref)->set_accelerator(nullptr);  // the failed batch and the rest: on the host
+        }
+        std::vector<uint64_t> ids = ZipfIds(1000 + 3000 * b, 1.1, 20000, b + 500);
+        std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+        for (size_t i = 0; i < ids.size(); ++i) exact[ids[i]] += w.empty() ? 1 : w[i];
+        ASSERT_TRUE((*ref)->Update(U64Batch(ids, w)).ok());
+        ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
+        EXPECT_EQ(gpu_fcm.on_device(), inject_at < 0 || b < inject_at) << b;
+        if (b % 5 == 4) {
+          core::Keys q;
+          q.kind = core::ValueKind::kUint64;
+          std::vector<uint64_t> probe(ids.begin(), ids.begin() + 50);
+          q.keys = probe;
+          auto a = (*ref)->Frequencies(q);
+          auto g = (*gpu)->Frequencies(q);
+          ASSERT_TRUE(a.ok() && g.ok());
+          for (size_t i = 0; i < probe.size(); ++i) {
+            ASSERT_EQ((*a)[i].estimate, (*g)[i].estimate);
+            ASSERT_GE((*g)[i].estimate, exact[probe[i]]);
+          }
+        }
+      }
+      EXPECT_TRUE((*gpu)->Serialize() == (*ref)->Serialize());
+      auto ha = (*ref)->HeavyHitters(0.005);
+      auto hg = (*gpu)->HeavyHitters(0.005);
+      ASSERT_TRUE(ha.ok() && hg.ok());
+      EXPECT_FALSE(ha->empty());
+      ASSERT_EQ(ha->size(), hg->size());
+      for (size_t i = 0; i < ha->size(); ++i) {
+        EXPECT_EQ((*ha)[i].key, (*hg)[i].key);
+        EXPECT_EQ((*ha)[i].frequency.estimate, (*hg)[i].frequency.estimate);
+      }
+      EXPECT_EQ((*pool)->stats().fallbacks - fallbacks_before, inject_at >= 0 ? 1u : 0u);
+    }
+  }
+  // dl > dh: KeepsSketch says no, the table never leaves the host.
+  core::SummaryOptions tracked;
+  tracked.kind = core::SummaryKind::kFcm;
+  tracked.fcm.dl = 4;  // dh = 3 of d = 5
+  const uint64_t sketches_before = (*pool)->stats().sketches;
+  auto t = core::CreateSummary(tracked, core::ValueKind::kUint64, pool->get());
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*t)->Update(U64Batch(ZipfIds(5000, 1.1, 1000, 9), {})).ok());
+  EXPECT_FALSE(dynamic_cast<const core::Fcm&>(**t).on_device());
+  EXPECT_EQ((*pool)->stats().sketches, sketches_before);
+  // Off (kinds.fcm = false, as --gpu_sketches without fcm): the table stays on the host.
+  GpuPoolOptions off;
+  off.sketches.fcm = false;
+  auto host_pool = GpuPool::Create(off);
+  ASSERT_TRUE(host_pool.ok());
+  core::SummaryOptions so;
+  so.kind = core::SummaryKind::kFcm;
+  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
+  EXPECT_FALSE(dynamic_cast<const core::Fcm&>(**kept).on_device());
 }
 
 }  // namespace

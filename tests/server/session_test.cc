@@ -435,7 +435,8 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   core::fake::FakeDeviceAccelerator device;
   const std::vector<uint64_t> items = {1, 2, 3, 2, 1, 1};
   const std::vector<uint64_t> asked = {1, 2, 4};
-  for (const std::string spec_text : {"count_min", "count_min:conservative=true"}) {
+  for (const std::string spec_text :
+       {"count_min", "count_min:conservative=true", "fcm", "fcm:conservative=true"}) {
     auto sketches = *Session::Create(Config("where", {spec_text}, v1::VALUE_KIND_UINT64), &device);
     EXPECT_EQ(sketches->Stats().summaries[0].placement, "cpu: table in host memory");
     core::Batch batch;
@@ -443,7 +444,7 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
     batch.keys = items;
     ASSERT_TRUE(sketches->Ingest(batch, "", 0).ok());
     EXPECT_EQ(sketches->Stats().summaries[0].placement,
-              spec_text == "count_min"
+              spec_text.find("conservative") == std::string::npos
                   ? "fake-device: table on the device"
                   : "fake-device: table on the device (conservative update per batch: targets "
                     "from the table before it)");
@@ -457,7 +458,18 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
     EXPECT_EQ(freq->results[0].answers[1].estimate, 2u);
     EXPECT_EQ(freq->results[0].answers[2].estimate, 0u);
   }
-  EXPECT_EQ(device.stats.attaches, 2);
+  EXPECT_EQ(device.stats.attaches, 4);
+  // FCM with dl > dh needs its per-item phase detector, which runs on the host only (issue 15):
+  // its table stays there, and GetSession says why.
+  auto tracked = *Session::Create(Config("where", {"fcm:dl=4"}, v1::VALUE_KIND_UINT64), &device);
+  core::Batch batch;
+  batch.kind = core::ValueKind::kUint64;
+  batch.keys = items;
+  ASSERT_TRUE(tracked->Ingest(batch, "", 0).ok());
+  EXPECT_EQ(tracked->Stats().summaries[0].placement,
+            "cpu: table in host memory (dl = 4 > dh = 3 needs the per-item phase detector, which "
+            "runs on the host only; with dl = dh the table would live on fake-device)");
+  EXPECT_EQ(device.stats.attaches, 4);
 }
 
 TEST(Session, AProducerSequenceIsAppliedOnce) {

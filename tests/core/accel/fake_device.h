@@ -14,6 +14,7 @@
 #include "core/accel/accelerator.h"
 #include "core/common/hash.h"
 #include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
 #include "core/sketches/signed_table.h"
@@ -34,12 +35,17 @@ struct FakeDeviceStats {
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
 // (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
 // through PbfInsert, HyperLogLog registers through HllPosition, AMS counters through
-// SignedTable::Add (the CPU semantics the GPU kernels reproduce).
+// SignedTable::Add, FCM (dl = dh) through FcmPlainAdd or FcmConservativeBatchAdd (the CPU
+// semantics the GPU kernels reproduce).
 class FakeDeviceSketch final : public DeviceSketch {
  public:
   FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
       : state_(spec.state.begin(), spec.state.end()), position_(spec.position), stats_(stats) {
-    if (spec.count_min != nullptr) {
+    if (spec.fcm != nullptr) {
+      fcm_walk_ = std::make_unique<FcmWalk>(*spec.fcm);
+      fcm_dh_ = spec.fcm->EffectiveDh();
+      conservative_ = spec.fcm->conservative;
+    } else if (spec.count_min != nullptr) {
       conservative_ = spec.count_min->conservative;
       width_ = spec.count_min->Width();
       for (uint64_t r = 0; r < spec.count_min->Depth(); ++r) {
@@ -60,7 +66,14 @@ class FakeDeviceSketch final : public DeviceSketch {
   absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                    std::vector<uint64_t>* estimates) override {
     const int n = stats_->adds++;
-    if (!rows_.empty()) {
+    if (fcm_walk_ != nullptr) {
+      // Half of the batch before a failure: the device holds a partial batch.
+      const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
+      auto add = conservative_ ? FcmConservativeBatchAdd : FcmPlainAdd;
+      add(*fcm_walk_, fcm_dh_, ids.subspan(0, applied),
+          weights.empty() ? weights : weights.subspan(0, applied), absl::MakeSpan(state_),
+          estimates);
+    } else if (!rows_.empty()) {
       // Apply half of the batch before failing: the device holds a partial batch.
       const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
       auto add = conservative_ ? CountMinConservativeBatchAdd : CountMinPlainAdd;
@@ -110,7 +123,9 @@ class FakeDeviceSketch final : public DeviceSketch {
   // Every position counted (the host cuts counts short), as the GPU's query kernel does.
   absl::Status CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
                                  uint64_t* set_bits) override {
-    if (!rows_.empty()) return DeviceSketch::CountSetPositions(ids, y, set_bits);
+    if (!rows_.empty() || fcm_walk_ != nullptr) {
+      return DeviceSketch::CountSetPositions(ids, y, set_bits);
+    }
     if (stats_->counts++ == stats_->fail_count_at) {
       return absl::InternalError("injected count error");
     }
@@ -135,6 +150,8 @@ class FakeDeviceSketch final : public DeviceSketch {
   std::vector<PairwiseHash> rows_;
   bool conservative_ = false;
   uint64_t width_ = 0;
+  std::unique_ptr<FcmWalk> fcm_walk_;  // FCM: its hashes (null: not one)
+  uint64_t fcm_dh_ = 0;
   PbfOptions pbf_;
   std::unique_ptr<SignedTable> signed_;  // AMS, Count Sketch: the counters (state_ mirrors them)
   uint32_t hll_p_ = 0;  // HyperLogLog: its precision (0: not one)

@@ -1,14 +1,19 @@
 #include "core/sketches/fcm.h"
 
 #include <cmath>
+#include <iterator>
 #include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/sketches/count_min.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/core/sketch_test_util.h"
+#include "tests/core/sketches/fcm_v2_golden.h"
 
 namespace streamstats::core {
 namespace {
@@ -33,30 +38,46 @@ SummaryOptions FcmOpts(double epsilon, double delta, bool conservative) {
 
 const Fcm& AsFcm(const Summary& s) { return dynamic_cast<const Fcm&>(s); }
 
-TEST(Fcm, DepthIsTheSmallestPrimeAndTheTableNeverExceedsCountMin) {
+bool IsPrimeNumber(uint64_t v) {
+  bool p = v >= 2;
+  for (uint64_t q = 2; q * q <= v; ++q) p = p && v % q != 0;
+  return p;
+}
+
+// Issue 15 (b): d = the largest prime <= ceil(ln 1/delta), so w >= ceil(e/epsilon) and the table
+// still never exceeds Count-Min's; round_depth_up keeps the older rule (the smallest prime >= it).
+TEST(Fcm, DepthIsTheLargestPrimeNotAboveCountMinsAndTheTableNeverExceedsCountMin) {
   for (double epsilon : {0.3, 0.087, 0.01, 0.001, 0.0003}) {
     for (double delta : {0.5, 0.1, 0.01, 0.0002, 1e-6, 1e-9}) {
-      FcmOptions f;
-      f.epsilon = epsilon;
-      f.delta = delta;
-      CountMinOptions c;
-      c.epsilon = epsilon;
-      c.delta = delta;
-      const uint64_t d = f.Depth(), w = f.Width();
-      EXPECT_GE(d, c.Depth());
-      bool prime = d >= 2;
-      for (uint64_t q = 2; q * q <= d; ++q) prime = prime && d % q != 0;
-      EXPECT_TRUE(prime) << d;
-      for (uint64_t smaller = c.Depth(); smaller < d; ++smaller) {
-        bool p = smaller >= 2;
-        for (uint64_t q = 2; q * q <= smaller; ++q) p = p && smaller % q != 0;
-        EXPECT_FALSE(p) << smaller << " is a smaller prime";
+      for (bool up : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << epsilon << " " << delta << " up " << up);
+        FcmOptions f;
+        f.epsilon = epsilon;
+        f.delta = delta;
+        f.round_depth_up = up;
+        CountMinOptions c;
+        c.epsilon = epsilon;
+        c.delta = delta;
+        const uint64_t d = f.Depth(), w = f.Width();
+        EXPECT_TRUE(IsPrimeNumber(d)) << d;
+        if (up || c.Depth() < 2) {
+          EXPECT_GE(d, c.Depth());
+          for (uint64_t smaller = c.Depth(); smaller < d; ++smaller) {
+            EXPECT_FALSE(IsPrimeNumber(smaller)) << smaller << " is a smaller prime";
+          }
+        } else {
+          EXPECT_LE(d, c.Depth());
+          for (uint64_t larger = d + 1; larger <= c.Depth(); ++larger) {
+            EXPECT_FALSE(IsPrimeNumber(larger)) << larger << " is a larger prime";
+          }
+          EXPECT_GE(w, c.Width());  // so (1/(w*epsilon))^dh <= e^-dh: the header's bound
+        }
+        EXPECT_LE(d * w, c.Depth() * c.Width());
+        EXPECT_GT(d * w + d, c.Depth() * c.Width());
+        Fcm fcm(f, ValueKind::kUint64, nullptr);
+        CountMin cm(c, ValueKind::kUint64, nullptr);
+        EXPECT_LE(fcm.TableBytes(), cm.TableBytes());
       }
-      EXPECT_LE(d * w, c.Depth() * c.Width());
-      EXPECT_GT(d * w + d, c.Depth() * c.Width());
-      Fcm fcm(f, ValueKind::kUint64, nullptr);
-      CountMin cm(c, ValueKind::kUint64, nullptr);
-      EXPECT_LE(fcm.TableBytes(), cm.TableBytes());
     }
   }
 }
@@ -66,28 +87,34 @@ TEST(Fcm, DefaultsFollowSectionVIIButDlIsDh) {
   f.epsilon = 0.087;
   f.delta = 0.0002;
   EXPECT_EQ(f.CountMinDepth(), 9u);
+  EXPECT_EQ(f.Depth(), 7u);             // the largest prime <= 9 (issue 15 (b))
+  EXPECT_EQ(f.Width(), 41u);            // floor(9 * 32 / 7) >= e / 0.087
+  EXPECT_EQ(f.EffectiveDh(), 4u);       // ceil(7 / 2)
+  EXPECT_EQ(f.EffectiveDl(), 4u);       // dh (issue 15; section VII's 4d/5 only added error)
+  EXPECT_EQ(f.LegacyAutoDl(), 6u);      // ceil(4 * 7 / 5)
+  f.round_depth_up = true;              // the shape before: 11 x 26
   EXPECT_EQ(f.Depth(), 11u);
   EXPECT_EQ(f.Width(), 26u);            // floor(9 * 32 / 11)
-  EXPECT_EQ(f.EffectiveDh(), 6u);       // ceil(11 / 2)
-  EXPECT_EQ(f.EffectiveDl(), 6u);       // dh (issue 15; section VII's 4d/5 only added error)
+  EXPECT_EQ(f.EffectiveDh(), 6u);
   EXPECT_EQ(f.LegacyAutoDl(), 9u);      // ceil(4 * 11 / 5): dl = 0 in a version-1 payload
+  f.round_depth_up = false;
   EXPECT_EQ(f.k, 8u);
   EXPECT_EQ(f.EffectivePhaseCapacity(), 24u);  // k log k
   f.dh = 3;
   f.dl = 2;
   EXPECT_EQ(f.Validate().code(), absl::StatusCode::kInvalidArgument);  // dl < dh
-  f.dl = 12;
+  f.dl = 8;
   EXPECT_EQ(f.Validate().code(), absl::StatusCode::kInvalidArgument);  // dl > d
-  f.dl = 11;
+  f.dl = 7;
   EXPECT_TRUE(f.Validate().ok());
 }
 
 TEST(Fcm, TheRoundRobinRowsOfAKeyAreDistinct) {
   FcmOptions f;
   f.epsilon = 0.01;
-  f.delta = 1e-9;  // d0 = 21 -> d = 23
+  f.delta = 1e-9;  // d0 = 21 -> d = 19
   Fcm fcm(f, ValueKind::kUint64, nullptr);
-  ASSERT_EQ(fcm.depth(), 23u);
+  ASSERT_EQ(fcm.depth(), 19u);
   for (uint64_t key = 0; key < 2000; ++key) {
     std::set<uint64_t> rows;
     for (uint64_t j = 0; j < fcm.depth(); ++j) rows.insert(fcm.RowOf(key * 977, j));
@@ -124,14 +151,14 @@ TEST(Fcm, PhaseCounterFollowsTheWindowRules) {
 }
 
 TEST(Fcm, HighItemsUpdateDhRowsAndLowItemsDlRows) {
-  SummaryOptions o = FcmOpts(0.01, 0.0002, false);  // d0 = 9 -> d = 11, dh = 6
-  o.fcm.dl = 9;
+  SummaryOptions o = FcmOpts(0.01, 0.0002, false);  // d0 = 9 -> d = 7, dh = 4
+  o.fcm.dl = 6;
   auto s = MustCreate(o);
   const std::vector<uint64_t> keys(100, 42);  // first occurrence low, the rest high
   Feed(s.get(), keys);
   uint64_t total = 0;
   for (uint64_t c : AsFcm(*s).table()) total += c;
-  EXPECT_EQ(total, 9u + 99u * 6u);
+  EXPECT_EQ(total, 6u + 99u * 4u);
   EXPECT_EQ(AsFcm(*s).EstimateId(42), 100u);
 }
 
@@ -322,6 +349,7 @@ TEST(Fcm, SerializationRoundTripsAnswerIdentically) {
 TEST(Fcm, VersionOnePayloadsLoadWithTheOldAutomaticDl) {
   SummaryOptions o = FcmOpts(0.01, 0.01, false);
   o.fcm.dl = 4;  // the old automatic value for d = 5
+  o.fcm.round_depth_up = true;  // the old shape rule (the same 5 x 543 here: 5 is prime)
   ASSERT_EQ(o.fcm.LegacyAutoDl(), 4u);
   auto s = MustCreate(o);
   const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
@@ -330,9 +358,14 @@ TEST(Fcm, VersionOnePayloadsLoadWithTheOldAutomaticDl) {
   const std::string bytes = s->Serialize();
   auto env = OpenEnvelope(bytes);
   ASSERT_TRUE(env.ok());
-  std::string v2(env->payload);
-  ASSERT_EQ(static_cast<uint8_t>(v2[0]), 0xFF);
-  ASSERT_EQ(v2[1], 2);
+  std::string v3(env->payload);
+  ASSERT_EQ(static_cast<uint8_t>(v3[0]), 0xFF);
+  ASSERT_EQ(v3[1], 3);
+  ASSERT_EQ(v3[68], 0);  // the depth rule: rounded up
+  // Version 2 is version 3 without the depth-rule byte; version 1 is version 2 without the
+  // marker and the version byte.
+  std::string v2 = v3.substr(0, 68) + v3.substr(69);
+  v2[1] = 2;
   std::string v1 = v2.substr(2);
   // u8 kind | f64 epsilon | f64 delta | u64 dh | u64 dl: dl at byte 25, little-endian.
   ASSERT_EQ(static_cast<uint8_t>(v1[25]), 4);
@@ -345,13 +378,337 @@ TEST(Fcm, VersionOnePayloadsLoadWithTheOldAutomaticDl) {
   Feed(s.get(), keys);
   Feed(back->get(), keys);
   EXPECT_EQ((*back)->Serialize(), s->Serialize());
-  // A version-2 payload with another version byte is refused.
-  std::string v3 = v2;
-  v3[1] = 3;
-  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), v3))
+  // The version-2 form loads the same.
+  auto from_v2 = DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), v2));
+  ASSERT_TRUE(from_v2.ok()) << from_v2.status();
+  EXPECT_EQ((*from_v2)->Describe(), AsFcm(**back).Describe());
+  // A payload with another version byte, or another depth rule, is refused.
+  for (uint8_t version : {0, 4, 0xFF}) {
+    std::string bad = v3;
+    bad[1] = static_cast<char>(version);
+    EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), bad))
+                  .status()
+                  .code(),
+              absl::StatusCode::kDataLoss);
+  }
+  std::string bad_rule = v3;
+  bad_rule[68] = 2;
+  EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), bad_rule))
                 .status()
                 .code(),
             absl::StatusCode::kDataLoss);
+}
+
+// Issue 15 (b): bytes the version-2 build wrote (tests/core/sketches/fcm_v2_golden.h: 11 x 26 at
+// epsilon = 0.087, delta = 2e-4, its phase detector holding entries) load with that table and
+// answer as that build did; the detector's entries, which decided nothing with dl = dh, are
+// dropped; the sketch goes on with the old shape, re-serializes as version 3 with the rounded-up
+// rule and loads again unchanged. A new sketch of the same options is 7 x 41.
+TEST(Fcm, VersionTwoPayloadsKeepTheirRoundedUpTableAndAnswers) {
+  std::string bytes;
+  for (size_t i = 0; golden::kFcmV2Hex[i] != 0; i += 2) {
+    const std::string pair(golden::kFcmV2Hex + i, 2);
+    bytes.push_back(static_cast<char>(std::stoi(pair, nullptr, 16)));
+  }
+  auto back = DeserializeSummary(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const Fcm& fcm = AsFcm(**back);
+  EXPECT_EQ(fcm.depth(), 11u);
+  EXPECT_EQ(fcm.width(), 26u);
+  EXPECT_EQ(fcm.dh(), 6u);
+  EXPECT_TRUE(fcm.options().round_depth_up);
+  EXPECT_EQ(fcm.count(), 3000u);
+  EXPECT_EQ(fcm.phase().size(), 0u);
+  EXPECT_EQ(fcm.phase().items(), 3000u);
+  Keys q;
+  q.kind = ValueKind::kUint64;
+  q.keys = golden::kFcmV2Probe;
+  auto answers = (*back)->Frequencies(q);
+  ASSERT_TRUE(answers.ok());
+  for (size_t i = 0; i < std::size(golden::kFcmV2Probe); ++i) {
+    EXPECT_EQ((*answers)[i].estimate, golden::kFcmV2Estimates[i]) << golden::kFcmV2Probe[i];
+  }
+  auto hh = (*back)->HeavyHitters(0.05);
+  ASSERT_TRUE(hh.ok());
+  ASSERT_EQ(hh->size(), std::size(golden::kFcmV2HeavyKeys));
+  for (size_t i = 0; i < hh->size(); ++i) {
+    EXPECT_EQ((*hh)[i].key, golden::kFcmV2HeavyKeys[i]);
+    EXPECT_EQ((*hh)[i].frequency.estimate, golden::kFcmV2HeavyEstimates[i]);
+  }
+  const std::string v3 = (*back)->Serialize();
+  auto again = DeserializeSummary(v3);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->Serialize(), v3);
+  EXPECT_EQ(AsFcm(**again).Describe(), fcm.Describe());
+  // It still merges with another old-shaped sketch, not with a new one (a clear refusal).
+  SummaryOptions o = FcmOpts(0.087, 0.0002, false);
+  auto fresh = MustCreate(o);
+  EXPECT_EQ(AsFcm(*fresh).depth(), 7u);
+  EXPECT_EQ(AsFcm(*fresh).width(), 41u);
+  EXPECT_EQ((*again)->Merge(*fresh).code(), absl::StatusCode::kInvalidArgument);
+  o.fcm.round_depth_up = true;
+  auto old_shape = MustCreate(o);
+  Feed(old_shape.get(), std::vector<uint64_t>{7, 7, 8});
+  ASSERT_TRUE((*again)->Merge(*old_shape).ok());
+  EXPECT_EQ((*again)->count(), 3003u);
+  // And it keeps updating, without the detector.
+  Feed(again->get(), std::vector<uint64_t>(100, 7));
+  EXPECT_EQ(AsFcm(**again).phase().size(), 0u);
+  EXPECT_GE(AsFcm(**again).EstimateId(7), 707u);
+}
+
+// With dl = dh the phase decides nothing, so the detector is not run (issue 15): no entries, the
+// items counted (what the payload's phase state then holds), and a table equal to FcmPlainAdd's
+// (every item its dh walk rows) on any stream; with dl > dh it runs as before.
+TEST(Fcm, WithDlEqualToDhTheDetectorIsSkippedAndEveryItemUpdatesItsDhRows) {
+  for (bool weighted : {false, true}) {
+    const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                                testing::Order::kShuffled, 30000, 27);
+    std::vector<uint64_t> weights;
+    for (size_t i = 0; weighted && i < keys.size(); ++i) weights.push_back(1 + keys[i] % 3);
+    auto s = MustCreate(FcmOpts(0.002, 0.001, false));
+    const Fcm& fcm = AsFcm(*s);
+    ASSERT_FALSE(fcm.tracks_phase());
+    Feed(s.get(), keys, 777, weights);
+    std::vector<uint64_t> table(fcm.depth() * fcm.width(), 0);
+    FcmWalk walk(fcm.options());
+    FcmPlainAdd(walk, fcm.dh(), keys, weights, absl::MakeSpan(table), nullptr);
+    EXPECT_EQ(fcm.table(), table);
+    EXPECT_EQ(fcm.phase().size(), 0u);
+    EXPECT_EQ(fcm.phase().items(), s->count());
+    SummaryOptions tracked = FcmOpts(0.002, 0.001, false);
+    tracked.fcm.dl = fcm.dh() + 1;
+    auto t = MustCreate(tracked);
+    ASSERT_TRUE(AsFcm(*t).tracks_phase());
+    Feed(t.get(), keys, 777, weights);
+    EXPECT_GT(AsFcm(*t).phase().size(), 0u);
+  }
+}
+
+// At the shape the rounding changed (epsilon = 0.087, delta = 2e-4: 7 x 41 instead of 11 x 26),
+// on a loaded table (Zipf(1.1), 100000 keys, far more than w), FCM and FCM-CU are <= 0.7x
+// Count-Min's and CM-CU's mean error over five seeds (issue 15 (b); the 11 x 26 table's FCM-CU
+// was 0.70-0.72x in bench/experiments/results_exp5.md).
+TEST(Fcm, AtTheRoundedDownShapeBeatsCountMinByThirtyPercentOnZipf11) {
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                              testing::Order::kShuffled, 300000, 28, 100000);
+  const auto counts = ExactCounts(keys);
+  for (bool conservative : {false, true}) {
+    for (uint64_t seed : {1, 2, 3, 4, 5}) {
+      SCOPED_TRACE(::testing::Message() << "conservative=" << conservative << " seed=" << seed);
+      SummaryOptions cmo;
+      cmo.kind = SummaryKind::kCountMin;
+      cmo.count_min.epsilon = 0.087;  // 9 x 32
+      cmo.count_min.delta = 0.0002;
+      cmo.count_min.conservative = conservative;
+      cmo.count_min.seed = seed;
+      SummaryOptions fo = FcmOpts(0.087, 0.0002, conservative);  // 7 x 41
+      fo.fcm.seed = seed;
+      SummaryOptions up = fo;
+      up.fcm.round_depth_up = true;  // 11 x 26
+      auto cm = MustCreate(cmo);
+      auto fcm = MustCreate(fo);
+      auto old = MustCreate(up);
+      ASSERT_LE(AsFcm(*fcm).TableBytes(), dynamic_cast<const CountMin&>(*cm).TableBytes());
+      Feed(cm.get(), keys);
+      Feed(fcm.get(), keys);
+      Feed(old.get(), keys);
+      const double e_cm = MeanError(*cm, counts), e_fcm = MeanError(*fcm, counts),
+                   e_old = MeanError(*old, counts);
+      std::printf("  conservative=%d seed=%lu: mean error count_min %.1f, fcm 7x41 %.1f (%.3fx), "
+                  "fcm 11x26 %.1f (%.3fx)\n",
+                  conservative, static_cast<unsigned long>(seed), e_cm, e_fcm, e_fcm / e_cm,
+                  e_old, e_old / e_cm);
+      EXPECT_LE(e_fcm, 0.7 * e_cm);
+    }
+  }
+}
+
+// Feeds `keys` to every summary in batches of random sizes (1 .. 3000), every third weighted,
+// calling after(batch_no) after each; string batches when `strings`.
+template <typename After>
+void FeedRandomBatches(const std::vector<uint64_t>& keys, bool strings, uint64_t seed,
+                       std::vector<Summary*> to, After after) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> names;
+  if (strings) {
+    for (uint64_t k : keys) names.push_back("flow-" + std::to_string(k));
+  }
+  int batch_no = 0;
+  for (size_t i = 0; i < keys.size();) {
+    const size_t n = std::min<size_t>(keys.size() - i, 1 + rng() % 3000);
+    std::vector<uint64_t> weights;
+    if (batch_no++ % 3 == 2) {
+      for (size_t j = 0; j < n; ++j) weights.push_back(1 + rng() % 5);
+    }
+    Batch b;
+    b.kind = strings ? ValueKind::kString : ValueKind::kUint64;
+    if (strings) {
+      b.strings = absl::MakeConstSpan(names).subspan(i, n);
+    } else {
+      b.keys = absl::MakeConstSpan(keys).subspan(i, n);
+    }
+    b.weights = weights;
+    for (Summary* s : to) ASSERT_TRUE(s->Update(b).ok());
+    i += n;
+    after(batch_no);
+  }
+}
+
+// Issue 15: plain FCM on a device (the fake accelerator of core/accel/device_mirror.h's tests,
+// which applies FcmPlainAdd as the GPU does) keeps table, candidates, answers and bytes equal to
+// the CPU's, on every order, for uint64 and string keys, when an Add (holding half a batch) or a
+// Download fails at any point (the table then moves back to the host with nothing lost), and
+// through a merge.
+TEST(Fcm, OnADeviceTheTableCandidatesAndAnswersEqualTheCpusDespiteFailures) {
+  for (auto order : AllOrders()) {
+    const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11, order, 40000, 29);
+    for (int plan = 0; plan < 6; ++plan) {
+      const int fail_add = plan == 1 ? 0 : plan == 2 ? 3 : plan == 3 ? 9 : -1;
+      const int fail_download = plan == 4 ? 0 : plan == 5 ? 2 : -1;
+      const bool strings = plan % 2 == 1;
+      SCOPED_TRACE(::testing::Message() << testing::Name(order) << " add " << fail_add
+                                        << " download " << fail_download << " strings "
+                                        << strings);
+      const ValueKind kind = strings ? ValueKind::kString : ValueKind::kUint64;
+      fake::FakeDeviceAccelerator device;
+      device.stats.fail_add_at = fail_add;
+      device.stats.fail_download_at = fail_download;
+      auto dev = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind, &device);  // 7 x 3106
+      auto cpu = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind);
+      const Fcm& dev_fcm = AsFcm(*dev);
+      std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 1234567};
+      std::vector<std::string> probe_names;
+      for (uint64_t k : probe) probe_names.push_back("flow-" + std::to_string(k));
+      FeedRandomBatches(keys, strings, 30, {dev.get(), cpu.get()}, [&](int batch_no) {
+        if (batch_no % 4 != 0) return;
+        Keys q;
+        q.kind = kind;
+        q.keys = probe;
+        q.strings = probe_names;
+        auto a = cpu->Frequencies(q);
+        auto d = dev->Frequencies(q);  // a Download (which may fail)
+        ASSERT_TRUE(a.ok() && d.ok());
+        for (size_t j = 0; j < probe.size(); ++j) {
+          ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after batch " << batch_no;
+          ASSERT_EQ((*a)[j].lower, (*d)[j].lower);
+        }
+      });
+      EXPECT_EQ(device.stats.attaches, 1);
+      EXPECT_EQ(dev_fcm.on_device(), fail_add < 0 && fail_download < 0);
+      EXPECT_EQ(dev_fcm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
+      EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+      for (double support : {0.005, 0.02}) {
+        auto ha = cpu->HeavyHitters(support);
+        auto hd = dev->HeavyHitters(support);
+        ASSERT_TRUE(ha.ok() && hd.ok());
+        EXPECT_FALSE(ha->empty());
+        ASSERT_EQ(ha->size(), hd->size());
+        for (size_t j = 0; j < ha->size(); ++j) {
+          EXPECT_EQ((*ha)[j].key, (*hd)[j].key);
+          EXPECT_EQ((*ha)[j].str, (*hd)[j].str);
+          EXPECT_EQ((*ha)[j].frequency.estimate, (*hd)[j].frequency.estimate);
+        }
+      }
+      // A merge moves the table to the host; the next batch attaches it again.
+      auto other = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind);
+      FeedRandomBatches(MakeKeys(testing::Distribution::kUniform, order, 5000, 31), strings, 32,
+                        {other.get()}, [](int) {});
+      ASSERT_TRUE(dev->Merge(*other).ok());
+      ASSERT_TRUE(cpu->Merge(*other).ok());
+      EXPECT_FALSE(dev_fcm.on_device());
+      FeedRandomBatches(std::vector<uint64_t>(keys.begin(), keys.begin() + 5000), strings, 33,
+                        {dev.get(), cpu.get()}, [](int) {});
+      EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+    }
+  }
+}
+
+// Conservative FCM on a device applies each batch in FcmConservativeBatchAdd's form (as
+// conservative Count-Min does): equal to a reference that applies the same batches the same way,
+// also across failures; never an underestimate, never above the plain sketch, tighter than it;
+// no heavy hitter missed.
+TEST(Fcm, ConservativeOnADeviceTakesTheBatchFormAndKeepsItsBound) {
+  for (auto dist : {testing::Distribution::kZipf11, testing::Distribution::kUniform}) {
+    const std::vector<uint64_t> keys = MakeKeys(dist, testing::Order::kShuffled, 40000, 34);
+    for (int fail_add : {-1, 0, 3, 9}) {
+      for (int fail_download : {-1, 2}) {
+        SCOPED_TRACE(::testing::Message() << testing::Name(dist) << " add " << fail_add
+                                          << " download " << fail_download);
+        fake::FakeDeviceAccelerator device, steady;
+        device.stats.fail_add_at = fail_add;
+        device.stats.fail_download_at = fail_download;
+        auto dev = MustCreate(FcmOpts(0.002, 0.01, true));
+        dev->set_accelerator(&device);
+        auto ref = MustCreate(FcmOpts(0.002, 0.01, true));
+        ref->set_accelerator(&steady);
+        auto plain = MustCreate(FcmOpts(0.002, 0.01, false));
+        const Fcm& dev_fcm = AsFcm(*dev);
+        absl::flat_hash_map<uint64_t, uint64_t> exact;
+        std::mt19937_64 rng(35);
+        int batch_no = 0;
+        for (size_t i = 0; i < keys.size();) {
+          const size_t n = std::min<size_t>(keys.size() - i, 1 + rng() % 3000);
+          std::vector<uint64_t> weights;
+          if (rng() % 3 == 0) {
+            for (size_t j = 0; j < n; ++j) weights.push_back(1 + rng() % 5);
+          }
+          Batch b;
+          b.kind = ValueKind::kUint64;
+          b.keys = absl::MakeConstSpan(keys).subspan(i, n);
+          b.weights = weights;
+          for (size_t j = 0; j < n; ++j) exact[b.keys[j]] += weights.empty() ? 1 : weights[j];
+          // The failing device gives this batch to the host: so does the reference.
+          if (device.stats.adds == fail_add) ref->set_accelerator(nullptr);
+          ASSERT_TRUE(dev->Update(b).ok());
+          ASSERT_TRUE(ref->Update(b).ok());
+          ASSERT_TRUE(plain->Update(b).ok());
+          i += n;
+          if (++batch_no % 4 == 0) {
+            ASSERT_TRUE(dev->Frequencies(KeyQuestion({b.keys[0]})).ok());  // a Download
+            if (!dev_fcm.on_device() && AsFcm(*ref).on_device()) ref->set_accelerator(nullptr);
+          }
+        }
+        EXPECT_TRUE(dev->Serialize() == ref->Serialize());
+        EXPECT_EQ(dev_fcm.on_device(), fail_add < 0 && fail_download < 0);
+        EXPECT_EQ(dev_fcm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
+        size_t tighter = 0;
+        for (const auto& [key, f] : exact) {
+          const uint64_t est = dev_fcm.EstimateId(key);
+          ASSERT_LE(f, est) << key;
+          ASSERT_LE(est, AsFcm(*plain).EstimateId(key)) << key;
+          tighter += est < AsFcm(*plain).EstimateId(key);
+        }
+        EXPECT_GT(tighter, 0u);
+        auto hh = dev->HeavyHitters(0.01);
+        ASSERT_TRUE(hh.ok());
+        std::set<uint64_t> listed;
+        for (const HeavyHitter& h : *hh) listed.insert(h.key);
+        for (const auto& [key, f] : exact) {
+          if (static_cast<double>(f) >= 0.01 * static_cast<double>(dev->count())) {
+            EXPECT_TRUE(listed.count(key)) << key << " f=" << f;
+          }
+        }
+      }
+    }
+  }
+}
+
+// dl > dh needs the per-item phase detector, which runs on the host only: such a sketch never
+// asks the accelerator for a device table (GetSession says why: server/summary_roles.cc).
+TEST(Fcm, WithDlAboveDhTheTableStaysOnTheHost) {
+  fake::FakeDeviceAccelerator device;
+  SummaryOptions o = FcmOpts(0.002, 0.01, false);
+  o.fcm.dl = 4;  // dh = 3 of d = 5
+  auto dev = *CreateSummary(o, ValueKind::kUint64, &device);
+  auto cpu = MustCreate(o);
+  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
+                                              testing::Order::kShuffled, 20000, 36);
+  Feed(dev.get(), keys);
+  Feed(cpu.get(), keys);
+  EXPECT_EQ(device.stats.attaches, 0);
+  EXPECT_FALSE(AsFcm(*dev).on_device());
+  EXPECT_EQ(dev->Serialize(), cpu->Serialize());
 }
 
 }  // namespace
