@@ -33,7 +33,8 @@ struct FakeDeviceStats {
 
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
 // (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
-// through PbfInsert, HyperLogLog registers through HllPosition, AMS counters through
+// through PbfInserter (with the filter's coins), HyperLogLog registers through HllPosition, AMS
+// counters through
 // SignedTable::Add (the CPU semantics the GPU kernels reproduce).
 class FakeDeviceSketch final : public DeviceSketch {
  public:
@@ -88,10 +89,10 @@ class FakeDeviceSketch final : public DeviceSketch {
         state_[index] = std::max<uint64_t>(state_[index], rho);
       }
     } else {
-      const PbfParameters params = pbf_.Effective();
+      const PbfInserter inserter(pbf_);
       for (size_t i = 0; i < ids.size(); ++i) {
         const uint64_t w = weights.empty() ? 1 : weights[i];
-        PbfInsert(params, pbf_.seed, position_, ids[i], w, absl::MakeSpan(state_));
+        inserter.Insert(position_, ids[i], w, absl::MakeSpan(state_));
         position_ += w;
       }
     }
