@@ -1,7 +1,8 @@
 // GPU benchmark (issue 4): our sorting network vs CUB, sketch kernels, the pool path, and the
 // measured ceilings. Prints one table; results recorded in bench/GPU_RESULTS.md.
-// Usage: gpu_bench [--quick | --sort | --fcm]   (--sort: the D2D ceiling and the single-window sort
-// rows only; --fcm: the ceilings, the Count-Min rows (the baseline) and the FCM rows)
+// Usage: gpu_bench [--quick | --sort | --pbf | --fcm]   (--sort / --pbf: the D2D ceiling and the
+// single-window sort rows / the PBF rows only; --fcm: the ceilings, the Count-Min rows (the
+// baseline) and the FCM rows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -248,10 +249,84 @@ void SingleWindowSortRows(int reps, uint64_t* d_a, uint64_t* d_b, uint64_t* d_c,
 
 }  // namespace
 
+// ---- PBF (issue 15): seed 002 Table 1's shapes and the initializer's 10^7-key filter, 2^22 Zipf
+// keys already on the device; the geometric coins on each path and block size, the per-position
+// coins (filters restored from payload version 2, the kernel before issue 15's change) beside
+// them, the draws alone, and queries. Insert times are CUDA events around the kernel on GpuPbf's
+// stream, the filter emptied (untimed) before each run, so every run inserts into the same fill.
+void PbfRows(int reps, uint64_t* d_keys, uint64_t* d_out, const std::vector<uint64_t>& h_zipf) {
+  struct Case { const char* name; core::PbfOptions o; };
+  std::vector<Case> cases(3);
+  cases[0].name = "case1 m=58466 k=200 p=.0308";
+  cases[0].o.m = 58466; cases[0].o.k = 200; cases[0].o.p = 0.0308;
+  cases[1].name = "case2 m=726078 k=500 p=.0153";
+  cases[1].o.m = 726078; cases[1].o.k = 500; cases[1].o.p = 0.0153;
+  cases[2].name = "1e7 keys T=100";
+  cases[2].o.expected_keys = 10000000; cases[2].o.threshold = 100;
+  CK(cudaMemcpy(d_keys, h_zipf.data(), h_zipf.size() * 8, cudaMemcpyHostToDevice));
+  for (const Case& c : cases) {
+    for (int v = 0; v < 10; ++v) {
+      // v: 0 per-position; 1-3 geometric {auto, device, private} at 1024 threads (the default),
+      // 4-6 private, device, private at 512, 512, 256; all at 2^22 keys; 7, 8: geometric auto at
+      // 2^20 and 2^24 keys; 9: the draws and positions alone (no bits), 2^22 keys.
+      core::PbfOptions o = c.o;
+      o.coins = v == 0 ? core::PbfCoins::kPerPosition : core::PbfCoins::kGeometric;
+      auto p = gpu::GpuPbf::Create(o, 0);
+      OK(p.status());
+      static const gpu::PbfInsertPath kPaths[4] = {gpu::PbfInsertPath::kAuto, gpu::PbfInsertPath::kDevice,
+                                                   gpu::PbfInsertPath::kPrivate,
+                                                   gpu::PbfInsertPath::kDrawsOnly};
+      static const char* kPathNames[4] = {"auto", "device", "private", "draws-only"};
+      const unsigned threads = v == 4 || v == 5 ? 512 : v == 6 ? 256 : 1024;
+      static const int kPathOf[10] = {0, 0, 1, 2, 2, 1, 2, 0, 0, 3};
+      if (v >= 1) (*p)->SetInsertTuning(threads, kPaths[kPathOf[v]]);
+      const size_t n = v == 7 ? size_t{1} << 20 : v == 8 ? std::min(h_zipf.size(), size_t{1} << 24)
+                                                          : size_t{1} << 22;
+      const auto& pp = (*p)->parameters();
+      const std::vector<uint64_t> zeros((pp.m + 63) / 64, 0);
+      // The kernel's own events (GpuPbf times InsertDeviceAsync on its stream).
+      std::vector<double> times;
+      for (int r = 0; r < reps + 1; ++r) {
+        OK((*p)->Load(zeros, 0));
+        const double before = (*p)->work_stats().kernel_seconds;
+        OK((*p)->InsertDeviceAsync(d_keys, n));
+        OK((*p)->Synchronize());
+        if (r > 0) times.push_back(((*p)->work_stats().kernel_seconds - before) * 1e3);
+      }
+      std::sort(times.begin(), times.end());
+      const double ms = times[times.size() / 2];
+      auto bits = (*p)->SetBits();
+      OK(bits.status());
+      char what[128], note[160];
+      if (v == 0) {
+        std::snprintf(what, sizeof what, "PBF insert %s per-position", c.name);
+      } else {
+        std::snprintf(what, sizeof what, "PBF insert %s geo %s/%u 2^%d", c.name,
+                      kPathNames[kPathOf[v]], threads, v == 7 ? 20 : v == 8 ? 24 : 22);
+      }
+      const double draws = v == 0 ? double(n) * pp.k : double(n) * (pp.k * pp.p + 1);
+      std::snprintf(note, sizeof note, "m=%llu k=%llu p=%.4f; %.1f G %s/s; fill %.3f",
+                    (unsigned long long)pp.m, (unsigned long long)pp.k, pp.p, draws / (ms * 1e6),
+                    v == 0 ? "coins" : "draws", double(*bits) / pp.m);
+      Row("pbf", what, ms, n, n * 8.0, 0, note);
+      if (v == 1) {
+        const size_t nq = size_t{1} << 22;
+        const double qms = WallMedianMs(reps, [&] {
+          OK((*p)->SetPositionsDeviceAsync(d_keys, nq, d_out));
+          OK((*p)->Synchronize());
+        });
+        std::snprintf(what, sizeof what, "PBF query %s", c.name);
+        Row("pbf", what, qms, nq, nq * 16.0, 0, "");
+      }
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool sort_only = argc > 1 && std::strcmp(argv[1], "--sort") == 0;
   const bool fcm_only = argc > 1 && std::strcmp(argv[1], "--fcm") == 0;
+  const bool pbf_only = argc > 1 && std::strcmp(argv[1], "--pbf") == 0;
   const int reps = quick ? 3 : 7;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -282,6 +357,17 @@ int main(int argc, char** argv) {
   Row("ceiling", "device-to-device copy 1 GiB (read+write)", d2d_ms, big, 2.0 * big * 8, 0, "D2D ceiling");
   if (sort_only) {
     SingleWindowSortRows(reps, d_a, d_b, d_c, d2d_gbs);
+    return 0;
+  }
+  if (pbf_only) {
+    cudaFree(d_a);
+    cudaFree(d_b);
+    cudaFree(d_c);
+    const size_t n = size_t{1} << 24;
+    uint64_t *d_keys, *d_out;
+    CK(cudaMalloc(&d_keys, n * 8));
+    CK(cudaMalloc(&d_out, n * 8));
+    PbfRows(reps, d_keys, d_out, ZipfKeys(n, 1.1, size_t{1} << 20, 8));
     return 0;
   }
   uint64_t* h_pinned;
@@ -588,39 +674,7 @@ int main(int argc, char** argv) {
   if (fcm_only) return 0;
 
   // ---- PBF ----
-  {
-    struct Case { const char* name; core::PbfOptions o; };
-    std::vector<Case> cases(3);
-    cases[0].name = "Table1 case1 m=58466 k=200 p=.0308";
-    cases[0].o.m = 58466; cases[0].o.k = 200; cases[0].o.p = 0.0308;
-    cases[1].name = "Table1 case2 m=726078 k=500 p=.0153";
-    cases[1].o.m = 726078; cases[1].o.k = 500; cases[1].o.p = 0.0153;
-    cases[2].name = "1e7 keys, threshold 100 (chosen m,k,p)";
-    cases[2].o.expected_keys = 10000000; cases[2].o.threshold = 100;
-    CK(cudaMemcpy(d_keys, h_zipf.data(), nsk * 8, cudaMemcpyHostToDevice));
-    for (const Case& c : cases) {
-      auto p = gpu::GpuPbf::Create(c.o, 0);
-      OK(p.status());
-      const size_t n = size_t{1} << 22;
-      const double ms = WallMedianMs(reps, [&] {
-        OK((*p)->InsertDeviceAsync(d_keys, n));
-        OK((*p)->Synchronize());
-      });
-      const auto& pp = (*p)->parameters();
-      char what[128];
-      std::snprintf(what, sizeof what, "PBF insert %s", c.name);
-      char note[96];
-      std::snprintf(note, sizeof note, "m=%llu k=%llu p=%.4f; %.1f G coins/s",
-                    (unsigned long long)pp.m, (unsigned long long)pp.k, pp.p, n * pp.k / (ms * 1e6));
-      Row("pbf", what, ms, n, n * 8.0, 0, note);
-      const double qms = WallMedianMs(reps, [&] {
-        OK((*p)->SetPositionsDeviceAsync(d_keys, n, d_out));
-        OK((*p)->Synchronize());
-      });
-      std::snprintf(what, sizeof what, "PBF query %s", c.name);
-      Row("pbf", what, qms, n, n * 16.0, 0, "");
-    }
-  }
+  PbfRows(reps, d_keys, d_out, h_zipf);
 
   // ---- end to end: host window -> device -> rank sample / histogram back ----
   auto acc_or = gpu::GpuAccelerator::Create(0);

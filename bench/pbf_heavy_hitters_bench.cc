@@ -5,7 +5,8 @@
 //
 // A Zipf(1.1) stream of N uint64 keys over 10^6 ranks (bench_common.h's ZipfKeys, seed 2) into
 // filters chosen from (expected keys, threshold). Per filter: the update rate without candidates
-// (PbfInsert item by item, what Pbf::Update did before them) and with them (Pbf::Update in the
+// (PbfInserter item by item, with the per-position coins of payload version 2 and with today's
+// geometric ones) and with them (Pbf::Update in the
 // session's CPU chunks of ChunkItems() items, and in batches of 8192), medians of R runs; the
 // filter's and the candidates' bytes; and against exact counts, at supports whose s*N is the
 // threshold T, 2T and 0.1 % of N: how many keys have f >= s*N, how many are listed, recall (of
@@ -34,13 +35,17 @@ struct Filter {
   uint64_t capacity;  // 0 = auto
 };
 
-double InsertOnlySeconds(const core::PbfOptions& options, const std::vector<uint64_t>& keys) {
+// Item by item with the given coins (per-position: the filters before payload version 3).
+double InsertOnlySeconds(core::PbfOptions options, core::PbfCoins coins,
+                         const std::vector<uint64_t>& keys) {
+  options.coins = coins;
   const core::PbfParameters params = options.Effective();
+  const core::PbfInserter inserter(options);
   std::vector<uint64_t> words((params.m + 63) / 64, 0);
   const auto start = bench::Clock::now();
   uint64_t set = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
-    set += core::PbfInsert(params, options.seed, i, keys[i], 1, absl::MakeSpan(words));
+    set += inserter.Insert(i, keys[i], 1, absl::MakeSpan(words));
   }
   const double seconds = bench::SecondsSince(start);
   if (set == 0) std::abort();  // keeps the loop
@@ -73,19 +78,21 @@ int main(int argc, char** argv) {
               "medians of %llu runs, one thread\n\n",
               static_cast<unsigned long long>(items), exact.size(),
               static_cast<unsigned long long>(reps));
-  std::printf("%-22s %8s %4s %8s %6s | %9s %9s %9s | %9s %10s\n", "filter (keys, T, C)", "m", "k",
-              "p", "C", "no cand.", "chunks", "8192", "filter B", "cand. B");
-  std::printf("%-22s %8s %4s %8s %6s | %9s %9s %9s | %9s %10s\n", "", "", "", "", "",
-              "ns/item", "ns/item", "ns/item", "", "");
+  std::printf("%-22s %8s %4s %8s %6s | %9s %9s %9s %9s | %9s %10s\n", "filter (keys, T, C)", "m",
+              "k", "p", "C", "per-pos.", "no cand.", "chunks", "8192", "filter B", "cand. B");
+  std::printf("%-22s %8s %4s %8s %6s | %9s %9s %9s %9s | %9s %10s\n", "", "", "", "", "",
+              "ns/item", "ns/item", "ns/item", "ns/item", "", "");
   const std::vector<Filter> filters = {
       {1000000, 1000, 0}, {1000000, 1000, 2048}, {100000, 100, 0}, {1000000, 100, 0}};
   std::vector<std::unique_ptr<core::Summary>> built;
   for (const Filter& f : filters) {
-    std::vector<double> plain, chunked, batched;
+    std::vector<double> per_position, plain, chunked, batched;
     std::unique_ptr<core::Summary> last;
     for (uint64_t r = 0; r < reps; ++r) {
       auto s = MakePbf(f);
-      plain.push_back(InsertOnlySeconds(dynamic_cast<const core::Pbf&>(*s).options(), keys));
+      const core::PbfOptions& options = dynamic_cast<const core::Pbf&>(*s).options();
+      per_position.push_back(InsertOnlySeconds(options, core::PbfCoins::kPerPosition, keys));
+      plain.push_back(InsertOnlySeconds(options, core::PbfCoins::kGeometric, keys));
       chunked.push_back(bench::UpdateInBatches(*s, {}, keys, s->ChunkItems()));
       auto t = MakePbf(f);
       batched.push_back(bench::UpdateInBatches(*t, {}, keys, 8192));
@@ -94,14 +101,15 @@ int main(int argc, char** argv) {
     const auto& pbf = dynamic_cast<const core::Pbf&>(*last);
     const core::PbfParameters& p = pbf.parameters();
     const double per = 1e9 / static_cast<double>(items);
-    std::printf("(%7llu, %4llu, %4llu) %8llu %4llu %8.5f %6llu | %9.0f %9.0f %9.0f | %9llu %10zu\n",
+    std::printf("(%7llu, %4llu, %4llu) %8llu %4llu %8.5f %6llu | %9.0f %9.0f %9.0f %9.0f | %9llu %10zu\n",
                 static_cast<unsigned long long>(f.expected_keys),
                 static_cast<unsigned long long>(f.threshold),
                 static_cast<unsigned long long>(pbf.candidates().capacity()),
                 static_cast<unsigned long long>(p.m),
                 static_cast<unsigned long long>(p.k), p.p,
                 static_cast<unsigned long long>(pbf.candidates().capacity()),
-                bench::Median(plain) * per, bench::Median(chunked) * per,
+                bench::Median(per_position) * per, bench::Median(plain) * per,
+                bench::Median(chunked) * per,
                 bench::Median(batched) * per, static_cast<unsigned long long>((p.m + 63) / 64 * 8),
                 pbf.candidates().MemoryBytes());
     built.push_back(std::move(last));

@@ -207,6 +207,10 @@ absl::Status PbfOptions::Validate() const {
   if (!(e.p > 0 && e.p <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("p must be in (0, 1], got ", e.p));
   }
+  if (coins != PbfCoins::kPerPosition && coins != PbfCoins::kGeometric) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coins must be per-position (1) or geometric (2), got ", static_cast<int>(coins)));
+  }
   return CheckCapacity(heavy_hitter_capacity, "heavy_hitter_capacity");
 }
 

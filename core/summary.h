@@ -262,6 +262,12 @@ struct PbfParameters {
   double p = 0;    // probability that one insert sets one of its key's bits
 };
 
+// How a PBF's inserts draw their coins (core/sketches/pbf.h, "Coins"): fixed for a filter's life.
+enum class PbfCoins : uint8_t {
+  kPerPosition = 1,  // one coin per position; filters restored from payload versions 1 and 2
+  kGeometric = 2,    // the gaps between the coins that come up; every filter created today
+};
+
 // Probabilistic Bloom Filter (seed 002); see core/sketches/pbf.h. Either give (m, k, p), or leave them 0
 // and give (expected_keys, threshold) for ChoosePbfParameters.
 struct PbfOptions {
@@ -274,6 +280,9 @@ struct PbfOptions {
   uint64_t heavy_hitter_capacity = 0;  // candidate keys kept for heavy hitters; 0 = auto:
                                        // 256; at most 2^20
   uint64_t seed = kDefaultSketchSeed;  // seed of the positions and the coins
+  // Not a spec field: kGeometric for every new filter; a restored one keeps the coins it was
+  // built with (kPerPosition from payload versions 1 and 2), so its bits go on as they were.
+  PbfCoins coins = PbfCoins::kGeometric;
   absl::Status Validate() const;
   PbfParameters Effective() const;  // (m, k, p), chosen when m == 0
   uint64_t EffectiveHeavyHitterCapacity() const;

@@ -13,7 +13,8 @@
 //    host, item by item in arrival order (exactly core::Fcm's), and the device applies each item's
 //    dh or dl row updates: the table equals core::Fcm's.
 //  * PBF: the bit array equals core::Pbf's after the same items (bits are OR-ed, coins are a pure
-//    function of (seed, stream position, hash index)); SetPositions equals Pbf::SetPositions.
+//    function of (seed, stream position, draw index) and the integer gap table, with the filter's
+//    coins: geometric or per-position); SetPositions equals Pbf::SetPositions.
 // What differs, by design (parallel semantics; the guarantees of core/sketches/count_min.h and core/sketches/fcm.h
 // still hold, see below):
 //  * Conservative update is sequential by nature (each item reads the minimum the previous items
@@ -48,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/sketches/fcm.h"
+#include "core/sketches/pbf.h"
 #include "core/summary.h"
 #include "gpu/devices.h"
 
@@ -237,6 +239,22 @@ class GpuFcm {
   std::unique_ptr<detail::SketchDevice> dev_;
 };
 
+// Where GpuPbf's geometric insert sets its bits (the benchmark compares them; bits are equal).
+enum class PbfInsertPath {
+  kAuto,     // a private copy per block when the filter fits in shared memory and the batch is
+             // large enough to pay its merge, else the filter in device memory
+  kDevice,   // atomics on the filter in device memory
+  kPrivate,  // a private copy per block whenever it fits
+  kDrawsOnly,  // benchmark only: the draws and positions, no bits set (what the atomics cost)
+};
+
+// The Probabilistic Bloom Filter (core/sketches/pbf.h) with its bits on the device. Filters with
+// the geometric coins insert one item per thread (about k p + 1 draws each, the gap table and,
+// where it fits, a private copy of the filter in shared memory); restored per-position ones keep
+// their kernel (one warp per item over its k coins). Measured on an H200, 2^22 keys on the device:
+// 15.6 / 13.0 / 20.4 G keys/s at seed 002 Table 1's two shapes and the 10^7-key filter (1.17 /
+// 0.68 / 1.48 with the per-position coins), bound by the draws' arithmetic, not the atomics
+// (bench/GPU_RESULTS.md).
 class GpuPbf {
  public:
   static absl::StatusOr<std::unique_ptr<GpuPbf>> Create(const core::PbfOptions& options,
@@ -259,16 +277,27 @@ class GpuPbf {
   // Replaces the bit words and the count (the next stream position).
   absl::Status Load(absl::Span<const uint64_t> words, uint64_t count);
   absl::StatusOr<uint64_t> SetBits();
-  // Kernel time and bytes of Insert and DownloadTo so far.
+  // Kernel time (Insert, and InsertDeviceAsync once synchronized) and bytes (Insert, DownloadTo)
+  // so far.
   GpuWorkStats work_stats() const;
+  // The geometric insert's threads per block (0: 1024, the most) and path, for the benchmark.
+  void SetInsertTuning(unsigned threads, PbfInsertPath path);
 
  private:
   GpuPbf() = default;
+  // Inserts n ids at positions d_positions[i] (null: count() + i) with per-item coins d_coins[i]
+  // (null: unit items; else the per-position threshold or K_c), asynchronously; count_ unchanged.
+  absl::Status LaunchInsert(const uint64_t* d_ids, const uint64_t* d_positions,
+                            const uint64_t* d_coins, size_t n);
 
   core::PbfOptions options_;
   core::PbfParameters params_;
+  std::unique_ptr<core::PbfInserter> inserter_;  // the coins and the gap table (host copy)
   uint64_t coin_seed_ = 0, unit_threshold_ = 0, count_ = 0;
   uint64_t* words_ = nullptr;
+  uint64_t* table_ = nullptr;  // the gap table on the device (geometric coins)
+  unsigned threads_ = 1024;  // measured best on all three of bench/GPU_RESULTS.md's shapes
+  PbfInsertPath path_ = PbfInsertPath::kAuto;
   std::unique_ptr<detail::SketchDevice> dev_;
 };
 

@@ -276,11 +276,26 @@ STREAMSTATS_HOST_DEVICE inline FourWiseHash MakeFourWiseHash(uint64_t seed, uint
 // of the j-th hash of the item at stream position n is the same on any thread, CPU or GPU, and
 // no generator state is carried between items. Two chained bijective mixes, Philox-style in
 // spirit; statistically uniform for our purpose (PBF coins), not cryptographic.
+STREAMSTATS_HOST_DEVICE inline uint64_t CounterRandomBase(uint64_t seed, uint64_t counter) {
+  return Mix64(seed ^ Mix64(counter * hash_internal::kGolden + hash_internal::kBlockAdd));
+}
+// CounterRandom(seed, counter, lane) from base = CounterRandomBase(seed, counter): a loop over the
+// lanes of one counter mixes the counter once.
+STREAMSTATS_HOST_DEVICE inline uint64_t CounterRandomLane(uint64_t base, uint64_t lane) {
+  return Mix64(base + (lane + 1) * hash_internal::kBlockMul);
+}
 STREAMSTATS_HOST_DEVICE inline uint64_t CounterRandom(uint64_t seed, uint64_t counter,
                                                       uint64_t lane) {
-  using hash_internal::kGolden;
-  const uint64_t x = Mix64(seed ^ Mix64(counter * kGolden + hash_internal::kBlockAdd));
-  return Mix64(x + (lane + 1) * hash_internal::kBlockMul);
+  return CounterRandomLane(CounterRandomBase(seed, counter), lane);
+}
+
+// floor(a * b / 2^64).
+STREAMSTATS_HOST_DEVICE inline uint64_t MulHi64(uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umul64hi(a, b);
+#else
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+#endif
 }
 
 }  // namespace streamstats::core

@@ -68,6 +68,7 @@ uint64_t PbfThreshold(double q) {
 Pbf::Pbf(const PbfOptions& options, ValueKind value_kind, Accelerator* accelerator)
     : options_(options),
       params_(options.Effective()),
+      inserter_(options),
       mod_m_(FastModBelow63::For(params_.m)),
       value_kind_(value_kind),
       accelerator_(accelerator != nullptr ? accelerator : CpuAcceleratorInstance()),
@@ -99,7 +100,8 @@ void Pbf::set_accelerator(Accelerator* accelerator) {
 std::string Pbf::Describe() const {
   return absl::StrCat("m=", params_.m, ",k=", params_.k, ",p=", params_.p,
                       ",z=", options_.confidence_z,
-                      ",heavy_hitter_capacity=", candidates_.capacity(), ",seed=", options_.seed);
+                      ",heavy_hitter_capacity=", candidates_.capacity(), ",seed=", options_.seed,
+                      options_.coins == PbfCoins::kPerPosition ? ",coins=per_position" : "");
 }
 
 uint64_t PbfWeightThreshold(double p, uint64_t weight) {
@@ -107,8 +109,8 @@ uint64_t PbfWeightThreshold(double p, uint64_t weight) {
                      : PbfThreshold(-std::expm1(static_cast<double>(weight) * std::log1p(-p)));
 }
 
-uint64_t PbfInsert(const PbfParameters& params, uint64_t seed, uint64_t position, uint64_t id,
-                   uint64_t weight, absl::Span<uint64_t> words) {
+uint64_t PbfInsertPerPosition(const PbfParameters& params, uint64_t seed, uint64_t position,
+                              uint64_t id, uint64_t weight, absl::Span<uint64_t> words) {
   const uint64_t threshold = PbfWeightThreshold(params.p, weight);
   const uint64_t coin_seed = PbfCoinSeed(seed);
   const uint64_t key_hash = PbfKeyHash(seed, id);
@@ -126,8 +128,77 @@ uint64_t PbfInsert(const PbfParameters& params, uint64_t seed, uint64_t position
   return newly_set;
 }
 
+uint64_t PbfKeep(double p) {
+  const uint64_t threshold = PbfThreshold(p);
+  if (threshold == ~uint64_t{0}) return 0;  // p = 1: always
+  return threshold == 0 ? ~uint64_t{0} : 0 - threshold;  // 2^64 - P
+}
+
+uint64_t PbfKeepPower(uint64_t keep, uint64_t c) {
+  if (c <= 1) return keep;
+  int top = 63;
+  while (((c >> top) & 1) == 0) --top;
+  uint64_t r = keep;
+  for (int b = top - 1; b >= 0 && r != 0; --b) {
+    r = MulHi64(r, r);
+    if ((c >> b) & 1) r = MulHi64(r, keep);
+  }
+  return r;
+}
+
+std::vector<uint64_t> PbfGapTable(uint64_t keep, uint64_t k) {
+  std::vector<uint64_t> t(k + 1);
+  t[0] = ~uint64_t{0};
+  uint64_t v = keep;
+  for (uint64_t g = 1; g <= k; ++g, v = MulHi64(v, keep)) t[g] = v;
+  return t;
+}
+
+PbfInserter::PbfInserter(const PbfOptions& options)
+    : params_(options.Effective()),
+      coins_(options.coins),
+      seed_(options.seed),
+      coin_seed_(PbfCoinSeed(options.seed)),
+      unit_threshold_(PbfThreshold(params_.p)),
+      keep_(PbfKeep(params_.p)),
+      mod_m_(FastMod::For(params_.m)) {
+  // The first guess of PbfGap: (64 - log2 u) / -log2(K / 2^64), capped (K = 0 or 2^64 - 1).
+  const double log_keep = keep_ == 0 ? -1e30 : std::log2(static_cast<double>(keep_)) - 64;
+  scale_ = static_cast<float>(std::min(1e30, 1 / std::max(1e-300, -log_keep)));
+  if (coins_ == PbfCoins::kGeometric) table_ = PbfGapTable(keep_, params_.k);
+}
+
+PbfGeometricCoins PbfInserter::Geometric() const {
+  PbfGeometricCoins c;
+  c.key_seed = seed_;
+  c.coin_seed = coin_seed_;
+  c.keep = keep_;
+  c.table = table_.data();
+  c.mod_m = mod_m_;
+  c.k = static_cast<uint32_t>(params_.k);
+  c.scale = scale_;
+  return c;
+}
+
+uint64_t PbfInserter::Insert(uint64_t position, uint64_t id, uint64_t weight,
+                             absl::Span<uint64_t> words) const {
+  if (coins_ == PbfCoins::kPerPosition) {
+    return PbfInsertPerPosition(params_, seed_, position, id, weight, words);
+  }
+  const uint64_t keep = weight == 1 ? keep_ : PbfKeepPower(keep_, weight);
+  PbfGeometricDraws draws(Geometric(), position, id, keep);
+  uint64_t newly_set = 0, pos;
+  while (draws.Next(&pos)) {
+    uint64_t& word = words[pos >> 6];
+    const uint64_t bit = uint64_t{1} << (pos & 63);
+    newly_set += (word & bit) == 0;
+    word |= bit;
+  }
+  return newly_set;
+}
+
 void Pbf::Insert(uint64_t id, uint64_t weight) {
-  set_bits_ += PbfInsert(params_, options_.seed, count_, id, weight, absl::MakeSpan(words_));
+  set_bits_ += inserter_.Insert(count_, id, weight, absl::MakeSpan(words_));
   count_ += weight;
 }
 
@@ -347,21 +418,24 @@ absl::StatusOr<std::vector<HeavyHitter>> Pbf::HeavyHitters(double support) const
       [&](uint64_t id, uint64_t) { return AnswerAt(CountSet(id, 0), fill_now); });
 }
 
-// Payload, version 2: u8 0xFF (kFormatMarker) | u8 2 (payload version) | u8 value kind | u64 m |
-// u64 k | f64 p | u64 expected_keys | u64 threshold | f64 z | u64 seed | u64
+// Payload, version 3 (geometric coins) or 2 (per-position coins; the same layout, the version
+// names the coins, so a filter restored from version 2 is written back as version 2 and a build
+// before the geometric coins still reads it): u8 0xFF (kFormatMarker) | u8 3 or 2 | u8 value kind
+// | u64 m | u64 k | f64 p | u64 expected_keys | u64 threshold | f64 z | u64 seed | u64
 // heavy_hitter_capacity (the options as given) | u64 count | u64 set bits | ceil(m/64) u64 words |
 // candidates (HeavyHitterCandidates::Serialize, strings for string keys).
 // Version 1 (before heavy hitters) had no marker, version, capacity or candidates. Its first byte
 // is a value kind (1 to 3), never 0xFF, so both load.
 namespace {
 constexpr uint8_t kFormatMarker = 0xFF;
-constexpr uint8_t kPayloadVersion = 2;
+constexpr uint8_t kPerPositionVersion = 2;
+constexpr uint8_t kPayloadVersion = 3;
 }  // namespace
 
 std::string Pbf::Serialize() const {
   ByteWriter w;
   w.Put<uint8_t>(kFormatMarker);
-  w.Put<uint8_t>(kPayloadVersion);
+  w.Put<uint8_t>(options_.coins == PbfCoins::kPerPosition ? kPerPositionVersion : kPayloadVersion);
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<uint64_t>(options_.m);
   w.Put<uint64_t>(options_.k);
@@ -388,13 +462,15 @@ absl::StatusOr<std::unique_ptr<Summary>> Pbf::Deserialize(absl::string_view payl
   uint64_t count = 0, set_bits = 0;
   if (!r.Get(&kind_byte)) return Corrupt("pbf header truncated");
   const bool versioned = kind_byte == kFormatMarker;  // else version 1: the byte is the value kind
+  o.coins = PbfCoins::kPerPosition;  // versions 1 and 2
   if (versioned) {
     uint8_t version = 0;
     if (!r.Get(&version) || !r.Get(&kind_byte)) return Corrupt("pbf header truncated");
-    if (version != kPayloadVersion) {
-      return Corrupt(absl::StrCat("pbf payload version ", version, " (this build reads 1 and ",
+    if (version != kPerPositionVersion && version != kPayloadVersion) {
+      return Corrupt(absl::StrCat("pbf payload version ", version, " (this build reads 1 to ",
                                   kPayloadVersion, ")"));
     }
+    if (version == kPayloadVersion) o.coins = PbfCoins::kGeometric;
   }
   if (!r.Get(&o.m) || !r.Get(&o.k) || !r.Get(&o.p) || !r.Get(&o.expected_keys) ||
       !r.Get(&o.threshold) || !r.Get(&o.confidence_z) || !r.Get(&o.seed) ||

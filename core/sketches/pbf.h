@@ -2,10 +2,11 @@
 // selection over a bounded candidate set.
 //
 // m bits, k hash positions per key. Insert of key x at stream position n (the total weight before
-// it) visits x's positions pos_j = PbfPosition(x, j), j < k, and sets bit pos_j iff coin (n, j)
-// comes up, with probability p. The coins come from CounterRandom(seed, n, j) (core/common/hash.h): a pure
-// function of (seed, position, hash index), so repeated occurrences of x flip independent coins
-// and a GPU inserting the same batch at the same positions sets exactly the same bits.
+// it) sets each of x's positions pos_j = PbfPosition(x, j), j < k, independently with probability
+// p ("Coins" below says how the coins are drawn). The draws come from CounterRandom(coin_seed, n,
+// i) (core/common/hash.h): a pure function of (seed, position, draw index), so repeated occurrences
+// of x flip independent coins and a GPU inserting the same batch at the same positions sets
+// exactly the same bits.
 // Query: y = the number of x's k positions whose bit is set; b = the filter's measured fill
 // (set bits / m). Without collisions each of x's bits is clear with probability (1-p)^f, and a
 // position is set by other keys with probability ~b, so q = E[y/k] = 1 - (1-b)(1-p)^f and
@@ -24,6 +25,46 @@
 // Weighted items: weight c means c occurrences; the item takes positions n .. n+c-1 and each of
 // its bits is set with probability 1 - (1-p)^c by one coin (same distribution as c inserts, not the
 // same bits as c unit inserts).
+//
+// Coins. A unit insert needs k independent coins of probability p, one per position j, but sets
+// only about k p bits (3 to 8 at the initializer's and seed 002 Table 1's shapes), so a filter
+// built today (PbfCoins::kGeometric, payload version 3) draws the gaps between the coins that
+// come up instead of flipping every coin. With P = PbfThreshold(p) = floor(p 2^64) (a per-position
+// coin came up iff its draw was below P) and the integer table
+//     T_1 = K = 2^64 - P,   T_g = floor(T_{g-1} K / 2^64)   (g = 2..k; K = 0 when p = 1),
+// draw i of the item at stream position n is u_i = CounterRandom(coin_seed, n, i), i = 0, 1, ...,
+// its gap G_i = #{g in 1..k : u_i < T_g}, and the bits set are those of positions
+//     j_0 = G_0,   j_i = j_{i-1} + 1 + G_i,   while j_i < k:
+// about k p + 1 draws per item instead of k. Were T_g exactly 2^64 (1-p')^g (p' = P/2^64, the
+// per-position coins' probability), P(G >= g) = (1-p')^g: the gaps are i.i.d. Geometric(p'), and
+// by the memoryless property the set of positions that come up has exactly the distribution of k
+// independent coins of probability p', so every statement in this header holds as it did.
+// Rounding: each floor loses less than 1 and the factor K/2^64 < 1 never enlarges an earlier loss,
+// so 0 <= 2^64 (1-p')^g - T_g < g (<= g when p < 2^-64, whose K = 2^64 - 1); coupling each draw
+// with an exact one, its gap differs with probability < sum_{g<=k} g 2^-64 = k(k+1) 2^-65, and
+// since an insert makes at most k+1 draws,
+// its positions differ from k exact coins' with probability < (k+1)^2 k 2^-65 (total variation):
+// 1.5e-13 at k = 176, 3.4e-12 at k = 500, 1.9e-9 at k = 4096. The table is integers only, so the
+// CPU, the GPU and every build compute the same bits; the search may start anywhere (PbfGap starts
+// at a floating-point guess and walks to the exact count, so the guess changes speed, not bits).
+// Weighted items (weight c > 1) draw from T^c_1 = K_c = PbfKeepPower(K, c), T^c_g = floor(T^c_{g-1}
+// K_c / 2^64), walked one g at a time (PbfGapWalk; about k steps an item): each position comes up
+// with probability 1 - (1-p')^c, as before; K_c is below 2^64 (1-p')^c by less than c - 1 (square
+// and multiply, each product floored), so the bound above becomes (k+1)^2 k c 2^-65.
+// Heavy-hitter tokens keep their per-item coin (PbfTokenSeed).
+// Filters restored from payload versions 1 and 2 keep their per-position coins (PbfCoins::
+// kPerPosition: coin (n, j) = CounterRandom(coin_seed, n, j) < P, a weight-c item's threshold from
+// libm, PbfWeightThreshold) and are written back as version 2, so a session restored from an old
+// snapshot replays its write-ahead-log tail into exactly the bits the old build would have set:
+// replay stays deterministic and a snapshot plus its log still rebuild what was acknowledged.
+// A session created again from the log alone (no snapshot) gets today's coins; its bits differ from
+// what the old process held (never persisted), its answers come from the same distribution.
+// Measured: one core of the 2-vCPU dev VM inserts a unit key in 66-70 ns at k = 176, p = 0.0164
+// (191-217 ns with the per-position coins) and 22 ns at p = 0.00166 (159 ns), insert only
+// (bench/PBF_HEAVY_HITTERS.md); an H200 inserts 15.6, 13.0 and 20.4 G keys/s device-resident at
+// seed 002 Table 1's two shapes and the 10^7-key filter (1.17, 0.68 and 1.48 with the per-position
+// coins; bench/GPU_RESULTS.md, gpu/gpu_pbf.cu).
+//
 // Merge: rejected with InvalidArgument. OR-ing two filters is the union only in distribution and
 // only if the two coin streams are independent; two filters built from the same options use the
 // same coins for the same positions (both streams start at position 0), so a key inserted at the
@@ -97,6 +138,7 @@
 #ifndef STREAMSTATS_CORE_SKETCHES_PBF_H_
 #define STREAMSTATS_CORE_SKETCHES_PBF_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -173,8 +215,9 @@ inline uint64_t PbfTokenSeed(uint64_t seed) { return Mix64(seed ^ 0x70CE45EEDULL
 STREAMSTATS_HOST_DEVICE inline uint64_t PbfCoinSeed(uint64_t seed) {
   return Mix64(seed ^ 0xC01DC0FFEEULL);
 }
-// True iff coin (position, j) sets its bit; `threshold` = PbfThreshold(probability). A threshold
-// of 2^64 - 1 means "always".
+// Per-position coins (PbfCoins::kPerPosition, and the heavy-hitter tokens): true iff coin
+// (position, j) sets its bit; `threshold` = PbfThreshold(probability). A threshold of 2^64 - 1
+// means "always".
 STREAMSTATS_HOST_DEVICE inline bool PbfCoin(uint64_t coin_seed, uint64_t position, uint64_t j,
                                             uint64_t threshold) {
   return threshold == ~uint64_t{0} || CounterRandom(coin_seed, position, j) < threshold;
@@ -184,17 +227,120 @@ uint64_t PbfThreshold(double q);
 // The threshold of an item of weight w: its coins come up with probability 1 − (1 − p)^w.
 uint64_t PbfWeightThreshold(double p, uint64_t weight);
 
+// ---- Geometric coins (see "Coins" at the top) ----
+// K = T_1 = 2^64 - PbfThreshold(p): 0 when p = 1 (every position comes up), 2^64 - 1 when
+// PbfThreshold(p) = 0 (p < 2^-64; within the rounding bound of never).
+uint64_t PbfKeep(double p);
+// K_c for an item of weight c >= 1: K to the power c in 64-bit fixed point, by square and
+// multiply from the top bit of c, each product floored (MulHi64); K_1 = K.
+uint64_t PbfKeepPower(uint64_t keep, uint64_t c);
+// The table t[0..k]: t[0] = 2^64 - 1 (T_0 = 2^64, never read), t[g] = T_g.
+std::vector<uint64_t> PbfGapTable(uint64_t keep, uint64_t k);
+
+// What the geometric draws of one filter need, trivially copyable (a GPU kernel takes it by
+// value and points `table` at its shared-memory copy).
+struct PbfGeometricCoins {
+  uint64_t key_seed = 0;            // PbfOptions::seed (PbfKeyHash)
+  uint64_t coin_seed = 0;           // PbfCoinSeed(seed)
+  uint64_t keep = 0;                // K
+  const uint64_t* table = nullptr;  // PbfGapTable(K, k)
+  FastMod mod_m;                    // positions mod m (PbfPosition's, without a division)
+  uint32_t k = 0;
+  float scale = 0;  // 1 / -log2(K / 2^64), capped: the search's first guess (speed, not bits)
+};
+
+// G = #{g in 1..k : u < T_g} from the table, starting at a guess from the logarithm of u: the
+// count is exact whatever the guess, since T is non-increasing (each step compares u with one
+// entry), so the CPU's and the GPU's logarithms may differ without changing a bit.
+STREAMSTATS_HOST_DEVICE inline uint32_t PbfGap(uint64_t u, const PbfGeometricCoins& c) {
+#if defined(__CUDA_ARCH__)
+  const float lg = 32.0f - __log2f(__uint2float_rz(static_cast<uint32_t>(u >> 32)) + 1.0f);
+  uint32_t g = static_cast<uint32_t>(fminf(lg * c.scale, static_cast<float>(c.k)));
+#else
+  const float lg = 32.0f - std::log2(static_cast<float>(static_cast<uint32_t>(u >> 32)) + 1.0f);
+  uint32_t g = static_cast<uint32_t>(std::fmin(lg * c.scale, static_cast<float>(c.k)));
+#endif
+  while (g > 0 && u >= c.table[g]) --g;
+  while (g < c.k && u < c.table[g + 1]) ++g;
+  return g;
+}
+// The same count for the table grown from `keep` (T_1 = keep, T_g = MulHi64(T_{g-1}, keep)) up to
+// `limit`, one entry at a time: a weighted item's gap (PbfGap's, capped, when keep = K).
+STREAMSTATS_HOST_DEVICE inline uint32_t PbfGapWalk(uint64_t u, uint64_t keep, uint32_t limit) {
+  uint32_t g = 0;
+  for (uint64_t t = keep; g < limit && u < t; t = MulHi64(t, keep)) ++g;
+  return g;
+}
+STREAMSTATS_HOST_DEVICE inline uint64_t PbfPositionMod(uint64_t key_hash, uint64_t j,
+                                                       const FastMod& mod_m) {
+  return mod_m(Mix64(key_hash + (j + 1) * hash_internal::kGolden));
+}
+
+// The positions one item sets, in ascending j: for (PbfGeometricDraws d(...); d.Next(&pos);).
+// `keep` is K for a unit item (the table) and PbfKeepPower(K, c) for weight c (the walk).
+class PbfGeometricDraws {
+ public:
+  STREAMSTATS_HOST_DEVICE PbfGeometricDraws(const PbfGeometricCoins& c, uint64_t position,
+                                            uint64_t id, uint64_t keep)
+      : c_(c),
+        key_hash_(PbfKeyHash(c.key_seed, id)),
+        base_(CounterRandomBase(c.coin_seed, position)),
+        keep_(keep) {}
+  // The next position that comes up, or false when none is left.
+  STREAMSTATS_HOST_DEVICE bool Next(uint64_t* pos) {
+    if (j_ >= c_.k) return false;
+    const uint64_t u = CounterRandomLane(base_, i_++);
+    j_ += keep_ == c_.keep ? PbfGap(u, c_) : PbfGapWalk(u, keep_, c_.k - j_);
+    if (j_ >= c_.k) return false;
+    *pos = PbfPositionMod(key_hash_, j_++, c_.mod_m);
+    return true;
+  }
+  // j of the position Next returned last (the hash index: pos = PbfPosition(x, j)).
+  STREAMSTATS_HOST_DEVICE uint32_t index() const { return j_ - 1; }
+
+ private:
+  PbfGeometricCoins c_;
+  uint64_t key_hash_;
+  uint64_t base_;
+  uint64_t keep_;
+  uint32_t i_ = 0;
+  uint32_t j_ = 0;
+};
+
 // The binomial model's bound above on listing a key of frequency `frequency` on the wrong side of
 // `threshold` (theta) for a filter with `params` and fill `fill`: exp(-k D(q(theta) || q(f))),
 // 1 when the two are equal.
 double PbfMisclassificationBound(const PbfParameters& params, double fill, double threshold,
                                  double frequency);
 
-// Inserts one item of weight `weight` at stream position `position` into the bit words of a
-// filter with `params` and hash seed `seed`; returns how many bits it newly set. What Pbf::Update
-// does per item, shared with the device-sketch test doubles.
-uint64_t PbfInsert(const PbfParameters& params, uint64_t seed, uint64_t position, uint64_t id,
-                   uint64_t weight, absl::Span<uint64_t> words);
+// Inserts items into the bit words of one filter with its coins (PbfOptions::coins): what
+// Pbf::Update does per item, shared with the device-sketch test doubles and the benchmarks.
+class PbfInserter {
+ public:
+  explicit PbfInserter(const PbfOptions& options);
+  // One item of weight `weight` at stream position `position`; returns how many bits it newly set.
+  uint64_t Insert(uint64_t position, uint64_t id, uint64_t weight,
+                  absl::Span<uint64_t> words) const;
+  PbfCoins coins() const { return coins_; }
+  // The geometric coins (pointing into this object's table) and the table itself.
+  PbfGeometricCoins Geometric() const;
+  const std::vector<uint64_t>& table() const { return table_; }
+
+ private:
+  PbfParameters params_;
+  PbfCoins coins_;
+  uint64_t seed_;
+  uint64_t coin_seed_;
+  uint64_t unit_threshold_;  // per-position coins
+  uint64_t keep_;            // geometric coins
+  FastMod mod_m_;
+  float scale_;
+  std::vector<uint64_t> table_;
+};
+
+// Per-position coins, one item: the kPerPosition filters' insert (PbfInserter calls it).
+uint64_t PbfInsertPerPosition(const PbfParameters& params, uint64_t seed, uint64_t position,
+                              uint64_t id, uint64_t weight, absl::Span<uint64_t> words);
 
 class Pbf final : public Summary {
  public:
@@ -215,8 +361,10 @@ class Pbf final : public Summary {
 
   // Inserts the batch, then offers its distinct token keys to the candidates (see the top).
   absl::Status Update(const Batch& batch) override;
-  // On the CPU, items visiting at most 2^16 positions (~0.35 ms; k = 176 costs ~0.9 µs per item
-  // on the 2-vCPU dev VM, so 8192 items held a session 7 ms); on a device, the default.
+  // On the CPU, items visiting at most 2^16 positions (~0.35 ms with the per-position coins; k =
+  // 176 cost ~0.9 µs per item on the 2-vCPU dev VM, so 8192 items held a session 7 ms; the
+  // geometric coins insert in ~70 ns, the candidates' counts still read up to k positions per
+  // token key, so the chunk stays as it was); on a device, the default.
   size_t ChunkItems() const override;
   // Always InvalidArgument, changing nothing (see the top of this file).
   absl::Status Merge(const Summary& other) override;
@@ -260,6 +408,7 @@ class Pbf final : public Summary {
 
   PbfOptions options_;
   PbfParameters params_;
+  PbfInserter inserter_;
   FastModBelow63 mod_m_;  // positions mod m without a division (PbfPositionFast)
   ValueKind value_kind_;
   Accelerator* accelerator_;

@@ -8,10 +8,11 @@
 // merge of two halves, since their tables are free to change layout. The quantile digests were
 // re-pinned once, when the summary became one GK summary (issue 15: a new payload layout; the old
 // one still loads, tests/core/quantiles/quantile_serialization_test.cc). PBF is pinned in its
-// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc), and FCM in
-// its version-3 layout (issue 15: dl's default became dh, then the depth rule and the skipped
-// phase detector; its version-1 bytes keep their old digests here, its version-2 bytes load:
-// tests/core/sketches/fcm_test.cc).
+// version-2 layout (the version-1 one still loads: tests/core/sketches/pbf_test.cc) and, since
+// its coins became geometric, in version 3 beside it (the per-position coins keep their
+// digests), and FCM in its version-3 layout (issue 15: dl's default became dh, then the depth
+// rule and the skipped phase detector; its version-1 bytes keep their old digests here, its
+// version-2 bytes load: tests/core/sketches/fcm_test.cc).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -439,18 +440,43 @@ TEST(SummaryBytes, AmsAndCountSketchEqualTheirPinnedDigests) {
 
 // PBF in its payload of version 2 (issue 15: the heavy-hitter candidates after the bits),
 // pinned when the candidates were added: bits, count, candidates in heap order, and answers
-// (Frequencies, HeavyHitters). PBF does not merge.
+// (Frequencies, HeavyHitters). PBF does not merge. Since payload version 3 (the geometric coins)
+// these are the per-position coins a filter restored from version 2 keeps: the same digests.
+SummaryOptions PerPosition(SummaryOptions o) {
+  o.pbf.coins = PbfCoins::kPerPosition;
+  return o;
+}
+
 TEST(SummaryBytes, PbfEqualsItsPinnedDigests) {
   // {name, options, kind, weighted, golden, sorted, answers, merged}
   const std::vector<Case> cases = {
-      {"pbf 200000 keys threshold 500", PbfChosen(200000, 500, 0), ValueKind::kUint64, false,
-       13052982869540110451u, false, true},
-      {"pbf capacity 16 weighted", PbfChosen(50000, 2000, 16), ValueKind::kUint64, true,
-       5733350677721261045u, false, true},
-      {"pbf strings", PbfChosen(100000, 1000, 64), ValueKind::kString, false,
+      {"pbf 200000 keys threshold 500", PerPosition(PbfChosen(200000, 500, 0)), ValueKind::kUint64,
+       false, 13052982869540110451u, false, true},
+      {"pbf capacity 16 weighted", PerPosition(PbfChosen(50000, 2000, 16)), ValueKind::kUint64,
+       true, 5733350677721261045u, false, true},
+      {"pbf strings", PerPosition(PbfChosen(100000, 1000, 64)), ValueKind::kString, false,
        1087259244300620695u, false, true},
-      {"pbf numeric weighted", PbfChosen(100000, 1000, 0), ValueKind::kNumeric, true,
+      {"pbf numeric weighted", PerPosition(PbfChosen(100000, 1000, 0)), ValueKind::kNumeric, true,
        14882830248613373958u, false, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;
+  }
+}
+
+// PBF in its payload of version 3 (issue 15: the geometric coins, pbf.h "Coins"), pinned when
+// the coins changed, on the same streams: a later speed-up must set the same bits.
+TEST(SummaryBytes, PbfWithGeometricCoinsEqualsItsPinnedDigests) {
+  // {name, options, kind, weighted, golden, sorted, answers, merged}
+  const std::vector<Case> cases = {
+      {"pbf 200000 keys threshold 500", PbfChosen(200000, 500, 0), ValueKind::kUint64, false,
+       11262483394884272268u, false, true},
+      {"pbf capacity 16 weighted", PbfChosen(50000, 2000, 16), ValueKind::kUint64, true,
+       11586737582091351279u, false, true},
+      {"pbf strings", PbfChosen(100000, 1000, 64), ValueKind::kString, false,
+       17468421949245037036u, false, true},
+      {"pbf numeric weighted", PbfChosen(100000, 1000, 0), ValueKind::kNumeric, true,
+       14442087051186289043u, false, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(DigestAfterStream(c), c.golden) << c.name;

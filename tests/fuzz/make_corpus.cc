@@ -161,7 +161,8 @@ void DeserializeCorpus(const fs::path& dir) {
   cs.count_sketch.heavy_hitter_capacity = 8;
   add("count_sketch_string", ValueKind::kString, 100, cs);
   // Added after the others (their seeds stay). PBF with heavy-hitter candidates (strings) and a small capacity (payload version 2; pbf_uint64_v1
-  // is the version-1 layout, written before them and kept as it was).
+  // is the version-1 layout, written before them and kept as it was). Since the geometric coins
+  // (issue 15) the PBF files are payload version 3; their version-2 bytes are kept as *_v2.
   SummaryOptions pbf_hh = pbf;
   pbf_hh.pbf.heavy_hitter_capacity = 4;
   add("pbf_string_candidates", ValueKind::kString, 100, pbf_hh);

@@ -42,11 +42,12 @@ SummaryOptions CmOptions(bool conservative) {
   return o;
 }
 
-SummaryOptions PbfOpts() {
+SummaryOptions PbfOpts(PbfCoins coins = PbfCoins::kGeometric) {
   SummaryOptions o;
   o.kind = SummaryKind::kPbf;
   o.pbf.expected_keys = 2000;
   o.pbf.threshold = 50;
+  o.pbf.coins = coins;
   return o;
 }
 
@@ -293,30 +294,35 @@ TEST(CountMinConservativeBatchAdd, EqualsItsDefinitionAndLiesBetweenSequentialAn
 }
 
 // Bits, heavy-hitter candidates (offered from the device's counts) and answers equal the CPU's,
-// also when an insert, a count or a download fails midway.
+// also when an insert, a count or a download fails midway; with today's geometric coins and with
+// the per-position coins a filter restored from payload version 2 keeps.
 TEST(DeviceMirror, PbfOnADeviceEqualsTheCpuAndSurvivesFailures) {
-  for (int fail_add : {-1, 0, 3}) {
-    for (int fail_download : {-1, 1}) {
-      for (int fail_count : {-1, 0, 5}) {
-        SCOPED_TRACE(::testing::Message() << "add " << fail_add << " download " << fail_download
-                                          << " count " << fail_count);
-        FakeDeviceAccelerator fake;
-        fake.stats.fail_add_at = fail_add;
-        fake.stats.fail_download_at = fail_download;
-        fake.stats.fail_count_at = fail_count;
-        auto cpu = Make(PbfOpts(), ValueKind::kUint64, nullptr);
-        auto dev = Make(PbfOpts(), ValueKind::kUint64, &fake);
-        FeedAndCompare(MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 20000, 8),
-                       cpu.get(), dev.get(), 12, true);
-        EXPECT_EQ(dynamic_cast<Pbf&>(*cpu).fill(), dynamic_cast<Pbf&>(*dev).fill());
-        EXPECT_GT(dynamic_cast<Pbf&>(*cpu).candidates().size(), 0u);
-        const auto& pbf = dynamic_cast<Pbf&>(*dev);
-        const bool failed = (fail_add >= 0 && fail_add < fake.stats.adds) ||
-                            (fail_download >= 0 && fail_download < fake.stats.downloads) ||
-                            (fail_count >= 0 && fail_count < fake.stats.counts);
-        EXPECT_EQ(pbf.on_device(), !failed);
-        if (!failed) {
-          EXPECT_GT(fake.stats.counts, 5);
+  for (PbfCoins coins : {PbfCoins::kGeometric, PbfCoins::kPerPosition}) {
+    for (int fail_add : {-1, 0, 3}) {
+      for (int fail_download : {-1, 1}) {
+        for (int fail_count : {-1, 0, 5}) {
+          SCOPED_TRACE(::testing::Message() << "coins " << static_cast<int>(coins) << " add "
+                                            << fail_add << " download " << fail_download
+                                            << " count " << fail_count);
+          FakeDeviceAccelerator fake;
+          fake.stats.fail_add_at = fail_add;
+          fake.stats.fail_download_at = fail_download;
+          fake.stats.fail_count_at = fail_count;
+          auto cpu = Make(PbfOpts(coins), ValueKind::kUint64, nullptr);
+          auto dev = Make(PbfOpts(coins), ValueKind::kUint64, &fake);
+          FeedAndCompare(
+              MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 20000, 8),
+              cpu.get(), dev.get(), 12, true);
+          EXPECT_EQ(dynamic_cast<Pbf&>(*cpu).fill(), dynamic_cast<Pbf&>(*dev).fill());
+          EXPECT_GT(dynamic_cast<Pbf&>(*cpu).candidates().size(), 0u);
+          const auto& pbf = dynamic_cast<Pbf&>(*dev);
+          const bool failed = (fail_add >= 0 && fail_add < fake.stats.adds) ||
+                              (fail_download >= 0 && fail_download < fake.stats.downloads) ||
+                              (fail_count >= 0 && fail_count < fake.stats.counts);
+          EXPECT_EQ(pbf.on_device(), !failed);
+          if (!failed) {
+            EXPECT_GT(fake.stats.counts, 5);
+          }
         }
       }
     }

@@ -34,9 +34,9 @@ struct FakeDeviceStats {
 
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
 // (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
-// through PbfInsert, HyperLogLog registers through HllPosition, AMS counters through
-// SignedTable::Add, FCM (dl = dh) through FcmPlainAdd or FcmConservativeBatchAdd (the CPU
-// semantics the GPU kernels reproduce).
+// through PbfInserter (with the filter's coins), HyperLogLog registers through HllPosition, AMS
+// counters through SignedTable::Add, FCM (dl = dh) through FcmPlainAdd or FcmConservativeBatchAdd
+// (the CPU semantics the GPU kernels reproduce).
 class FakeDeviceSketch final : public DeviceSketch {
  public:
   FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
@@ -101,10 +101,10 @@ class FakeDeviceSketch final : public DeviceSketch {
         state_[index] = std::max<uint64_t>(state_[index], rho);
       }
     } else {
-      const PbfParameters params = pbf_.Effective();
+      const PbfInserter inserter(pbf_);
       for (size_t i = 0; i < ids.size(); ++i) {
         const uint64_t w = weights.empty() ? 1 : weights[i];
-        PbfInsert(params, pbf_.seed, position_, ids[i], w, absl::MakeSpan(state_));
+        inserter.Insert(position_, ids[i], w, absl::MakeSpan(state_));
         position_ += w;
       }
     }

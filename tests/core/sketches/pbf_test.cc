@@ -224,6 +224,255 @@ TEST(Pbf, FastPositionsEqualTheDividingOnes) {
   }
 }
 
+// ---- Geometric coins (issue 15; pbf.h "Coins", payload version 3) ----
+
+std::vector<uint64_t> LegacyUint64Stream();
+void LegacyStringStream(std::vector<std::string>* keys, std::vector<uint64_t>* weights);
+
+// The definition written out plainly: K from P, K_c by recursion on c, the table by 128-bit
+// products, each gap a count over the whole table; returns the hash indices j that come up.
+uint64_t RefMulHi(uint64_t a, uint64_t b) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+}
+uint64_t RefKeepPower(uint64_t keep, uint64_t c) {
+  if (c == 1) return keep;
+  const uint64_t half = RefKeepPower(keep, c / 2);
+  const uint64_t square = RefMulHi(half, half);
+  return c % 2 == 0 ? square : RefMulHi(square, keep);
+}
+// (The draws depend on the position, not on the key: as the per-position coins did.)
+std::vector<uint64_t> RefGeometricIndices(const PbfOptions& o, uint64_t position,
+                                          uint64_t weight) {
+  const PbfParameters e = o.Effective();
+  const uint64_t big_p = PbfThreshold(e.p);
+  const unsigned __int128 two64 = static_cast<unsigned __int128>(1) << 64;
+  const uint64_t keep = big_p == ~uint64_t{0} ? 0
+                        : big_p == 0          ? ~uint64_t{0}
+                                              : static_cast<uint64_t>(two64 - big_p);
+  std::vector<uint64_t> t(e.k + 1, 0);
+  t[1] = RefKeepPower(keep, weight);
+  for (uint64_t g = 2; g <= e.k; ++g) t[g] = RefMulHi(t[g - 1], t[1]);
+  std::vector<uint64_t> out;
+  int64_t j = -1;
+  for (uint64_t i = 0;; ++i) {
+    const uint64_t u = CounterRandom(PbfCoinSeed(o.seed), position, i);
+    uint64_t gap = 0;
+    for (uint64_t g = 1; g <= e.k; ++g) gap += u < t[g];
+    j += 1 + static_cast<int64_t>(gap);
+    if (j >= static_cast<int64_t>(e.k)) return out;
+    out.push_back(static_cast<uint64_t>(j));
+  }
+}
+
+PbfOptions RawPbf(uint64_t m, uint64_t k, double p, uint64_t seed = kDefaultSketchSeed) {
+  PbfOptions o;
+  o.m = m;
+  o.k = k;
+  o.p = p;
+  o.seed = seed;
+  return o;
+}
+
+// PbfInserter (and so the fake device and, in tests/gpu, the kernels) sets exactly the bits of
+// the definition, at seed 002's and the initializer's shapes and at the edges: k = 1 and 4096,
+// p = 1 (K = 0), p below 2^-64 (K = 2^64 - 1), p near 1, weights up to 2^40.
+TEST(PbfCoins, GeometricInsertsSetExactlyTheDefinitionsBits) {
+  const std::vector<PbfOptions> shapes = {
+      RawPbf(58466, 200, 0.0308),   RawPbf(726078, 500, 0.0153), RawPbf(274444093, 176, 0.0164),
+      RawPbf(1000, 1, 0.5),         RawPbf(5000, 4096, 0.001),   RawPbf(3000, 16, 1.0),
+      RawPbf(3000, 30, 1e-25),      RawPbf(2000, 24, 0.999999),  RawPbf(65, 40, 0.2, 7)};
+  std::mt19937_64 rng(51);
+  for (const PbfOptions& o : shapes) {
+    SCOPED_TRACE(::testing::Message() << "m=" << o.m << " k=" << o.k << " p=" << o.p);
+    const PbfInserter inserter(o);
+    ASSERT_EQ(inserter.coins(), PbfCoins::kGeometric);
+    const PbfGeometricCoins coins = inserter.Geometric();
+    std::vector<uint64_t> words((o.m + 63) / 64, 0);
+    for (uint64_t weight : {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{7}, uint64_t{100},
+                            uint64_t{1} << 20, (uint64_t{1} << 40) + 3}) {
+      for (int item = 0; item < (o.k > 1000 ? 4 : 60); ++item) {
+        const uint64_t position = item < 2 ? item : rng() >> (rng() % 64);
+        const uint64_t id = rng();
+        const std::vector<uint64_t> want = RefGeometricIndices(o, position, weight);
+        std::vector<uint64_t> got;
+        PbfGeometricDraws draws(coins, position, id,
+                                weight == 1 ? coins.keep : PbfKeepPower(coins.keep, weight));
+        uint64_t pos;
+        while (draws.Next(&pos)) {
+          got.push_back(draws.index());
+          ASSERT_EQ(pos, PbfPosition(PbfKeyHash(o.seed, id), draws.index(), o.m));
+        }
+        ASSERT_EQ(got, want) << "weight " << weight << " position " << position;
+        // Insert sets exactly those bits: each of them, and as many new bits as there are
+        // distinct positions (so none elsewhere); then the words are cleared for the next item.
+        std::vector<uint64_t> bits;
+        for (uint64_t j : want) bits.push_back(PbfPosition(PbfKeyHash(o.seed, id), j, o.m));
+        std::sort(bits.begin(), bits.end());
+        bits.erase(std::unique(bits.begin(), bits.end()), bits.end());
+        ASSERT_EQ(inserter.Insert(position, id, weight, absl::MakeSpan(words)), bits.size());
+        for (uint64_t b : bits) ASSERT_TRUE((words[b >> 6] >> (b & 63)) & 1) << b;
+        for (uint64_t b : bits) words[b >> 6] = 0;
+      }
+    }
+  }
+}
+
+// The table's rounding as the header states it: 0 <= 2^64 (1-p')^g - T_g < g (long double's
+// 64-bit mantissa checks it to within a few units), the search's result independent of its
+// first guess, and K_c = K^c in fixed point.
+TEST(PbfCoins, TheTableIsWithinItsStatedRoundingAndTheSearchIsExact) {
+  for (double p : {0.0308, 0.0153, 0.0164, 0.5, 0.001}) {
+    const uint64_t keep = PbfKeep(p);
+    EXPECT_EQ(keep, 0 - PbfThreshold(p));
+    const std::vector<uint64_t> t = PbfGapTable(keep, 600);
+    const long double kp = static_cast<long double>(keep) / 0x1p64L;
+    for (uint64_t g = 1; g <= 600; ++g) {
+      ASSERT_LE(t[g], t[g - 1]);
+      const long double exact = 0x1p64L * std::pow(kp, static_cast<long double>(g));
+      const long double loss = exact - static_cast<long double>(t[g]);
+      ASSERT_GT(loss, -4.0L) << g;
+      ASSERT_LT(loss, static_cast<long double>(g) + 4.0L) << g;
+    }
+    PbfGeometricCoins c;
+    c.keep = keep;
+    c.table = t.data();
+    c.k = 600;
+    std::mt19937_64 rng(53);
+    for (int i = 0; i < 20000; ++i) {
+      const uint64_t u = i < 600 ? t[i + 1] - (i % 2) : rng() >> (rng() % 64);
+      uint32_t want = 0;
+      for (uint64_t g = 1; g <= 600; ++g) want += u < t[g];
+      for (float scale : {0.0f, 1.0f, 37.0f, 1e30f}) {
+        c.scale = scale;
+        ASSERT_EQ(PbfGap(u, c), want) << u << " scale " << scale;
+      }
+      ASSERT_EQ(PbfGapWalk(u, keep, 600), want);
+      ASSERT_EQ(PbfGapWalk(u, keep, 5), std::min<uint32_t>(want, 5));
+    }
+    for (uint64_t c2 : {uint64_t{1}, uint64_t{2}, uint64_t{5}, uint64_t{64}, uint64_t{1000}}) {
+      const long double exact = 0x1p64L * std::pow(kp, static_cast<long double>(c2));
+      const long double loss = exact - static_cast<long double>(PbfKeepPower(keep, c2));
+      EXPECT_GT(loss, -4.0L) << c2;
+      EXPECT_LT(loss, static_cast<long double>(c2) + 4.0L) << c2;
+    }
+  }
+  EXPECT_EQ(PbfKeep(1.0), 0u);
+  EXPECT_EQ(PbfKeep(1e-25), ~uint64_t{0});
+  EXPECT_EQ(PbfKeepPower(0, 9), 0u);
+}
+
+// The gaps give the coins' distribution: over 10^5 items, each hash index comes up with
+// probability q = 1 - (1-p)^c (chi-square over the k indices), the count per item has the
+// binomial's mean and variance, and adjacent indices come up together with probability q^2 (a
+// gap off by one, or gaps that were not memoryless, fail these at several sigma).
+TEST(PbfCoins, GeometricDrawsHaveTheDistributionOfIndependentCoins) {
+  struct Shape {
+    uint64_t k;
+    double p;
+    uint64_t weight;
+  };
+  for (const Shape& sh : {Shape{200, 0.0308, 1}, Shape{500, 0.0153, 1}, Shape{176, 0.0164, 1},
+                          Shape{64, 0.3, 1}, Shape{200, 0.0308, 5}, Shape{40, 0.5, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "k=" << sh.k << " p=" << sh.p << " c=" << sh.weight);
+    const PbfOptions o = RawPbf(1 << 20, sh.k, sh.p, 77);
+    const PbfInserter inserter(o);
+    const PbfGeometricCoins coins = inserter.Geometric();
+    const uint64_t keep = PbfKeepPower(coins.keep, sh.weight);
+    const double q = 1 - std::pow(1 - sh.p, static_cast<double>(sh.weight));
+    const uint64_t n = 100000;
+    std::vector<double> per_index(sh.k, 0);
+    double sum = 0, sum2 = 0, adjacent = 0;
+    for (uint64_t item = 0; item < n; ++item) {
+      PbfGeometricDraws draws(coins, item * sh.weight, item * 7919, keep);
+      uint64_t pos, count = 0;
+      int64_t last = -2;
+      while (draws.Next(&pos)) {
+        const int64_t j = draws.index();
+        per_index[j] += 1;
+        adjacent += j == last + 1;
+        last = j;
+        ++count;
+      }
+      sum += static_cast<double>(count);
+      sum2 += static_cast<double>(count * count);
+    }
+    const double nd = static_cast<double>(n), kd = static_cast<double>(sh.k);
+    double chi2 = 0;
+    for (double c : per_index) chi2 += (c - nd * q) * (c - nd * q) / (nd * q * (1 - q));
+    EXPECT_LT(chi2, kd + 6 * std::sqrt(2 * kd));
+    EXPECT_GT(chi2, kd - 6 * std::sqrt(2 * kd));
+    const double mean = sum / nd, var = sum2 / nd - mean * mean;
+    EXPECT_NEAR(mean, kd * q, 5 * std::sqrt(kd * q * (1 - q) / nd));
+    EXPECT_NEAR(var / (kd * q * (1 - q)), 1.0, 0.03);
+    const double pairs = nd * (kd - 1) * q * q;
+    EXPECT_NEAR(adjacent, pairs, 5 * std::sqrt(pairs) + 1);
+  }
+}
+
+// A filter restored from payload version 2 (the per-position coins) keeps them: inserting the
+// rest of the stream gives exactly the bytes the old library wrote after the whole stream (digests
+// in pbf_legacy_fixture.h), still as version 2; a filter created today uses the geometric coins,
+// is written as version 3 and, restored, goes on with them.
+TEST(PbfCoins, Version2FiltersKeepTheirCoinsAndVersion3FiltersTheirs) {
+  const std::vector<uint64_t> keys = LegacyUint64Stream();
+  const std::vector<uint64_t> first(keys.begin(), keys.begin() + 300), rest(keys.begin() + 300,
+                                                                            keys.end());
+  {
+    auto old = DeserializeSummary(absl::HexStringToBytes(pbf_test::kVersion2Uint64Hex));
+    ASSERT_TRUE(old.ok()) << old.status();
+    EXPECT_EQ(AsPbf(**old).options().coins, PbfCoins::kPerPosition);
+    EXPECT_NE((*old)->Describe().find(",coins=per_position"), std::string::npos);
+    // Built today with the per-position coins, the first half gives the same bytes.
+    SummaryOptions legacy = PbfOpts(2000, 24, 0.05, 8);
+    legacy.pbf.coins = PbfCoins::kPerPosition;
+    auto rebuilt = MustCreate(legacy);
+    Feed(rebuilt.get(), first, 100);
+    EXPECT_EQ(rebuilt->Serialize(), absl::HexStringToBytes(pbf_test::kVersion2Uint64Hex));
+    Feed(old->get(), rest, 100);
+    const std::string after = (*old)->Serialize();
+    EXPECT_EQ(static_cast<uint8_t>(OpenEnvelope(after)->payload[1]), 2);
+    EXPECT_EQ(HashString(after.data(), after.size()), pbf_test::kVersion2Uint64AfterDigest);
+  }
+  {
+    std::vector<std::string> strings;
+    std::vector<uint64_t> weights;
+    LegacyStringStream(&strings, &weights);
+    auto old = DeserializeSummary(absl::HexStringToBytes(pbf_test::kVersion2StringsHex));
+    ASSERT_TRUE(old.ok()) << old.status();
+    for (size_t off = 100; off < strings.size(); off += 50) {
+      Batch b;
+      b.kind = ValueKind::kString;
+      b.strings = absl::MakeConstSpan(strings).subspan(off, 50);
+      b.weights = absl::MakeConstSpan(weights).subspan(off, 50);
+      ASSERT_TRUE((*old)->Update(b).ok());
+    }
+    const std::string after = (*old)->Serialize();
+    EXPECT_EQ(HashString(after.data(), after.size()), pbf_test::kVersion2StringsAfterDigest);
+  }
+  {
+    auto whole = MustCreate(PbfOpts(2000, 24, 0.05, 8));
+    auto half = MustCreate(PbfOpts(2000, 24, 0.05, 8));
+    Feed(whole.get(), keys, 100);
+    Feed(half.get(), first, 100);
+    const std::string half_bytes = half->Serialize();
+    EXPECT_EQ(static_cast<uint8_t>(OpenEnvelope(half_bytes)->payload[1]), 3);
+    EXPECT_NE(half_bytes, absl::HexStringToBytes(pbf_test::kVersion2Uint64Hex));
+    auto restored = DeserializeSummary(half_bytes);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ(AsPbf(**restored).options().coins, PbfCoins::kGeometric);
+    EXPECT_EQ((*restored)->Describe(), whole->Describe());
+    Feed(restored->get(), rest, 100);
+    EXPECT_EQ((*restored)->Serialize(), whole->Serialize());
+    // A later version is refused.
+    std::string payload(OpenEnvelope(half_bytes)->payload);
+    payload[1] = 4;
+    EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kPbf), payload))
+                  .status()
+                  .code(),
+              absl::StatusCode::kDataLoss);
+  }
+}
+
 TEST(Pbf, SerializationRoundTripsAnswerIdentically) {
   for (ValueKind kind : {ValueKind::kUint64, ValueKind::kString, ValueKind::kNumeric}) {
     auto s = MustCreate(PbfOpts(3000, 16, 0.2), kind);  // m not a multiple of 64
@@ -638,8 +887,8 @@ TEST(PbfHeavyHitters, CandidatesAreSerializedAndCorruptOnesRefused) {
     const std::string bytes = s->Serialize();
     auto env = OpenEnvelope(bytes);
     ASSERT_TRUE(env.ok());
-    EXPECT_EQ(static_cast<uint8_t>(env->payload[0]), 0xFF);  // version 2
-    EXPECT_EQ(static_cast<uint8_t>(env->payload[1]), 2);
+    EXPECT_EQ(static_cast<uint8_t>(env->payload[0]), 0xFF);  // version 3 (2's layout)
+    EXPECT_EQ(static_cast<uint8_t>(env->payload[1]), 3);
     auto back = DeserializeSummary(bytes);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ((*back)->Serialize(), bytes);
@@ -665,10 +914,10 @@ TEST(PbfHeavyHitters, CandidatesAreSerializedAndCorruptOnesRefused) {
       }
       // An unknown payload version.
       std::string payload(env->payload);
-      payload[1] = 3;
+      payload[1] = 4;
       auto r = DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kPbf), payload));
       EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
-      EXPECT_NE(r.status().message().find("version 3"), std::string::npos) << r.status();
+      EXPECT_NE(r.status().message().find("version 4"), std::string::npos) << r.status();
     }
   }
 }
@@ -698,8 +947,9 @@ void LegacyStringStream(std::vector<std::string>* keys, std::vector<uint64_t>* w
 }
 
 // Version-1 payloads (3aecffd) load with their bits, count and options, and answer frequencies
-// exactly as a filter built today from the same stream; they hold no candidates, so a key is
-// listed again once it occurs after the restore. Written back, they take version 2.
+// exactly as a filter built today with their per-position coins from the same stream; they hold
+// no candidates, so a key is listed again once it occurs after the restore. Written back, they
+// take version 2 (the coins' version).
 TEST(PbfHeavyHitters, Version1PayloadsLoadAndListKeysThatOccurAgain) {
   {
     const std::string bytes = absl::HexStringToBytes(pbf_test::kLegacyUint64Hex);
@@ -708,7 +958,9 @@ TEST(PbfHeavyHitters, Version1PayloadsLoadAndListKeysThatOccurAgain) {
     ASSERT_EQ(static_cast<uint8_t>(env->payload[0]), static_cast<uint8_t>(ValueKind::kUint64));
     auto legacy = DeserializeSummary(bytes);
     ASSERT_TRUE(legacy.ok()) << legacy.status();
-    auto today = MustCreate(PbfOpts(2000, 24, 0.05));
+    SummaryOptions same = PbfOpts(2000, 24, 0.05);
+    same.pbf.coins = PbfCoins::kPerPosition;  // what a version-1 filter keeps
+    auto today = MustCreate(same);
     Feed(today.get(), LegacyUint64Stream(), 100);
     const Pbf& old_pbf = AsPbf(**legacy);
     EXPECT_EQ(old_pbf.words(), AsPbf(*today).words());
@@ -739,6 +991,7 @@ TEST(PbfHeavyHitters, Version1PayloadsLoadAndListKeysThatOccurAgain) {
     EXPECT_EQ((*again)[0].key, 7u);
     const std::string written = (*legacy)->Serialize();
     EXPECT_EQ(static_cast<uint8_t>(OpenEnvelope(written)->payload[0]), 0xFF);
+    EXPECT_EQ(static_cast<uint8_t>(OpenEnvelope(written)->payload[1]), 2);
     auto round = DeserializeSummary(written);
     ASSERT_TRUE(round.ok()) << round.status();
     EXPECT_EQ((*round)->Serialize(), written);
@@ -751,7 +1004,9 @@ TEST(PbfHeavyHitters, Version1PayloadsLoadAndListKeysThatOccurAgain) {
     std::vector<std::string> keys;
     std::vector<uint64_t> weights;
     LegacyStringStream(&keys, &weights);
-    auto today = MustCreate(PbfChosen(40, 8), ValueKind::kString);
+    SummaryOptions same = PbfChosen(40, 8);
+    same.pbf.coins = PbfCoins::kPerPosition;
+    auto today = MustCreate(same, ValueKind::kString);
     for (size_t off = 0; off < keys.size(); off += 50) {
       Batch b;
       b.kind = ValueKind::kString;
