@@ -598,7 +598,7 @@ int main(int argc, char** argv) {
       core::FcmOptions o;
       o.epsilon = 0.001;
       o.delta = delta;
-      auto f = gpu::GpuFcm::Create(o, 0, gpu::FcmPhaseMode::kPerItem);
+      auto f = gpu::GpuFcm::Create(o, 0);
       OK(f.status());
       const double ms = WallMedianMs(reps, [&] {
         OK((*f)->UpdateDeviceAsync(d_keys, nullptr, nsk));
@@ -621,7 +621,7 @@ int main(int argc, char** argv) {
       o.epsilon = 0.0001;
       o.delta = 0.001;  // d = 7, w = 27183, dh = 4 (the Count-Min session rows' shape)
       o.conservative = conservative;
-      auto f = gpu::GpuFcm::Create(o, 0, gpu::FcmPhaseMode::kPerItem);
+      auto f = gpu::GpuFcm::Create(o, 0);
       OK(f.status());
       const size_t n = size_t{1} << lb;
       std::vector<uint64_t> ids = ZipfKeys(n, 1.1, size_t{1} << 20, 8), est;
@@ -644,31 +644,62 @@ int main(int argc, char** argv) {
       Row("fcm-session", what, gms, n, n * 16.0, h2d_gbs, note);
     }
   }
-  // FCM with dl > dh through the host API (the host phase detector included), 2^22 items.
-  {
-    const size_t n = size_t{1} << 22;
-    std::vector<uint64_t> ids(h_zipf.begin(), h_zipf.begin() + n);
-    for (double delta : {0.02, 5e-8}) {
+  // FCM with dl > dh (issue 15): device-resident, 2^24 keys, the batch phase rule on the device
+  // (phases from the detector, the table update, per-block Misra-Gries summaries merged, the
+  // detector's absorption; all in the timed call); and the session path (AddSequential /
+  // AddConservativeBatch with the detector) vs the CPU's phased forms.
+  for (int dist = 0; dist < 2; ++dist) {
+    CK(cudaMemcpy(d_keys, dist == 0 ? h_uniform.data() : h_zipf.data(), nsk * 8, cudaMemcpyHostToDevice));
+    const char* dname = dist == 0 ? "uniform" : "zipf1.1";
+    struct Shape { double epsilon, delta; uint64_t extra; };
+    for (const Shape sh : {Shape{0.087, 0.0002, 2}, Shape{0.001, 0.02, 1}, Shape{0.001, 0.001, 1},
+                           Shape{0.001, 5e-8, 5}}) {
       core::FcmOptions o;
-      o.epsilon = 0.001;
-      o.delta = delta;
-      o.dl = o.EffectiveDh() + 1;
-      for (auto mode : {gpu::FcmPhaseMode::kPerItem, gpu::FcmPhaseMode::kPerBatch}) {
-        auto f = gpu::GpuFcm::Create(o, 0, mode);
-        OK(f.status());
-        const double ms = WallMedianMs(reps, [&] { OK((*f)->Update(ids, {})); });
-        char what[96];
-        std::snprintf(what, sizeof what, "FCM update d=%llu dl=dh+1 zipf1.1 %s (host phase)",
-                      (unsigned long long)o.Depth(),
-                      mode == gpu::FcmPhaseMode::kPerItem ? "per-item" : "per-batch");
-        Row("fcm", what, ms, n, n * 8.0, h2d_gbs, "host batch incl. H2D");
-        if (mode == gpu::FcmPhaseMode::kPerBatch) {
-          std::vector<uint64_t> est;
-          const double qms = WallMedianMs(reps, [&] { OK((*f)->Query(ids, &est)); });
-          std::snprintf(what, sizeof what, "FCM query d=%llu zipf1.1 (host batch)", (unsigned long long)o.Depth());
-          Row("fcm", what, qms, n, n * 16.0, h2d_gbs, "host batch incl. H2D+D2H");
+      o.epsilon = sh.epsilon;
+      o.delta = sh.delta;
+      o.dl = o.EffectiveDh() + sh.extra;
+      auto f = gpu::GpuFcm::Create(o, 0);
+      OK(f.status());
+      const double ms = WallMedianMs(reps, [&] {
+        OK((*f)->UpdateDeviceAsync(d_keys, nullptr, nsk));
+        OK((*f)->Synchronize());
+      });
+      char what[112];
+      std::snprintf(what, sizeof what, "FCM update d=%llu w=%llu dh=%llu dl=%llu %s batch phase",
+                    (unsigned long long)o.Depth(), (unsigned long long)o.Width(),
+                    (unsigned long long)o.EffectiveDh(), (unsigned long long)o.EffectiveDl(), dname);
+      Row("fcm", what, ms, nsk, nsk * 8.0, 0, "device-resident, phases + MG merges on the device");
+    }
+  }
+  for (int lb : {14, 17, 20}) {
+    for (bool conservative : {false, true}) {
+      core::FcmOptions o;
+      o.epsilon = 0.0001;
+      o.delta = 0.001;  // d = 7, w = 27183, dh = 4
+      o.dl = 6;
+      o.conservative = conservative;
+      auto f = gpu::GpuFcm::Create(o, 0);
+      OK(f.status());
+      const size_t n = size_t{1} << lb;
+      std::vector<uint64_t> ids = ZipfKeys(n, 1.1, size_t{1} << 20, 8), est;
+      const double gms = WallMedianMs(reps, [&] {
+        OK(conservative ? (*f)->AddConservativeBatch(ids, {}, &est) : (*f)->AddSequential(ids, {}, &est));
+      });
+      const core::FcmWalk walk(o);
+      std::vector<uint64_t> table(o.Depth() * o.Width());
+      core::FcmPhaseDetector detector(o.k, o.EffectivePhaseCapacity());
+      const double cms = WallMedianMs(quick ? 1 : 3, [&] {
+        if (conservative) {
+          core::FcmConservativeBatchAdd(walk, 4, 6, &detector, ids, {}, absl::MakeSpan(table), &est);
+        } else {
+          core::FcmPlainAdd(walk, 4, 6, &detector, ids, {}, absl::MakeSpan(table), &est);
         }
-      }
+      });
+      char what[112], note[64];
+      std::snprintf(what, sizeof what, "FCM session %s, zipf batch 2^%d, d=7 dh=4 dl=6 (host in/out)",
+                    conservative ? "CU batch" : "add", lb);
+      std::snprintf(note, sizeof note, "CPU 1 thread %.3f ms = %.1fx slower", cms, cms / gms);
+      Row("fcm-session", what, gms, n, n * 16.0, h2d_gbs, note);
     }
   }
   if (fcm_only) return 0;

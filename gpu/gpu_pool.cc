@@ -350,7 +350,7 @@ std::unique_ptr<core::DeviceSketch> GpuPool::AttachSketch(const core::DeviceSket
   }
   if (spec.fcm != nullptr) {
     absl::StatusOr<std::unique_ptr<GpuFcm>> fcm =
-        GpuFcm::Create(*spec.fcm, ordinal, FcmPhaseMode::kPerItem);
+        GpuFcm::Create(*spec.fcm, ordinal);
     if (!fcm.ok() || !(*fcm)->Load(spec.state).ok()) return nullptr;  // stays on the host
     sketches_.fetch_add(1);
     return std::make_unique<PoolSketch>(this, slot, nullptr, nullptr, nullptr, nullptr,
@@ -385,8 +385,11 @@ bool GpuPool::KeepsSketch(const core::DeviceSketchSpec& spec) const {
   if (spec.count_min != nullptr) {
     return spec.count_min->conservative ? kinds.conservative_count_min : kinds.count_min;
   }
-  // FCM with dl > dh needs the per-item phase detector, which runs on the host only.
-  if (spec.fcm != nullptr) return kinds.fcm && spec.fcm->EffectiveDl() == spec.fcm->EffectiveDh();
+  // FCM with dl > dh: its phase detector goes too, up to core::kFcmDevicePhaseCapacity entries.
+  if (spec.fcm != nullptr) {
+    return kinds.fcm && (spec.fcm->EffectiveDl() == spec.fcm->EffectiveDh() ||
+                         spec.fcm->EffectivePhaseCapacity() <= core::kFcmDevicePhaseCapacity);
+  }
   if (spec.hll != nullptr) return kinds.hll;
   if (spec.ams != nullptr) return kinds.ams;
   if (spec.count_sketch != nullptr) return kinds.count_sketch;

@@ -15,7 +15,7 @@
 //  * A device error or allocation failure: the work is redone on the CPU, counted in stats();
 //    no window is lost.
 //  * Sketches (AttachSketch): the Count-Min (plain, or conservative in its batch form), FCM
-//    (dl = dh; the same two forms), PBF, HyperLogLog, AMS and Count Sketch tables of sessions
+//    (the same two forms; with dl > dh its phase detector too), PBF, HyperLogLog, AMS and Count Sketch tables of sessions
 //    that options.sketches names are placed on the devices round robin
 //    (GpuCountMin::AddSequential or AddConservativeBatch, GpuFcm::AddSequential or
 //    AddConservativeBatch, GpuPbf::Insert, and for the PBF's
@@ -72,7 +72,8 @@ struct GpuPoolOptions {
     bool hll = true;                     // HyperLogLog's registers
     bool ams = true;                     // AMS's signed counters (GpuSignedSketch)
     bool count_sketch = true;            // Count Sketch's, candidates offered per batch
-    bool fcm = true;  // FCM's table (dl = dh only): plain bit-equal, conservative in batch form
+    bool fcm = true;  // FCM's table (and with dl > dh its phase detector): plain bit-equal,
+                      // conservative in batch form
   } sketches;
 };
 

@@ -9,9 +9,8 @@
 //  * FCM with dl = dh (the default): the phase decides nothing and no detector runs
 //    (core/sketches/fcm.h); every item adds to its dh walk rows, so the table equals core::Fcm's in any order and
 //    batching (plain), and AddSequential's estimates equal core::FcmPlainAdd's.
-//  * FCM with dl > dh, plain, FcmPhaseMode::kPerItem: the Misra–Gries phase detector runs on the
-//    host, item by item in arrival order (exactly core::Fcm's), and the device applies each item's
-//    dh or dl row updates: the table equals core::Fcm's.
+//  * FCM with dl > dh: the batch phase rule (core/sketches/fcm.h) on the device, detector
+//    included; table, detector and AddSequential's estimates equal core::Fcm's.
 //  * PBF: the bit array equals core::Pbf's after the same items (bits are OR-ed, coins are a pure
 //    function of (seed, stream position, draw index) and the integer gap table, with the filter's
 //    coins: geometric or per-position); SetPositions equals Pbf::SetPositions.
@@ -24,11 +23,6 @@
 //    underestimate (m >= f before the batch) and never above the plain sketch's counters. The
 //    host's core::CountMinConservativeBatchAdd computes the same table (sessions use this form
 //    on the device: core/sketches/count_min.h).
-//  * FCM with dl > dh, FcmPhaseMode::kPerBatch: the batch is aggregated on the device; the phase
-//    of every distinct id is read from the detector's state at the start of the batch (a
-//    snapshot), then the detector counts each distinct id once with its total weight (ascending
-//    id order). Host work is per distinct id instead of per item (a Zipf batch has few); the
-//    table is not the per-item one. bench/GPU_RESULTS.md records the accuracy difference.
 //
 // Pre-aggregation (sort with our network + run-length encode) turns a skewed batch into one
 // atomic per distinct id and row. Without it, unweighted Count-Min batches accumulate into
@@ -57,6 +51,7 @@ namespace streamstats::gpu {
 
 namespace detail {
 struct SketchDevice;  // stream, buffers and the sorter, gpu/detail/sketch_device.cuh
+struct FcmPhaseScratch;
 }
 
 class GpuCountMin {
@@ -166,25 +161,27 @@ class GpuSignedSketch {
   std::unique_ptr<detail::SketchDevice> dev_;
 };
 
-enum class FcmPhaseMode {
-  kPerItem,   // host phase detector item by item: the table equals core::Fcm's (plain update)
-  kPerBatch,  // phase snapshot at batch start, detector fed per distinct id (see the top)
-};
-
 // FCM (core/sketches/fcm.h; seed 001 §V): d rows of w counters, each key's round-robin walk over
 // the rows from core/common/hash.h's pairwise hashes (core::FcmWalk's, on the device).
-// Sessions keep the table here through the GPU pool (--gpu_sketches=fcm) when dl = dh: plain
-// through AddSequential (bit-equal to the CPU, estimates included), conservative through
-// AddConservativeBatch (the batch form). dl > dh needs the per-item phase detector and stays on
-// the host in sessions; Update runs it on the host for the tests and the benchmark.
-// Device-resident update (UpdateDeviceAsync, dl = dh, unit weights): each block counts into a
-// 32-bit copy of the table in shared memory when it fits (d*w*4 bytes <= the device's opt-in),
-// flushed with one global atomic per non-zero counter; otherwise global 64-bit atomics.
+// Sessions keep the table here through the GPU pool (--gpu_sketches=fcm): plain through
+// AddSequential (bit-equal to the CPU, estimates included), conservative through
+// AddConservativeBatch (the batch form).
+// With dl > dh (issue 15) the phase detector lives here too, right after the table in one
+// allocation, in core::FcmPhaseDetector's device form (capacity <= core::kFcmDevicePhaseCapacity):
+// the phases of a batch are read from it before the batch, and it absorbs the batch by the batch
+// phase rule (core::FcmBatchSummary): per-block Misra–Gries summaries of kFcmPhaseBlock items in
+// shared memory (a 4096-slot open-addressing table, the (K+1)-th largest count by bisection),
+// merged kFcmPhaseFanIn at a time, then merged with the detector, all on the sketch's stream;
+// the host does no per-item phase work. Table, detector and estimates equal core::Fcm's.
+// Device-resident update (UpdateDeviceAsync, unit weights): each block counts into a 32-bit copy
+// of the table in shared memory when it fits (d*w*4 bytes <= the device's opt-in), flushed with
+// one global atomic per non-zero counter; otherwise global 64-bit atomics.
 // Each object owns a stream on its device; not thread-safe.
 class GpuFcm {
  public:
+  // InvalidArgument with dl > dh and a phase detector above core::kFcmDevicePhaseCapacity.
   static absl::StatusOr<std::unique_ptr<GpuFcm>> Create(const core::FcmOptions& options,
-                                                        int device, FcmPhaseMode mode);
+                                                        int device);
   ~GpuFcm();
 
   uint64_t depth() const { return depth_; }
@@ -192,50 +189,65 @@ class GpuFcm {
   uint64_t dh() const { return dh_; }
   uint64_t dl() const { return dl_; }
   uint64_t count() const { return count_; }
-  // dl > dh: the host detector's state; dl = dh: none runs (items counted only).
-  const core::FcmPhaseCounter& phase() const { return phase_; }
   const core::FcmOptions& options() const { return options_; }
+  // Words of the state Load takes and DownloadTo fills: d*w, plus 2 + 2*phase_capacity with
+  // dl > dh (core::FcmPhaseDetector::ToWords after the table).
+  size_t state_words() const { return state_words_; }
 
+  // AddSequential or AddConservativeBatch, estimates dropped.
   absl::Status Update(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   absl::Status Query(absl::Span<const uint64_t> ids, std::vector<uint64_t>* estimates);
+  // The d x w table only.
   absl::Status Download(std::vector<uint64_t>* table);
-  // Replaces the table (row-major d x w), as core::DeviceSketch moves it.
-  absl::Status Load(absl::Span<const uint64_t> table);
-  // The table into `table` (d x w words), written only when the copy succeeded.
-  absl::Status DownloadTo(absl::Span<uint64_t> table);
+  // Replaces the state (state_words() words), as core::DeviceSketch moves it.
+  absl::Status Load(absl::Span<const uint64_t> state);
+  // The state into `state` (state_words() words), written only when the copy succeeded.
+  absl::Status DownloadTo(absl::Span<uint64_t> state);
 
-  // The session path; dl = dh only (FailedPrecondition otherwise). Plain update with
-  // core::FcmPlainAdd's semantics: every item adds its weight to its dh walk rows in order, and
-  // estimates[i] = its minimum over them right after its own addition, bit-equal to the CPU.
-  // One sort of the batch's n*dh (cell << 32 | position) keys with our network (an item's dh
-  // cells lie in distinct rows, so a cell holds at most one pair of an item), a segmented prefix
-  // sum of the weights per cell (CUB scan-by-key), each pair's counter before the batch plus its
-  // prefix min-reduced per item (atomicMin), then one store per touched cell.
+  // The session path. Plain update with core::FcmPlainAdd's semantics (with dl > dh, the phased
+  // one): every item adds its weight to its dh or dl walk rows in order, and estimates[i] = its
+  // minimum over its dh query rows right after its own addition, bit-equal to the CPU. One sort
+  // of the batch's n*max(dh, dl) (cell << 32 | position << 1 | beyond-dh) keys with our network
+  // (an item's cells lie in distinct rows, so a cell holds at most one pair of an item; unused
+  // slots are all ones and sort last), a segmented prefix sum of the weights per cell (CUB
+  // scan-by-key), each query pair's counter before the batch plus its prefix min-reduced per item
+  // (atomicMin), then one store per touched cell.
   absl::Status AddSequential(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                              std::vector<uint64_t>* estimates);
   // Conservative update in core::FcmConservativeBatchAdd's batch form (aggregated on the device,
-  // targets from the table before the batch, atomicMax), with each item's estimate after the
-  // batch, in one round trip. dl = dh only.
+  // targets from the table before the batch, atomicMax over each key's dh or dl rows), with each
+  // item's estimate after the batch, in one round trip.
   absl::Status AddConservativeBatch(absl::Span<const uint64_t> ids,
                                     absl::Span<const uint64_t> weights,
                                     std::vector<uint64_t>* estimates);
   // Plain update of ids already on the device (d_weights may be null), asynchronous on the
-  // sketch's stream, no estimates; dl = dh only. What gpu_bench times device-resident.
+  // sketch's stream, no estimates; with dl > dh the phases and the detector's absorption too.
+  // What gpu_bench times device-resident.
   absl::Status UpdateDeviceAsync(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);
   absl::Status Synchronize();
   // Kernel time and bytes of AddSequential, AddConservativeBatch and DownloadTo so far.
   GpuWorkStats work_stats() const;
 
  private:
-  GpuFcm(const core::FcmOptions& options, FcmPhaseMode mode);
+  explicit GpuFcm(const core::FcmOptions& options);
   absl::Status FinishBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            std::vector<uint64_t>* estimates);
+  // dl > dh: the batch's summary (per-block summaries and merges; nothing with dl = dh or an
+  // empty batch), then its absorption into the detector; both on the stream, asynchronous.
+  absl::Status LaunchPhaseSummary(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);
+  absl::Status LaunchPhaseFinish();
+  absl::Status LaunchPhaseAbsorb(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);
+  const uint64_t* PhaseWords() const {
+    return capacity_ > 0 ? table_ + depth_ * width_ : nullptr;
+  }
 
   core::FcmOptions options_;
-  FcmPhaseMode mode_;
   uint64_t depth_ = 0, width_ = 0, dh_ = 0, dl_ = 0, count_ = 0;
-  core::FcmPhaseCounter phase_;
-  uint64_t* table_ = nullptr;
+  uint64_t capacity_ = 0;  // the detector's K; 0 with dl = dh
+  size_t state_words_ = 0;
+  uint64_t* table_ = nullptr;  // device: the table, then the detector's words
+  std::unique_ptr<detail::FcmPhaseScratch> mg_;  // dl > dh: the summaries' buffers
+  int root_ = -1;  // which of mg_'s buffers holds the batch's summary (-1: none)
   std::unique_ptr<detail::SketchDevice> dev_;
 };
 

@@ -142,8 +142,8 @@ ABSL_FLAG(std::string, gpu_sketches, "pbf,ams,count_sketch",
           "bit-equal to the CPU), conservative (conservative Count-Min in its batch form), pbf, "
           "hll (HyperLogLog registers, equal to the CPU's), ams (AMS counters, equal to the "
           "CPU's), count_sketch (its counters, equal to the CPU's; candidates offered per "
-          "batch) and fcm (FCM's table when dl = dh: plain bit-equal to the CPU, conservative "
-          "in the batch form; dl > dh stays on the host); the others stay in host memory "
+          "batch) and fcm (FCM's table, with dl > dh its phase detector too: plain bit-equal to "
+          "the CPU, conservative in the batch form); the others stay in host memory "
           "(measured: bench/E2E_RESULTS.md, sessions 9, 10 and 12; bench/GPU_RESULTS.md)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");

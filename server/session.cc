@@ -56,7 +56,7 @@ bool MergesInParts(const core::SummaryOptions& o) {
 // pool keeps no state for them); a Count-Min or FCM table the accelerator keeps on a device
 // (core/accel/device_mirror.h; the pool per --gpu_sketches) would be one more device table per
 // batch, so sessions holding one apply their batches one at a time there. Tables that stay in
-// host memory (FCM with dl > dh always) take parts as on the CPU.
+// host memory take parts as on the CPU.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
   return std::all_of(config.summaries.begin(), config.summaries.end(),
                      [accelerator](const core::SummaryOptions& o) {

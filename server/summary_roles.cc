@@ -135,21 +135,29 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
   }
   if (const auto* fcm = dynamic_cast<const core::Fcm*>(&s); fcm != nullptr) {
     if (fcm->on_device()) {
-      // core/sketches/fcm.h: conservative update, as Count-Min's, in the batch form there.
-      return absl::StrCat(accelerator.name(), ": table on the device",
-                          fcm->options().conservative
-                              ? " (conservative update per batch: targets from the table before it)"
-                              : "");
+      // core/sketches/fcm.h: with dl > dh the phase detector lives beside the table and phases
+      // follow the batch rule; conservative update, as Count-Min's, in the batch form there.
+      return absl::StrCat(
+          accelerator.name(), ": table on the device",
+          fcm->tracks_phase()
+              ? absl::StrCat(" with its phase detector (dl = ", fcm->dl(), " > dh = ", fcm->dh(),
+                             ": phases per batch)")
+              : "",
+          fcm->options().conservative
+              ? " (conservative update per batch: targets from the table before it)"
+              : "");
     }
-    if (fcm->tracks_phase()) {
-      core::FcmOptions same_rows = fcm->options();
-      same_rows.dl = 0;  // dl = dh
+    if (fcm->tracks_phase() &&
+        fcm->options().EffectivePhaseCapacity() > core::kFcmDevicePhaseCapacity) {
+      core::FcmOptions smaller = fcm->options();
+      smaller.phase_capacity = core::kFcmDevicePhaseCapacity;
       core::DeviceSketchSpec spec;
-      spec.fcm = &same_rows;
+      spec.fcm = &smaller;
       if (accelerator.KeepsSketch(spec)) {
-        return absl::StrCat("cpu: table in host memory (dl = ", fcm->dl(), " > dh = ", fcm->dh(),
-                            " needs the per-item phase detector, which runs on the host only; "
-                            "with dl = dh the table would live on ", accelerator.name(), ")");
+        return absl::StrCat("cpu: table in host memory (a phase detector of ",
+                            fcm->options().EffectivePhaseCapacity(),
+                            " entries; a device keeps at most ", core::kFcmDevicePhaseCapacity,
+                            ")");
       }
     }
     return "cpu: table in host memory";

@@ -18,7 +18,10 @@ constexpr uint64_t kGapHashIndex = 1001;
 
 // Payload framing (see Serialize).
 constexpr uint8_t kFormatMarker = 0xFF;
-constexpr uint8_t kPayloadVersion = 3;
+constexpr uint8_t kPayloadVersion = 4;
+// With dl = dh the phase state is the items counted and no entries, the same bytes in versions 3
+// and 4: such a sketch is still written as version 3 (its bytes did not change).
+constexpr uint8_t kUntrackedPayloadVersion = 3;
 
 FrequencyAnswer FcmAnswer(uint64_t estimate, double epsilon, uint64_t n) {
   const uint64_t slack = static_cast<uint64_t>(std::floor(epsilon * static_cast<double>(n)));
@@ -27,113 +30,181 @@ FrequencyAnswer FcmAnswer(uint64_t estimate, double epsilon, uint64_t n) {
 
 }  // namespace
 
-// ---- FcmPhaseCounter ----
+// ---- the batch phase rule ----
 
-bool FcmPhaseCounter::Update(uint64_t id, uint64_t weight) {
-  bool high = false;
-  if (auto it = entries_.find(id); it != entries_.end()) {
-    it->second.count += weight;
-    high = it->second.count > it->second.initial;
-  } else if (entries_.size() < capacity_) {
-    entries_.emplace(id, Entry{windows_ + weight, windows_ + weight});
+void FcmMgPrune(uint64_t capacity, FcmMgEntries* entries) {
+  uint64_t cut = 0;
+  if (entries->size() > capacity) {
+    thread_local std::vector<uint64_t> counts;
+    counts.clear();
+    for (const auto& e : *entries) counts.push_back(e.second);
+    std::nth_element(counts.begin(), counts.begin() + static_cast<ptrdiff_t>(capacity),
+                     counts.end(), std::greater<uint64_t>());
+    cut = counts[capacity];
   }
+  size_t kept = 0;
+  for (const auto& e : *entries) {
+    if (e.second > cut) (*entries)[kept++] = {e.first, e.second - cut};
+  }
+  entries->resize(kept);
+}
+
+namespace {
+
+// Adds `from`'s entries into `into` by id (through `sums`, cleared first).
+void AddEntries(const FcmMgEntries& from, absl::flat_hash_map<uint64_t, uint64_t>* sums) {
+  for (const auto& [id, c] : from) (*sums)[id] += c;
+}
+
+}  // namespace
+
+void FcmBatchSummary(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                     uint64_t capacity, FcmMgEntries* out) {
+  out->clear();
+  std::vector<FcmMgEntries> level, next;
+  absl::flat_hash_map<uint64_t, uint64_t> sums;
+  for (size_t begin = 0; begin < ids.size(); begin += kFcmPhaseBlock) {
+    const size_t end = std::min<size_t>(ids.size(), begin + kFcmPhaseBlock);
+    sums.clear();
+    for (size_t i = begin; i < end; ++i) sums[ids[i]] += weights.empty() ? 1 : weights[i];
+    FcmMgEntries block(sums.begin(), sums.end());
+    FcmMgPrune(capacity, &block);
+    level.push_back(std::move(block));
+  }
+  while (level.size() > 1) {
+    next.clear();
+    for (size_t g = 0; g < level.size(); g += kFcmPhaseFanIn) {
+      sums.clear();
+      for (size_t j = g; j < std::min<size_t>(level.size(), g + kFcmPhaseFanIn); ++j) {
+        AddEntries(level[j], &sums);
+      }
+      FcmMgEntries merged(sums.begin(), sums.end());
+      FcmMgPrune(capacity, &merged);
+      next.push_back(std::move(merged));
+    }
+    level.swap(next);
+  }
+  if (level.empty()) return;
+  *out = std::move(level[0]);
+  std::sort(out->begin(), out->end());
+}
+
+// ---- FcmPhaseDetector ----
+
+uint64_t FcmPhaseDetector::CountOf(uint64_t id) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), std::make_pair(id, uint64_t{0}));
+  return it != entries_.end() && it->first == id ? it->second : 0;
+}
+
+bool FcmPhaseDetector::IsHigh(uint64_t id) const { return CountOf(id) > items_ / k_; }
+
+void FcmPhaseDetector::AbsorbSummary(const FcmMgEntries& summary, uint64_t weight) {
+  // Both ascending by id: one merge pass, then the prune and the order back.
+  scratch_.clear();
+  size_t i = 0, j = 0;
+  while (i < entries_.size() || j < summary.size()) {
+    if (j == summary.size() || (i < entries_.size() && entries_[i].first < summary[j].first)) {
+      scratch_.push_back(entries_[i++]);
+    } else if (i == entries_.size() || summary[j].first < entries_[i].first) {
+      scratch_.push_back(summary[j++]);
+    } else {
+      scratch_.emplace_back(entries_[i].first, entries_[i].second + summary[j].second);
+      ++i;
+      ++j;
+    }
+  }
+  FcmMgPrune(capacity_, &scratch_);
+  std::sort(scratch_.begin(), scratch_.end());
+  entries_.swap(scratch_);
   items_ += weight;
-  if (items_ / window_ > windows_) {
-    windows_ = items_ / window_;
-    EndWindows();
+}
+
+void FcmPhaseDetector::Absorb(absl::Span<const uint64_t> ids,
+                              absl::Span<const uint64_t> weights) {
+  FcmMgEntries summary;
+  FcmBatchSummary(ids, weights, capacity_, &summary);
+  uint64_t weight = 0;
+  if (weights.empty()) {
+    weight = ids.size();
+  } else {
+    for (uint64_t w : weights) weight += w;
   }
-  return high;
+  AbsorbSummary(summary, weight);
 }
 
-bool FcmPhaseCounter::IsHigh(uint64_t id) const {
-  auto it = entries_.find(id);
-  return it != entries_.end() && it->second.count > it->second.initial;
+void FcmPhaseDetector::Merge(const FcmPhaseDetector& other) {
+  const FcmMgEntries theirs = other.entries_;  // a copy: other may be this
+  AbsorbSummary(theirs, other.items_);
 }
 
-void FcmPhaseCounter::EndWindows() {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->second.count < windows_ + 1) {
-      entries_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
+size_t FcmPhaseDetector::MemoryBytes() const {
+  return (entries_.capacity() + scratch_.capacity()) * sizeof(entries_[0]);
 }
 
-void FcmPhaseCounter::Cap() {
-  if (entries_.size() <= capacity_) return;
-  std::vector<std::pair<uint64_t, uint64_t>> order;  // (count, id)
-  order.reserve(entries_.size());
-  for (const auto& [id, e] : entries_) order.emplace_back(e.count, id);
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  for (size_t i = capacity_; i < order.size(); ++i) entries_.erase(order[i].second);
-}
-
-void FcmPhaseCounter::Merge(const FcmPhaseCounter& other) {
-  if (&other == this) {
-    const FcmPhaseCounter copy = other;
-    Merge(copy);
-    return;
-  }
-  for (auto& [id, e] : entries_) {
-    if (auto it = other.entries_.find(id); it != other.entries_.end()) {
-      e.count += it->second.count;
-      e.initial += it->second.initial;
-    } else {
-      e.count += other.windows_;
-      e.initial += other.windows_;
-    }
-  }
-  for (const auto& [id, e] : other.entries_) {
-    if (!entries_.contains(id)) {
-      entries_.emplace(id, Entry{e.count + windows_, e.initial + windows_});
-    }
-  }
-  items_ += other.items_;
-  windows_ = items_ / window_;
-  EndWindows();
-  Cap();
-}
-
-size_t FcmPhaseCounter::MemoryBytes() const {
-  return entries_.capacity() * (sizeof(uint64_t) + sizeof(Entry) + 1);
-}
-
-// u64 items | u64 n | n x (u64 id, u64 count, u64 initial), ids ascending.
-void FcmPhaseCounter::Serialize(ByteWriter* w) const {
-  std::vector<uint64_t> ids;
-  ids.reserve(entries_.size());
-  for (const auto& [id, unused] : entries_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
+void FcmPhaseDetector::Serialize(ByteWriter* w) const {
   w->Put<uint64_t>(items_);
-  w->Put<uint64_t>(ids.size());
-  for (uint64_t id : ids) {
-    const Entry& e = entries_.at(id);
+  w->Put<uint64_t>(entries_.size());
+  for (const auto& [id, c] : entries_) {
     w->Put<uint64_t>(id);
-    w->Put<uint64_t>(e.count);
-    w->Put<uint64_t>(e.initial);
+    w->Put<uint64_t>(c);
   }
 }
 
-bool FcmPhaseCounter::Deserialize(ByteReader* r) {
+bool FcmPhaseDetector::Deserialize(ByteReader* r) {
+  entries_.clear();
+  uint64_t n, sum = 0;
+  if (!r->Get(&items_) || !r->GetCount(&n, 16) || n > capacity_) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t id, c;
+    if (!r->Get(&id) || !r->Get(&c)) return false;
+    if ((i > 0 && id <= entries_.back().first) || c == 0 || c > items_ - sum) return false;
+    sum += c;
+    entries_.emplace_back(id, c);
+  }
+  return true;
+}
+
+// u64 items | u64 n | n x (u64 id, u64 count, u64 initial), ids ascending: Lossy Counting over
+// windows of `window` items (the detector before payload version 4).
+bool FcmPhaseDetector::DeserializeVersion3(ByteReader* r, uint64_t window) {
   entries_.clear();
   uint64_t n;
   if (!r->Get(&items_) || !r->GetCount(&n, 24) || n > capacity_) return false;
-  windows_ = items_ / window_;
+  const uint64_t windows = items_ / window;
   uint64_t previous = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    uint64_t id;
-    Entry e;
-    if (!r->Get(&id) || !r->Get(&e.count) || !r->Get(&e.initial)) return false;
-    if ((i > 0 && id <= previous) || e.initial == 0 || e.initial > e.count ||
-        e.count < windows_ + 1) {
+    uint64_t id, count, initial;
+    if (!r->Get(&id) || !r->Get(&count) || !r->Get(&initial)) return false;
+    if ((i > 0 && id <= previous) || initial == 0 || initial > count || count < windows + 1) {
       return false;
     }
     previous = id;
-    entries_.emplace(id, e);
+    // Occurrences after the entry's first: a lower bound on the id's frequency.
+    if (count > initial) entries_.emplace_back(id, count - initial);
   }
+  return true;
+}
+
+void FcmPhaseDetector::ToWords(absl::Span<uint64_t> words) const {
+  std::fill(words.begin(), words.end(), 0);
+  words[0] = items_;
+  words[1] = entries_.size();
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    words[2 + 2 * i] = entries_[i].first;
+    words[3 + 2 * i] = entries_[i].second;
+  }
+}
+
+bool FcmPhaseDetector::FromWords(absl::Span<const uint64_t> words) {
+  if (words.size() != WordCount() || words[1] > capacity_) return false;
+  FcmMgEntries read;
+  for (uint64_t i = 0; i < words[1]; ++i) {
+    const uint64_t id = words[2 + 2 * i], c = words[3 + 2 * i];
+    if ((i > 0 && id <= read.back().first) || c == 0) return false;
+    read.emplace_back(id, c);
+  }
+  items_ = words[0];
+  entries_.swap(read);
   return true;
 }
 
@@ -171,9 +242,46 @@ void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> id
   }
 }
 
+void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, uint64_t dl, FcmPhaseDetector* detector,
+                 absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                 absl::Span<uint64_t> table, std::vector<uint64_t>* estimates) {
+  if (detector == nullptr || dl == dh) {
+    FcmPlainAdd(walk, dh, ids, weights, table, estimates);
+    if (detector != nullptr) {
+      uint64_t total = weights.empty() ? ids.size() : 0;
+      for (uint64_t w : weights) total += w;
+      detector->CountOnly(total);
+    }
+    return;
+  }
+  if (estimates != nullptr) estimates->resize(ids.size());
+  uint64_t cells[64];  // dl <= d <= 29
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t weight = weights.empty() ? 1 : weights[i];
+    const uint64_t rows = detector->IsHigh(ids[i]) ? dh : dl;
+    walk.Cells(ids[i], rows, cells);
+    for (uint64_t j = 0; j < rows; ++j) table[cells[j]] += weight;
+    if (estimates != nullptr) {
+      uint64_t estimate = std::numeric_limits<uint64_t>::max();
+      for (uint64_t j = 0; j < dh; ++j) estimate = std::min(estimate, table[cells[j]]);
+      (*estimates)[i] = estimate;
+    }
+  }
+  detector->Absorb(ids, weights);
+}
+
 void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> ids,
                              absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
                              std::vector<uint64_t>* estimates) {
+  FcmConservativeBatchAdd(walk, dh, dh, nullptr, ids, weights, table, estimates);
+}
+
+void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, uint64_t dl,
+                             FcmPhaseDetector* detector, absl::Span<const uint64_t> ids,
+                             absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                             std::vector<uint64_t>* estimates) {
+  const bool phased = detector != nullptr && dl > dh;
+  const uint64_t most = phased ? dl : dh;  // cells kept per distinct id
   // (id, total weight) per distinct id, ascending.
   std::vector<std::pair<uint64_t, uint64_t>> unique(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) unique[i] = {ids[i], weights.empty() ? 1 : weights[i]};
@@ -187,18 +295,26 @@ void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const 
     }
   }
   unique.resize(u);
-  std::vector<uint64_t> cells(u * dh), targets(u);
+  std::vector<uint64_t> cells(u * most), targets(u), rows(u, dh);
   for (size_t j = 0; j < u; ++j) {
-    walk.Cells(unique[j].first, dh, &cells[j * dh]);
+    if (phased && !detector->IsHigh(unique[j].first)) rows[j] = dl;
+    walk.Cells(unique[j].first, rows[j], &cells[j * most]);
     uint64_t low = std::numeric_limits<uint64_t>::max();
-    for (uint64_t r = 0; r < dh; ++r) low = std::min(low, table[cells[j * dh + r]]);
+    for (uint64_t r = 0; r < dh; ++r) low = std::min(low, table[cells[j * most + r]]);
     targets[j] = low + unique[j].second;
   }
   for (size_t j = 0; j < u; ++j) {
-    for (uint64_t r = 0; r < dh; ++r) {
-      uint64_t& c = table[cells[j * dh + r]];
+    for (uint64_t r = 0; r < rows[j]; ++r) {
+      uint64_t& c = table[cells[j * most + r]];
       c = std::max(c, targets[j]);
     }
+  }
+  if (phased) {
+    detector->Absorb(ids, weights);
+  } else if (detector != nullptr) {
+    uint64_t total = 0;
+    for (const auto& e : unique) total += e.second;
+    detector->CountOnly(total);
   }
   if (estimates == nullptr) return;
   estimates->resize(ids.size());
@@ -207,7 +323,7 @@ void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const 
                                       std::make_pair(ids[i], uint64_t{0})) -
                      unique.begin();
     uint64_t low = std::numeric_limits<uint64_t>::max();
-    for (uint64_t r = 0; r < dh; ++r) low = std::min(low, table[cells[j * dh + r]]);
+    for (uint64_t r = 0; r < dh; ++r) low = std::min(low, table[cells[j * most + r]]);
     (*estimates)[i] = low;
   }
 }
@@ -223,13 +339,21 @@ Fcm::Fcm(const FcmOptions& options, ValueKind value_kind, Accelerator* accelerat
       dh_(options.EffectiveDh()),
       dl_(options.EffectiveDl()),
       walk_(options),
-      table_(depth_ * width_, 0),
+      state_(depth_ * width_ +
+                 (dl_ != dh_ ? 2 + 2 * options.EffectivePhaseCapacity() : 0), 0),
       phase_(options.k, options.EffectivePhaseCapacity()),
       candidates_(options.EffectiveHeavyHitterCapacity()),
-      mirror_(absl::MakeSpan(table_), [this](absl::Span<const uint64_t> ids,
-                                             absl::Span<const uint64_t> weights, uint64_t) {
-        AddToTable(ids, weights);
-      }) {}
+      mirror_(
+          absl::MakeSpan(state_),
+          [this](absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights, uint64_t) {
+            AddToTable(ids, weights);
+          },
+          [this] {
+            // The detector came back with the table (a download or a replay).
+            if (tracks_phase()) {
+              phase_.FromWords(absl::MakeConstSpan(state_).subspan(depth_ * width_));
+            }
+          }) {}
 
 std::string Fcm::Describe() const {
   return absl::StrCat("epsilon=", options_.epsilon, ",delta=", options_.delta, ",depth=", depth_,
@@ -244,34 +368,25 @@ void Fcm::set_accelerator(Accelerator* accelerator) {
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
 }
 
-void Fcm::AddTracked(uint64_t id, uint64_t weight, absl::string_view str) {
-  const bool high = phase_.Update(id, weight);
-  const uint64_t rows = high ? dh_ : dl_;
-  uint64_t cells[64];  // d <= 29 (the prime after ceil(ln 1e12) = 28)
-  walk_.Cells(id, rows, cells);
-  uint64_t estimate = std::numeric_limits<uint64_t>::max();
-  if (options_.conservative) {
-    for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
-    estimate += weight;
-    for (uint64_t j = 0; j < rows; ++j) table_[cells[j]] = std::max(table_[cells[j]], estimate);
-  } else {
-    for (uint64_t j = 0; j < rows; ++j) table_[cells[j]] += weight;
-    for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
-  }
-  candidates_.Offer(id, estimate, str);
-}
-
 void Fcm::AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights) {
+  // A journaled batch, as the device applied it: with dl > dh the detector absorbs it too, and
+  // its device form is rewritten (the refresh that follows reads it back).
+  FcmPhaseDetector* detector = tracks_phase() ? &phase_ : nullptr;
+  const absl::Span<uint64_t> table = absl::MakeSpan(state_).subspan(0, depth_ * width_);
   if (options_.conservative) {
-    FcmConservativeBatchAdd(walk_, dh_, ids, weights, absl::MakeSpan(table_), nullptr);
+    FcmConservativeBatchAdd(walk_, dh_, dl_, detector, ids, weights, table, nullptr);
   } else {
-    FcmPlainAdd(walk_, dh_, ids, weights, absl::MakeSpan(table_), nullptr);
+    FcmPlainAdd(walk_, dh_, dl_, detector, ids, weights, table, nullptr);
   }
+  if (detector != nullptr) phase_.ToWords(absl::MakeSpan(state_).subspan(depth_ * width_));
 }
 
 bool Fcm::UpdateOnDevice(const Batch& batch) {
-  if (tracks_phase()) return false;  // the per-item detector runs on the host only
   if (!mirror_.attached()) {
+    if (tracks_phase()) {
+      // The detector goes with the table (kept in the host form while detached).
+      phase_.ToWords(absl::MakeSpan(state_).subspan(depth_ * width_));
+    }
     DeviceSketchSpec spec;
     spec.fcm = &options_;
     mirror_.TryAttach(accelerator_, spec);
@@ -287,21 +402,47 @@ bool Fcm::UpdateOnDevice(const Batch& batch) {
     weight += WeightAt(batch, i);
   }
   count_ += weight;
-  phase_.CountOnly(weight);
+  if (!tracks_phase()) phase_.CountOnly(weight);  // else the device's detector counted it
   return true;
+}
+
+void Fcm::UpdateTracked(const Batch& batch) {
+  const size_t n = batch.size();
+  scratch_ids_.resize(n);
+  for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+  const absl::Span<uint64_t> table = absl::MakeSpan(state_).subspan(0, depth_ * width_);
+  uint64_t cells[64];  // d <= 29 (the prime after ceil(ln 1e12) = 28)
+  uint64_t weight_total = 0;
+  // Phases from the detector before the batch (the batch rule), then items in order.
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t id = scratch_ids_[i];
+    const uint64_t weight = WeightAt(batch, i);
+    const uint64_t rows = phase_.IsHigh(id) ? dh_ : dl_;
+    walk_.Cells(id, rows, cells);
+    uint64_t estimate = std::numeric_limits<uint64_t>::max();
+    if (options_.conservative) {
+      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table[cells[j]]);
+      estimate += weight;
+      for (uint64_t j = 0; j < rows; ++j) table[cells[j]] = std::max(table[cells[j]], estimate);
+    } else {
+      for (uint64_t j = 0; j < rows; ++j) table[cells[j]] += weight;
+      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table[cells[j]]);
+    }
+    candidates_.Offer(id, estimate, KeyStringAt(batch, i));
+    weight_total += weight;
+  }
+  phase_.Absorb(scratch_ids_, batch.weights);
+  count_ += weight_total;
 }
 
 absl::Status Fcm::Update(const Batch& batch) {
   if (batch.size() != 0 && UpdateOnDevice(batch)) return absl::OkStatus();
-  const size_t n = batch.size();
   if (tracks_phase()) {
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t weight = WeightAt(batch, i);
-      AddTracked(KeyIdAt(batch, i), weight, KeyStringAt(batch, i));
-      count_ += weight;
-    }
+    UpdateTracked(batch);
     return absl::OkStatus();
   }
+  const size_t n = batch.size();
+  const absl::Span<uint64_t> table = absl::MakeSpan(state_).subspan(0, depth_ * width_);
   // dl = dh: no detector; each item its dh walk rows (sequential conservative update on the
   // host, as Count-Min's host path).
   uint64_t cells[64];
@@ -312,11 +453,11 @@ absl::Status Fcm::Update(const Batch& batch) {
     walk_.Cells(id, dh_, cells);
     uint64_t estimate = std::numeric_limits<uint64_t>::max();
     if (options_.conservative) {
-      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
+      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table[cells[j]]);
       estimate += weight;
-      for (uint64_t j = 0; j < dh_; ++j) table_[cells[j]] = std::max(table_[cells[j]], estimate);
+      for (uint64_t j = 0; j < dh_; ++j) table[cells[j]] = std::max(table[cells[j]], estimate);
     } else {
-      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]] += weight);
+      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table[cells[j]] += weight);
     }
     candidates_.Offer(id, estimate, KeyStringAt(batch, i));
     weight_total += weight;
@@ -331,7 +472,7 @@ uint64_t Fcm::EstimateId(uint64_t id) const {
   uint64_t cells[64];
   walk_.Cells(id, dh_, cells);
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
-  for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table_[cells[j]]);
+  for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, state_[cells[j]]);
   return estimate;
 }
 
@@ -352,8 +493,8 @@ absl::Status Fcm::Merge(const Summary& other_summary) {
         ValueKindName(other->value_kind_), " ", other->Describe()));
   }
   mirror_.Detach();  // the host table changes below; the next Update uploads it again
-  const std::vector<uint64_t>& other_table = other->table();
-  for (size_t i = 0; i < table_.size(); ++i) table_[i] += other_table[i];
+  const absl::Span<const uint64_t> other_table = other->table();  // refreshes its detector too
+  for (size_t i = 0; i < other_table.size(); ++i) state_[i] += other_table[i];
   count_ += other->count_;
   phase_.Merge(other->phase_);
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return EstimateId(id); });
@@ -361,7 +502,7 @@ absl::Status Fcm::Merge(const Summary& other_summary) {
 }
 
 size_t Fcm::MemoryBytes() const {
-  return sizeof(*this) + TableBytes() + depth_ * sizeof(PairwiseHash) + phase_.MemoryBytes() +
+  return sizeof(*this) + state_.size() * sizeof(uint64_t) + depth_ * sizeof(PairwiseHash) + phase_.MemoryBytes() +
          candidates_.MemoryBytes() + mirror_.MemoryBytes() +
          (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t);
 }
@@ -383,12 +524,17 @@ absl::StatusOr<std::vector<HeavyHitter>> Fcm::HeavyHitters(double support) const
       [this](uint64_t, uint64_t est) { return FcmAnswer(est, options_.epsilon, count_); });
 }
 
-// Payload, version 3: u8 0xFF (kFormatMarker) | u8 3 (payload version) | u8 value kind |
+// Payload, version 4: u8 0xFF (kFormatMarker) | u8 4 (payload version) | u8 value kind |
 // f64 epsilon | f64 delta | u64 dh | u64 dl | u64 k | u64 phase_capacity | u8 conservative |
 // u64 heavy_hitter_capacity | u64 seed | u8 depth rule (0: d rounded up, as every payload before
 // version 3; 1: rounded down, FcmOptions::round_depth_up) | u64 count | d*w u64 counters | phase
-// counter | candidates. dh, dl, phase_capacity, heavy_hitter_capacity as given (0 = auto). With
-// dl = dh the phase counter holds no entries (core/sketches/fcm.h, "Phase state").
+// detector (FcmPhaseDetector::Serialize: items, n, n x (id, count)) | candidates. dh, dl,
+// phase_capacity, heavy_hitter_capacity as given (0 = auto). With dl = dh the detector holds no
+// entries (core/sketches/fcm.h, "Phase state") and the bytes are version 3's, so such a sketch is
+// written as version 3.
+// Version 3 (before the batch phase rule) is version 4 with the Lossy Counting detector: items,
+// n, n x (id, count, initial); with dl > dh it loads as FcmPhaseDetector says (counters
+// count - initial), its table and candidates unchanged.
 // Version 2 (issue 15, dl's default dh) is version 3 without the depth-rule byte: d rounded up.
 // Version 1 (before dl's default became dh) had no marker or version byte: its first byte is the
 // value kind (never 0xFF), and its dl = 0 meant max(dh, ceil(4d/5)), which a version-1 payload is
@@ -396,7 +542,7 @@ absl::StatusOr<std::vector<HeavyHitter>> Fcm::HeavyHitters(double support) const
 std::string Fcm::Serialize() const {
   ByteWriter w;
   w.Put<uint8_t>(kFormatMarker);
-  w.Put<uint8_t>(kPayloadVersion);
+  w.Put<uint8_t>(tracks_phase() ? kPayloadVersion : kUntrackedPayloadVersion);
   w.Put<uint8_t>(static_cast<uint8_t>(value_kind_));
   w.Put<double>(options_.epsilon);
   w.Put<double>(options_.delta);
@@ -409,8 +555,7 @@ std::string Fcm::Serialize() const {
   w.Put<uint64_t>(options_.seed);
   w.Put<uint8_t>(options_.round_depth_up ? 0 : 1);
   w.Put<uint64_t>(count_);
-  mirror_.Refresh();
-  for (uint64_t c : table_) w.Put<uint64_t>(c);
+  for (uint64_t c : table()) w.Put<uint64_t>(c);  // refreshes the detector too
   phase_.Serialize(&w);
   candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), w.bytes());
@@ -428,7 +573,7 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   uint8_t version = 1;
   if (versioned) {
     if (!r.Get(&version) || !r.Get(&kind_byte)) return Corrupt("fcm header truncated");
-    if (version != 2 && version != kPayloadVersion) {
+    if (version < 2 || version > kPayloadVersion) {
       return Corrupt(absl::StrCat("fcm payload version ", version, " (this build reads 1 to ",
                                   kPayloadVersion, ")"));
     }
@@ -452,14 +597,15 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   const uint64_t cells = o.Depth() * o.Width();
   if (r.remaining() / sizeof(uint64_t) < cells) return Corrupt("fcm table truncated");
   auto sketch = std::make_unique<Fcm>(o, value_kind, accelerator);
-  for (uint64_t& c : sketch->table_) r.Get(&c);
+  const absl::Span<uint64_t> table = absl::MakeSpan(sketch->state_).subspan(0, cells);
+  for (uint64_t& c : table) r.Get(&c);
   sketch->count_ = count;
   // Each item adds its weight to at most one counter per row, and to at least dh rows.
   uint64_t total = 0;
   for (uint64_t row = 0; row < sketch->depth_; ++row) {
     uint64_t sum = 0;
     for (uint64_t c = 0; c < sketch->width_; ++c) {
-      const uint64_t v = sketch->table_[row * sketch->width_ + c];
+      const uint64_t v = table[row * sketch->width_ + c];
       if (v > count || (sum += v) > count) return Corrupt("fcm counters exceed the count");
     }
     total += sum;
@@ -467,7 +613,10 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   if (!o.conservative && count <= (uint64_t{1} << 57) && total < sketch->dh_ * count) {
     return Corrupt("fcm counters sum to less than dh times the count");
   }
-  if (!sketch->phase_.Deserialize(&r)) return Corrupt("fcm phase counter");
+  if (!(version >= 4 ? sketch->phase_.Deserialize(&r)
+                     : sketch->phase_.DeserializeVersion3(&r, o.k))) {
+    return Corrupt("fcm phase counter");
+  }
   if (sketch->phase_.items() != count) return Corrupt("fcm phase counter disagrees with the count");
   // With dl = dh the detector decides nothing and is not run: entries an older writer kept go.
   if (!sketch->tracks_phase()) sketch->phase_.DropEntries();

@@ -12,8 +12,9 @@
 // that table (FcmOptions::round_depth_up).
 //
 // Ingestion of an item x of weight c (Fig. 7):
-//  I1  the phase detector (FcmPhaseCounter below, a Misra–Gries counter over windows of k items)
-//      is updated with x and says whether x is currently high- or low-frequency;
+//  I1  the phase detector (FcmPhaseDetector below, a Misra–Gries summary of phase_capacity
+//      counters) says whether x is currently high- or low-frequency: in our batch form, from its
+//      state before x's batch, after which it absorbs the batch by MG merges (below);
 //  I2  x updates r = dh rows if high, r = dl >= dh rows if low; the rows are
 //      (offset + j*gap) mod d for j = 0..r-1, with offset = g1(x) mod d in [0, d) and
 //      gap = 1 + g2(x) mod (d-1) in [1, d-1] from two further pairwise-independent hashes; d prime
@@ -21,9 +22,12 @@
 //  I3  in each chosen row i, bucket h_i(x) mod w gets +c (h_i as in Count-Min).
 // With dl = dh (the default) I1 decides nothing: every item updates its dh rows whatever its
 // phase, so the detector is not run at all (no per-item work on the host or the device; see
-// "Phase state" below). It runs, item by item on the host, only when dl > dh.
+// "Phase state" below). It runs only when dl > dh, in the batch form on the host and on a device
+// alike (the same bytes).
 // A point query (Q1, Q2) returns the minimum over x's first dh rows of that walk. Those rows are a
-// prefix of the rows every occurrence of x updated (dh <= dl), so:
+// prefix of the rows every occurrence of x updated, whatever phase each occurrence was given
+// (r = dh or dl >= dh rows, always the walk's first r), so for ANY phase assignment — the paper's
+// per-item rule, our batch rule, or none:
 //   f <= Estimate(x)  always, and Estimate(x) >= 1 for every inserted key (never 0);
 //   Estimate(x) <= f + epsilon*N  with probability >= 1 - (1/(w*epsilon))^dh for each queried key
 // (each of the dh rows independently exceeds epsilon*N with probability <= 1/(w*epsilon) by
@@ -78,11 +82,12 @@
 // (With dl = dh, the default, there are no extra rows and this is Count-Min's conservative update
 // on the key's dh rows.)
 //
-// Phase state. With dl > dh the detector's entries are kept and serialized (below). With dl = dh
-// it is not run: its serialized state is the items counted (= count()) and no entries, which
-// every version of the format accepts; a payload written before version 3 with entries and
-// dl = dh loads with its entries dropped (they decided nothing) and its table, count and
-// candidates unchanged.
+// Phase state. With dl > dh the detector's counters are kept and serialized (payload version 4;
+// version 3 held the per-item Lossy Counting detector, loaded as FcmPhaseDetector says). With
+// dl = dh it is not run: its serialized state is the items counted (= count()) and no entries,
+// which every version of the format accepts (still written as version 3: the same bytes); a
+// payload written before version 3 with entries and dl = dh loads with its entries dropped
+// (they decided nothing) and its table, count and candidates unchanged.
 //
 // On an accelerator that keeps sketches on its device (the GPU pool per --gpu_sketches=fcm), a
 // sketch with dl = dh keeps its table there (core/accel/device_mirror.h), as Count-Min does: a
@@ -94,15 +99,26 @@
 //    uses (core/sketches/count_min.h), on the key's dh rows; the bound above holds as stated
 //    (m >= f before the batch, no counter above the plain sketch's), each offered estimate is the
 //    key's estimate after its batch, and the table depends on where batches were cut.
-//  * dl > dh stays on the host: the phase needs the per-item detector, which has no device form
-//    here (GetSession says so).
+//  * dl > dh (issue 15): the detector's device form (FcmPhaseDetector::ToWords) follows the table
+//    in the device's state, so the device computes the phases and absorbs each batch itself (per-
+//    block MG summaries in shared memory, merged on the device: gpu/gpu_fcm.cu) and the host does
+//    no per-item phase work; a failure brings table and detector back through the journal. Plain:
+//    the phased FcmPlainAdd, bit-equal to the host's; conservative: the phased
+//    FcmConservativeBatchAdd. A detector above kFcmDevicePhaseCapacity entries stays on the host
+//    (GetSession says so).
 //
-// Weighted items: weight c counts as c occurrences in the sketch; the phase detector sees one
-// event of weight c (its count and window position advance by c). The bounds above hold for any
-// phase decisions, so they hold for weights too.
+// Why the batch rule is also the CPU's (issue 15): a device cannot run the paper's per-item rule
+// (each item's phase depends on every item before it) without doing the detector item by item;
+// one rule for both keeps host, device and a device failure's replay writing the same bytes.
+// What it costs (bench/experiments/results_exp6.md): a key becomes high from the batch after the
+// one that made it so; the table's bound above does not move.
+//
+// Weighted items: weight c counts as c occurrences in the sketch and in the phase detector. The
+// bounds above hold for any phase decisions, so they hold for weights too.
 // Merge (same value kind and options): counters add, so f <= Estimate still holds for the
 // concatenated stream, but the table is not the one FCM would build on it (phases depend on order);
-// phase detectors merge as Lossy Counting tables do; candidates as in Count-Min.
+// phase detectors merge as Misra–Gries summaries do (FcmPhaseDetector::Merge); candidates as in
+// Count-Min.
 // Heavy hitters: as Count-Min (core/sketches/count_min.h), with the FCM probability above.
 // Space: 8*d*w bytes + the phase detector (<= phase_capacity entries; none with dl = dh) + the
 // candidate set.
@@ -113,6 +129,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -131,60 +148,96 @@
 
 namespace streamstats::core {
 
-// FCM's phase detector (seed 001 §V-A, Fig. 6). The stream is cut into windows of k items
-// (by weight). An entry is {count, initial}: count = the occurrences seen since the entry was
-// made plus `delta`, the window index i at that time (the most occurrences it could have had
-// before and been deleted). After window i completes, entries with count < i+1 are deleted; a new
-// entry made while window i+1 is read starts at count i (+ its weight). An entry whose frequency
-// exceeds 1/k is never missed (this is Lossy Counting with epsilon = 1/k).
-// "We also use an initial count value as a threshold": an item is high-frequency iff it has an
-// entry whose count exceeds its initial count (count right after the entry was made) — it recurred
-// while tracked — so a key seen once early is not labelled high merely for being in the counter.
-// Bounded space (our deviation): at most `capacity` entries (default k*ceil(log2 k), the paper's
-// k log k); an item arriving to a full counter is low-frequency and not tracked. Lossy Counting's
-// worst case would be k*log(N/k) entries.
-class FcmPhaseCounter {
+// The batch phase rule (dl > dh; issue 15). Constants the CPU and every device share.
+// A batch is cut into blocks of kFcmPhaseBlock items in arrival order (the last may be short).
+inline constexpr uint64_t kFcmPhaseBlock = 2048;
+// Summaries merged at once in the tree below.
+inline constexpr uint64_t kFcmPhaseFanIn = 16;
+// The largest detector (phase_capacity) a device keeps: kFcmPhaseFanIn summaries of this many
+// entries fit one block's shared-memory hash table of 2 * kFcmPhaseBlock slots.
+inline constexpr uint64_t kFcmDevicePhaseCapacity = 128;
+
+// One Misra–Gries summary: (id, count) pairs, distinct ids, counts > 0.
+using FcmMgEntries = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// The MG merge's reduction (Agarwal et al., "Mergeable summaries", PODS 2012, §3.1): with c =
+// the (capacity+1)-th largest count (0 when there are <= capacity entries), every count drops by
+// c and the entries left at 0 go, so at most `capacity` remain. Each step lowers the sum of the
+// counts by >= (capacity+1)*c and any one id's count by <= c. Order of `entries` unspecified.
+void FcmMgPrune(uint64_t capacity, FcmMgEntries* entries);
+
+// The batch's Misra–Gries summary under the rule: each block's exact (id, total weight) counts
+// pruned to `capacity`; then, while more than one summary is left, each run of kFcmPhaseFanIn
+// consecutive summaries (the last run may be shorter) is added up by id and pruned, in order.
+// A pure function of the batch (not of any hash order): what a device's per-block summaries in
+// shared memory, merged on the device, compute. `out` ascending by id; empty for an empty batch.
+void FcmBatchSummary(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                     uint64_t capacity, FcmMgEntries* out);
+
+// FCM's phase detector (seed 001 §V-A, Fig. 6, in a batch form; issue 15): a Misra–Gries summary
+// of K = phase_capacity counters over the N items it has absorbed (by weight).
+//  * Phase: an id is high-frequency iff it has a counter c with c > floor(N/k) (that is
+//    c*k > N: c is a lower bound on its frequency, so a high id is above 1/k of the stream, the
+//    paper's "frequency greater than 1/k"; the threshold keeps an id counted once early from
+//    being called high merely for being in the counter, as the paper's initial count did).
+//  * Batch rule: every item of a batch takes the phase the detector gives before the batch; the
+//    detector then absorbs the batch: its counters and FcmBatchSummary's added by id, pruned
+//    (FcmMgPrune), N += the batch's weight. The phase is a function of the id within a batch, so
+//    CPU and device compute the same phases in any order inside the batch.
+//  * Bound: every prune above is an MG merge, so for any id with frequency f (since the detector
+//    started), f - (N - S)/(K+1) <= c <= f (c = 0 for an untracked id; S = the sum of the
+//    counters), the same bound as the sequential Misra–Gries with K counters (Agarwal et al.,
+//    Lemma 1): high => f > N/k; f > N/k + N/(K+1) => high. What the batch form changes is when a
+//    phase is known: an id becomes high from the batch after the one that made it so (the
+//    sequential rule: from its next item); within one batch every item has one phase.
+// Merge (parts of a session): counters added by id and pruned, N added: the bound holds for the
+// combined stream. Payloads before version 4 held Lossy Counting entries {count, initial}: they
+// load as counters count - initial (occurrences seen after the entry's first, a lower bound on f)
+// pruned to K; their lower bound then holds, their upper-bound slack is not known.
+class FcmPhaseDetector {
  public:
-  FcmPhaseCounter(uint64_t window, uint64_t capacity) : window_(window), capacity_(capacity) {}
+  FcmPhaseDetector(uint64_t k, uint64_t capacity) : k_(k), capacity_(capacity) {}
 
-  // Counts `weight` occurrences of `id`; returns true iff `id` is high-frequency now (decided
-  // after counting it, before the end-of-window deletions it may trigger).
-  bool Update(uint64_t id, uint64_t weight);
+  // Whether `id` is high-frequency now (before the next batch).
   bool IsHigh(uint64_t id) const;
-  bool Tracks(uint64_t id) const { return entries_.contains(id); }
-  // Counts `weight` items without tracking any (FCM with dl = dh runs no detector): the window
-  // position advances, and no entry is made.
-  void CountOnly(uint64_t weight) {
-    items_ += weight;
-    windows_ = items_ / window_;
-  }
-  // Forgets every entry, keeping the items counted (a pre-version-3 payload with dl = dh).
+  // The counter of `id` (0 when it has none).
+  uint64_t CountOf(uint64_t id) const;
+  // Absorbs a batch per the rule above (after its phases were read).
+  void Absorb(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // Absorbs a batch's summary (FcmBatchSummary's) of total weight `weight`.
+  void AbsorbSummary(const FcmMgEntries& summary, uint64_t weight);
+  // Counts `weight` items without tracking any (FCM with dl = dh runs no detector).
+  void CountOnly(uint64_t weight) { items_ += weight; }
+  // Forgets every counter, keeping the items counted (a pre-version-3 payload with dl = dh).
   void DropEntries() { entries_.clear(); }
-
-  // Lossy Counting merge: counts add (an entry missing on one side adds that side's window
-  // index), then the deletions of the combined window index and the capacity cap apply.
-  void Merge(const FcmPhaseCounter& other);
+  void Merge(const FcmPhaseDetector& other);
 
   uint64_t items() const { return items_; }
-  uint64_t windows() const { return windows_; }
+  uint64_t capacity() const { return capacity_; }
   size_t size() const { return entries_.size(); }
+  // (id, count), ascending by id.
+  const FcmMgEntries& entries() const { return entries_; }
   size_t MemoryBytes() const;
+
+  // u64 items | u64 n | n x (u64 id, u64 count), ids ascending (payload version 4).
   void Serialize(ByteWriter* w) const;
   bool Deserialize(ByteReader* r);
+  // The version-3 layout: n x (u64 id, u64 count, u64 initial), Lossy Counting entries (above).
+  bool DeserializeVersion3(ByteReader* r, uint64_t window);
+
+  // The form a device keeps (DeviceSketchSpec::state after the table): u64 items | u64 n |
+  // capacity x (u64 id, u64 count), the first n ascending by id, the rest zero.
+  size_t WordCount() const { return 2 + 2 * capacity_; }
+  void ToWords(absl::Span<uint64_t> words) const;
+  // False (and nothing changed) when the words are not such a state.
+  bool FromWords(absl::Span<const uint64_t> words);
 
  private:
-  struct Entry {
-    uint64_t count = 0;
-    uint64_t initial = 0;
-  };
-  void EndWindows();
-  void Cap();
-
-  uint64_t window_;
+  uint64_t k_;
   uint64_t capacity_;
-  uint64_t items_ = 0;    // total weight seen
-  uint64_t windows_ = 0;  // completed windows i = floor(items_ / window_)
-  absl::flat_hash_map<uint64_t, Entry> entries_;
+  uint64_t items_ = 0;  // N: total weight absorbed or counted
+  FcmMgEntries entries_;
+  FcmMgEntries scratch_;
 };
 
 // An FCM table's hashes (Fig. 7's I2b, I3): the round-robin walk over the d rows and each row's
@@ -215,18 +268,31 @@ class FcmWalk {
   PairwiseHash offset_hash_, gap_hash_;
 };
 
-// The sketch kept on a device has dl = dh: every item updates its first dh walk rows.
+// The table updates a device reproduces. With dl = dh every item updates its first dh walk rows.
 // Plain update: adds ids[i] (weights[i], or 1 each) in order; estimates[i] (optional) = the
 // minimum over its dh counters right after its own addition. The sequential semantics every
 // DeviceSketch for plain FCM must reproduce (what Fcm::Update computes with dl = dh).
 void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> ids,
                  absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
                  std::vector<uint64_t>* estimates);
+// dl > dh under the batch phase rule (FcmPhaseDetector): item i updates dh walk rows if
+// detector->IsHigh(ids[i]) before the batch, else dl; in order, with estimates[i] its minimum over
+// its dh query rows right after its own addition; then the detector absorbs the batch. What
+// Fcm::Update computes with dl > dh, on the host or on a device, bit for bit.
+void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, uint64_t dl, FcmPhaseDetector* detector,
+                 absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                 absl::Span<uint64_t> table, std::vector<uint64_t>* estimates);
 // Conservative update in the batch form of CountMinConservativeBatchAdd (core/sketches/count_min.h)
 // over each key's dh walk rows: distinct ids with total weights W; m = the minimum over its rows
 // before the batch; each of its counters becomes max(counter, m + W); estimates[i] (optional) =
 // ids[i]'s minimum after the batch. What a device applies per batch for conservative FCM.
 void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> ids,
+                             absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                             std::vector<uint64_t>* estimates);
+// dl > dh: as above with m over the dh query rows and each of the key's r rows raised, r = dh if
+// the detector calls it high before the batch, else dl; then the detector absorbs the batch.
+void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, uint64_t dl,
+                             FcmPhaseDetector* detector, absl::Span<const uint64_t> ids,
                              absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
                              std::vector<uint64_t>* estimates);
 
@@ -269,12 +335,15 @@ class Fcm final : public Summary {
   uint64_t dh() const { return dh_; }
   uint64_t dl() const { return dl_; }
   // Row-major d x w counters.
-  const std::vector<uint64_t>& table() const {
+  absl::Span<const uint64_t> table() const {
     mirror_.Refresh();
-    return table_;
+    return absl::MakeConstSpan(state_).subspan(0, depth_ * width_);
   }
-  size_t TableBytes() const { return table_.size() * sizeof(uint64_t); }
-  const FcmPhaseCounter& phase() const { return phase_; }
+  size_t TableBytes() const { return depth_ * width_ * sizeof(uint64_t); }
+  const FcmPhaseDetector& phase() const {
+    mirror_.Refresh();
+    return phase_;
+  }
   // Whether the phase detector runs (dl > dh); with dl = dh it decides nothing and is skipped.
   bool tracks_phase() const { return dl_ != dh_; }
   // True while the table lives on a device; device failures repaired so far.
@@ -283,8 +352,9 @@ class Fcm final : public Summary {
   const HeavyHitterCandidates& candidates() const { return candidates_; }
 
  private:
-  // One item through the detector (dl > dh) and the table, sequentially, on the host.
-  void AddTracked(uint64_t id, uint64_t weight, absl::string_view str);
+  // dl > dh on the host: the batch phase rule (phases before the batch, then the detector
+  // absorbs it), each item through the table in order.
+  void UpdateTracked(const Batch& batch);
   // The batch on the device; false when it must be applied on the host.
   bool UpdateOnDevice(const Batch& batch);
   // What the device did to the table, on the host (a journal's replay).
@@ -295,12 +365,14 @@ class Fcm final : public Summary {
   Accelerator* accelerator_;
   uint64_t depth_, width_, dh_, dl_;
   FcmWalk walk_;
-  std::vector<uint64_t> table_;
+  // The table (d*w counters) and, with dl > dh, the detector's device form after it
+  // (FcmPhaseDetector::ToWords): what a device keeps, in one span for the mirror.
+  std::vector<uint64_t> state_;
   uint64_t count_ = 0;
-  FcmPhaseCounter phase_;
+  mutable FcmPhaseDetector phase_;  // brought up to date with state_ by mirror_'s Refresh
   HeavyHitterCandidates candidates_;
   DeviceMirror mirror_;
-  std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // device batches
+  std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // whole batches
 };
 
 }  // namespace streamstats::core

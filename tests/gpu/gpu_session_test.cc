@@ -95,8 +95,8 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   EXPECT_EQ(cm->Stats().part_batches, 0u);
   EXPECT_EQ(cm->Stats().summaries[0].placement, (*pool)->name() + ": table on the device");
 
-  // FCM (issue 15): its table on the device too, so the same; dl > dh stays on the host, takes
-  // parts, and GetSession says why.
+  // FCM (issue 15): its table on the device too, so the same; with dl > dh its phase detector
+  // too, and GetSession says so.
   auto fcm = *server::Session::Create(server::Config("hot", {"fcm"}, v1::VALUE_KIND_UINT64),
                                       pool->get());
   auto tracked = *server::Session::Create(
@@ -120,10 +120,11 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   EXPECT_EQ(fcm->Stats().part_batches, 0u);
   EXPECT_EQ(fcm->Stats().summaries[0].placement, (*pool)->name() + ": table on the device");
   EXPECT_EQ(tracked->Stats().count, uint64_t{kThreads} * 5 * kItems);
+  EXPECT_EQ(tracked->Stats().part_batches, 0u);
   EXPECT_EQ(tracked->Stats().summaries[0].placement,
-            "cpu: table in host memory (dl = 4 > dh = 3 needs the per-item phase detector, which "
-            "runs on the host only; with dl = dh the table would live on " +
-                (*pool)->name() + ")");
+            (*pool)->name() +
+                ": table on the device with its phase detector (dl = 4 > dh = 3: phases per "
+                "batch)");
 }
 
 }  // namespace

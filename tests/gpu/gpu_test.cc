@@ -119,43 +119,92 @@ TEST(GpuCountMin, ConservativeBatchUpdateEqualsItsHostReferenceAndKeepsTheBounds
             << "\n";
 }
 
-TEST(GpuFcm, PerItemPhaseTableEqualsCpuAndPerBatchPhaseKeepsTheBound) {
+// Issue 15: FCM with dl > dh, the batch phase rule on the device. Against core's phased
+// FcmPlainAdd / FcmConservativeBatchAdd (what core::Fcm runs with dl > dh, host or fake device),
+// batch by batch: AddSequential's estimates and AddConservativeBatch's equal the CPU's bit for
+// bit, and so do the table and the detector (state words) after every pattern; the device-
+// resident update (shared-memory and global paths, the phases and the detector's merges on the
+// device) leaves the CPU's table and detector too. Shapes 7 x 41 (dh 4, dl 6), 7 x 3883 (dh 4,
+// dl 5), 17 x 2719 (dh 9, dl 14); detectors of 24 (k = 8) and 128 entries; batches of 1 item to
+// 2^20 (several merge levels), Zipf, uniform and adversarial patterns, weighted and not.
+TEST(GpuFcm, WithDlAboveDhTheBatchPhaseRuleEqualsTheCpuBitForBit) {
   REQUIRE_GPU();
-  core::FcmOptions o;
-  o.epsilon = 0.001;
-  o.delta = 0.001;
-  o.dl = o.EffectiveDh() + 1;  // the phase decides the rows only when dl > dh (7 x 3883: 4, 5)
-  core::Fcm cpu(o, core::ValueKind::kUint64, nullptr);
-  auto per_item = GpuFcm::Create(o, 0, FcmPhaseMode::kPerItem);
-  auto per_batch = GpuFcm::Create(o, 0, FcmPhaseMode::kPerBatch);
-  ASSERT_TRUE(per_item.ok() && per_batch.ok());
-  absl::flat_hash_map<uint64_t, uint64_t> exact;
-  for (int b = 0; b < 6; ++b) {
-    std::vector<uint64_t> ids = ZipfIds(100000, 1.1, 100000, 20 + b);
-    std::vector<uint64_t> w = b == 5 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
-    ASSERT_TRUE(cpu.Update(U64Batch(ids, w)).ok());
-    ASSERT_TRUE((*per_item)->Update(ids, w).ok());
-    ASSERT_TRUE((*per_batch)->Update(ids, w).ok());
-    for (size_t i = 0; i < ids.size(); ++i) exact[ids[i]] += w.empty() ? 1 : w[i];
+  struct Shape {
+    double epsilon, delta;
+    uint64_t extra_rows, capacity;
+  };
+  for (const Shape sh : {Shape{0.087, 0.0002, 2, 0}, Shape{0.001, 0.001, 1, 128},
+                         Shape{0.001, 5e-8, 5, 0}}) {
+    for (bool conservative : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << sh.epsilon << " " << sh.delta << " conservative "
+                                        << conservative);
+      core::FcmOptions o;
+      o.epsilon = sh.epsilon;
+      o.delta = sh.delta;
+      o.dl = o.EffectiveDh() + sh.extra_rows;
+      o.phase_capacity = sh.capacity;
+      o.conservative = conservative;
+      const core::FcmWalk walk(o);
+      const uint64_t dh = o.EffectiveDh(), dl = o.EffectiveDl();
+      core::FcmPhaseDetector detector(o.k, o.EffectivePhaseCapacity());
+      std::vector<uint64_t> state(o.Depth() * o.Width() + detector.WordCount(), 0);
+      const absl::Span<uint64_t> table = absl::MakeSpan(state).subspan(0, o.Depth() * o.Width());
+      auto gpu = GpuFcm::Create(o, 0);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      ASSERT_EQ((*gpu)->state_words(), state.size());
+      ASSERT_TRUE((*gpu)->Load(state).ok());
+      int b = 0;
+      for (Pattern p : kPatterns) {
+        for (size_t n : {size_t{1}, size_t{2049}, size_t{40000}, size_t{100000}}) {
+          std::vector<uint64_t> ids = b % 2 ? ZipfIds(n, 1.1, 1000, b) : MakeKeys(n, p, b);
+          std::vector<uint64_t> wt = b % 3 == 2 ? MakeWeights(n, b) : std::vector<uint64_t>{};
+          std::vector<uint64_t> cpu_est, gpu_est;
+          if (conservative) {
+            core::FcmConservativeBatchAdd(walk, dh, dl, &detector, ids, wt, table, &cpu_est);
+            ASSERT_TRUE((*gpu)->AddConservativeBatch(ids, wt, &gpu_est).ok());
+          } else {
+            core::FcmPlainAdd(walk, dh, dl, &detector, ids, wt, table, &cpu_est);
+            ASSERT_TRUE((*gpu)->AddSequential(ids, wt, &gpu_est).ok());
+          }
+          ASSERT_EQ(gpu_est, cpu_est) << "batch " << b;
+          ++b;
+        }
+        detector.ToWords(absl::MakeSpan(state).subspan(table.size()));
+        std::vector<uint64_t> down(state.size(), 1);
+        ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+        ASSERT_EQ(down, state) << "after pattern " << static_cast<int>(p);
+      }
+      EXPECT_GT(detector.size(), 0u);
+      if (conservative) continue;
+      // Device-resident: 2^20 unweighted ids (the shared-memory path where the table fits; 512
+      // blocks, two merge levels) and a weighted batch (global atomics).
+      std::vector<uint64_t> ids = ZipfIds(size_t{1} << 20, 1.1, 1 << 20, 77);
+      std::vector<uint64_t> wt = MakeWeights(5000, 78);
+      std::vector<uint64_t> wids(ids.begin(), ids.begin() + 5000);
+      core::FcmPlainAdd(walk, dh, dl, &detector, ids, {}, table, nullptr);
+      core::FcmPlainAdd(walk, dh, dl, &detector, wids, wt, table, nullptr);
+      detector.ToWords(absl::MakeSpan(state).subspan(table.size()));
+      uint64_t* d_ids = nullptr;
+      uint64_t* d_w = nullptr;
+      ASSERT_EQ(cudaMalloc(&d_ids, ids.size() * 8), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&d_w, wt.size() * 8), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(d_w, wt.data(), wt.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_TRUE((*gpu)->UpdateDeviceAsync(d_ids, nullptr, ids.size()).ok());
+      ASSERT_TRUE((*gpu)->UpdateDeviceAsync(d_ids, d_w, wt.size()).ok());
+      ASSERT_TRUE((*gpu)->Synchronize().ok());
+      cudaFree(d_ids);
+      cudaFree(d_w);
+      std::vector<uint64_t> down(state.size(), 1);
+      ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+      EXPECT_EQ(down, state);
+    }
   }
-  std::vector<uint64_t> table;
-  ASSERT_TRUE((*per_item)->Download(&table).ok());
-  ASSERT_EQ(table, cpu.table());
-  std::vector<uint64_t> q;
-  for (const auto& [id, f] : exact) q.push_back(id);
-  std::vector<uint64_t> e_item, e_batch;
-  ASSERT_TRUE((*per_item)->Query(q, &e_item).ok());
-  ASSERT_TRUE((*per_batch)->Query(q, &e_batch).ok());
-  double err_cpu = 0, err_batch = 0;
-  for (size_t i = 0; i < q.size(); ++i) {
-    ASSERT_EQ(e_item[i], cpu.EstimateId(q[i]));
-    ASSERT_GE(e_batch[i], exact[q[i]]);
-    err_cpu += e_item[i] - exact[q[i]];
-    err_batch += e_batch[i] - exact[q[i]];
-  }
-  std::cout << "[ fcm phase ] mean overestimate over " << q.size()
-            << " keys (Zipf 1.1, 6 batches of 1e5): per-item phase (= CPU) " << err_cpu / q.size()
-            << ", per-batch phase (GPU) " << err_batch / q.size() << "\n";
+  // A detector larger than a device keeps is refused (the session keeps it on the host).
+  core::FcmOptions large;
+  large.dl = large.EffectiveDh() + 1;
+  large.phase_capacity = core::kFcmDevicePhaseCapacity + 1;
+  EXPECT_EQ(GpuFcm::Create(large, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Issue 15: FCM's session path (dl = dh). AddSequential adds every item to its dh walk rows and
@@ -179,7 +228,7 @@ TEST(GpuFcm, SessionPathsEqualTheCpusBatchForms) {
       const core::FcmWalk walk(o);
       const uint64_t dh = o.EffectiveDh();
       std::vector<uint64_t> table(o.Depth() * o.Width(), 0);
-      auto gpu = GpuFcm::Create(o, 0, FcmPhaseMode::kPerItem);
+      auto gpu = GpuFcm::Create(o, 0);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       ASSERT_TRUE((*gpu)->Load(table).ok());
       int b = 0;
@@ -203,7 +252,7 @@ TEST(GpuFcm, SessionPathsEqualTheCpusBatchForms) {
       ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
       EXPECT_EQ(down, table);
       EXPECT_GT((*gpu)->work_stats().kernel_seconds, 0);
-      EXPECT_EQ((*gpu)->phase().size(), 0u);  // no detector with dl = dh
+      EXPECT_EQ((*gpu)->state_words(), table.size());  // no detector with dl = dh
       if (conservative) continue;
       // Device-resident: 2^20 unweighted ids (the shared-memory path where the table fits) and a
       // weighted batch (global atomics).
@@ -227,14 +276,6 @@ TEST(GpuFcm, SessionPathsEqualTheCpusBatchForms) {
       EXPECT_EQ(down, table);
     }
   }
-  // dl > dh: the session paths refuse (the detector runs on the host).
-  core::FcmOptions tracked;
-  tracked.dl = tracked.EffectiveDh() + 1;
-  auto t = GpuFcm::Create(tracked, 0, FcmPhaseMode::kPerItem);
-  ASSERT_TRUE(t.ok());
-  std::vector<uint64_t> est;
-  EXPECT_EQ((*t)->AddSequential(std::vector<uint64_t>{1, 2}, {}, &est).code(),
-            absl::StatusCode::kFailedPrecondition);
 }
 
 // The bits equal the CPU's with the geometric coins on every insert path (a private copy of the
@@ -865,19 +906,23 @@ TEST(GpuPool, ConservativeCountMinLivesOnTheDeviceInTheBatchFormDespiteFailures)
 // serialized bytes (table, candidates, count) and heavy hitters equal the CPU-built one's, with a
 // device failure injected at batch 3 or 11 (one fallback, the table back on the host); the
 // conservative form equals a reference applying the same batches in the batch form (the fake
-// device), and never falls below the exact count. dl > dh stays on the host.
+// device), and never falls below the exact count. With dl > dh (dl = 6) the phase detector goes
+// with the table and comes back with it: the same, bytes (detector included) equal. A detector
+// above kFcmDevicePhaseCapacity stays on the host.
 TEST(GpuPool, FcmTablesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   REQUIRE_GPU();
   auto pool = GpuPool::Create(GpuPoolOptions{});
   ASSERT_TRUE(pool.ok());
+  for (uint64_t dl : {0, 6}) {
   for (bool conservative : {false, true}) {
     for (int inject_at : {-1, 3, 11}) {
-      SCOPED_TRACE(::testing::Message() << "conservative " << conservative << " inject "
-                                        << inject_at);
+      SCOPED_TRACE(::testing::Message() << "dl " << dl << " conservative " << conservative
+                                        << " inject " << inject_at);
       core::SummaryOptions so;
       so.kind = core::SummaryKind::kFcm;
       so.fcm.epsilon = 0.0005;
       so.fcm.delta = 0.0002;  // 7 x 9785, dh = 4
+      so.fcm.dl = dl;
       so.fcm.conservative = conservative;
       core::fake::FakeDeviceAccelerator host;
       auto ref = core::CreateSummary(so, core::ValueKind::kUint64,
@@ -923,12 +968,18 @@ TEST(GpuPool, FcmTablesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
         EXPECT_EQ((*ha)[i].frequency.estimate, (*hg)[i].frequency.estimate);
       }
       EXPECT_EQ((*pool)->stats().fallbacks - fallbacks_before, inject_at >= 0 ? 1u : 0u);
+      if (dl != 0) {
+        EXPECT_GT(gpu_fcm.phase().size(), 0u);
+      }
     }
   }
-  // dl > dh: KeepsSketch says no, the table never leaves the host.
+  }
+  // dl > dh with a detector of k*ceil(log2 k) = 160 entries at k = 32: KeepsSketch says no, the
+  // table never leaves the host.
   core::SummaryOptions tracked;
   tracked.kind = core::SummaryKind::kFcm;
   tracked.fcm.dl = 4;  // dh = 3 of d = 5
+  tracked.fcm.k = 32;
   const uint64_t sketches_before = (*pool)->stats().sketches;
   auto t = core::CreateSummary(tracked, core::ValueKind::kUint64, pool->get());
   ASSERT_TRUE(t.ok());

@@ -459,17 +459,24 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
     EXPECT_EQ(freq->results[0].answers[2].estimate, 0u);
   }
   EXPECT_EQ(device.stats.attaches, 4);
-  // FCM with dl > dh needs its per-item phase detector, which runs on the host only (issue 15):
-  // its table stays there, and GetSession says why.
+  // FCM with dl > dh (issue 15): its table and its phase detector (the batch rule) go on the
+  // device too, and GetSession says so; a detector larger than a device keeps (k = 32: 160
+  // entries) stays in host memory, and GetSession says why.
   auto tracked = *Session::Create(Config("where", {"fcm:dl=4"}, v1::VALUE_KIND_UINT64), &device);
   core::Batch batch;
   batch.kind = core::ValueKind::kUint64;
   batch.keys = items;
   ASSERT_TRUE(tracked->Ingest(batch, "", 0).ok());
   EXPECT_EQ(tracked->Stats().summaries[0].placement,
-            "cpu: table in host memory (dl = 4 > dh = 3 needs the per-item phase detector, which "
-            "runs on the host only; with dl = dh the table would live on fake-device)");
-  EXPECT_EQ(device.stats.attaches, 4);
+            "fake-device: table on the device with its phase detector (dl = 4 > dh = 3: phases "
+            "per batch)");
+  EXPECT_EQ(device.stats.attaches, 5);
+  auto large = *Session::Create(Config("where", {"fcm:dl=4,k=32"}, v1::VALUE_KIND_UINT64),
+                                &device);
+  ASSERT_TRUE(large->Ingest(batch, "", 0).ok());
+  EXPECT_EQ(large->Stats().summaries[0].placement,
+            "cpu: table in host memory (a phase detector of 160 entries; a device keeps at most "
+            "128)");
 }
 
 TEST(Session, AProducerSequenceIsAppliedOnce) {

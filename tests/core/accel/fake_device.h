@@ -35,8 +35,9 @@ struct FakeDeviceStats {
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
 // (conservative: CountMinConservativeBatchAdd, one batch per Add, as the GPU pool does), the PBF
 // through PbfInserter (with the filter's coins), HyperLogLog registers through HllPosition, AMS
-// counters through SignedTable::Add, FCM (dl = dh) through FcmPlainAdd or FcmConservativeBatchAdd
-// (the CPU semantics the GPU kernels reproduce).
+// counters through SignedTable::Add, FCM through FcmPlainAdd or FcmConservativeBatchAdd (with
+// dl > dh the batch phase rule's forms, the detector kept after the table as
+// FcmPhaseDetector::ToWords lays it out): the CPU semantics the GPU kernels reproduce.
 class FakeDeviceSketch final : public DeviceSketch {
  public:
   FakeDeviceSketch(const DeviceSketchSpec& spec, FakeDeviceStats* stats)
@@ -44,7 +45,14 @@ class FakeDeviceSketch final : public DeviceSketch {
     if (spec.fcm != nullptr) {
       fcm_walk_ = std::make_unique<FcmWalk>(*spec.fcm);
       fcm_dh_ = spec.fcm->EffectiveDh();
+      fcm_dl_ = spec.fcm->EffectiveDl();
       conservative_ = spec.fcm->conservative;
+      fcm_cells_ = spec.fcm->Depth() * spec.fcm->Width();
+      if (fcm_dl_ > fcm_dh_) {  // the detector's device form follows the table
+        fcm_phase_ = std::make_unique<FcmPhaseDetector>(spec.fcm->k,
+                                                        spec.fcm->EffectivePhaseCapacity());
+        fcm_phase_->FromWords(absl::MakeConstSpan(state_).subspan(fcm_cells_));
+      }
     } else if (spec.count_min != nullptr) {
       conservative_ = spec.count_min->conservative;
       width_ = spec.count_min->Width();
@@ -69,10 +77,18 @@ class FakeDeviceSketch final : public DeviceSketch {
     if (fcm_walk_ != nullptr) {
       // Half of the batch before a failure: the device holds a partial batch.
       const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
-      auto add = conservative_ ? FcmConservativeBatchAdd : FcmPlainAdd;
-      add(*fcm_walk_, fcm_dh_, ids.subspan(0, applied),
-          weights.empty() ? weights : weights.subspan(0, applied), absl::MakeSpan(state_),
-          estimates);
+      const absl::Span<const uint64_t> w = weights.empty() ? weights : weights.subspan(0, applied);
+      const absl::Span<uint64_t> table = absl::MakeSpan(state_).subspan(0, fcm_cells_);
+      if (conservative_) {
+        FcmConservativeBatchAdd(*fcm_walk_, fcm_dh_, fcm_dl_, fcm_phase_.get(),
+                                ids.subspan(0, applied), w, table, estimates);
+      } else {
+        FcmPlainAdd(*fcm_walk_, fcm_dh_, fcm_dl_, fcm_phase_.get(), ids.subspan(0, applied), w,
+                    table, estimates);
+      }
+      if (fcm_phase_ != nullptr) {
+        fcm_phase_->ToWords(absl::MakeSpan(state_).subspan(fcm_cells_));
+      }
     } else if (!rows_.empty()) {
       // Apply half of the batch before failing: the device holds a partial batch.
       const size_t applied = n == stats_->fail_add_at ? ids.size() / 2 : ids.size();
@@ -151,7 +167,8 @@ class FakeDeviceSketch final : public DeviceSketch {
   bool conservative_ = false;
   uint64_t width_ = 0;
   std::unique_ptr<FcmWalk> fcm_walk_;  // FCM: its hashes (null: not one)
-  uint64_t fcm_dh_ = 0;
+  uint64_t fcm_dh_ = 0, fcm_dl_ = 0, fcm_cells_ = 0;
+  std::unique_ptr<FcmPhaseDetector> fcm_phase_;  // FCM with dl > dh: the batch phase rule
   PbfOptions pbf_;
   std::unique_ptr<SignedTable> signed_;  // AMS, Count Sketch: the counters (state_ mirrors them)
   uint32_t hll_p_ = 0;  // HyperLogLog: its precision (0: not one)
@@ -165,9 +182,14 @@ class FakeDeviceAccelerator final : public Accelerator {
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
     return CpuAcceleratorInstance()->SortWindow(keys, weights);
   }
-  bool KeepsSketch(const DeviceSketchSpec&) const override { return keeps_sketches; }
+  // As the GPU pool: an FCM phase detector of more than kFcmDevicePhaseCapacity entries stays.
+  bool KeepsSketch(const DeviceSketchSpec& spec) const override {
+    return keeps_sketches &&
+           (spec.fcm == nullptr || spec.fcm->EffectiveDl() == spec.fcm->EffectiveDh() ||
+            spec.fcm->EffectivePhaseCapacity() <= kFcmDevicePhaseCapacity);
+  }
   std::unique_ptr<DeviceSketch> AttachSketch(const DeviceSketchSpec& spec) override {
-    if (!keeps_sketches) return nullptr;
+    if (!KeepsSketch(spec)) return nullptr;
     ++stats.attaches;
     return std::make_unique<FakeDeviceSketch>(spec, &stats);
   }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <iterator>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -14,6 +15,7 @@
 #include "tests/core/accel/fake_device.h"
 #include "tests/core/sketch_test_util.h"
 #include "tests/core/sketches/fcm_v2_golden.h"
+#include "tests/core/sketches/fcm_v3_golden.h"
 
 namespace streamstats::core {
 namespace {
@@ -122,44 +124,60 @@ TEST(Fcm, TheRoundRobinRowsOfAKeyAreDistinct) {
   }
 }
 
-TEST(Fcm, PhaseCounterFollowsTheWindowRules) {
-  FcmPhaseCounter mg(/*window=*/4, /*capacity=*/100);
-  // Window 1: a a b c. a recurs -> high on its second occurrence; b, c seen once -> low.
-  EXPECT_FALSE(mg.Update(1, 1));
-  EXPECT_TRUE(mg.Update(1, 1));
-  EXPECT_FALSE(mg.Update(2, 1));
-  EXPECT_FALSE(mg.Update(3, 1));  // completes window 1: entries with count < 2 go (b, c)
-  EXPECT_EQ(mg.windows(), 1u);
-  EXPECT_TRUE(mg.Tracks(1));
-  EXPECT_FALSE(mg.Tracks(2));
-  EXPECT_FALSE(mg.Tracks(3));
-  // Window 2: d enters at count i + 1 = 2 (initial 2); d again -> count 3 > 2 -> high.
-  EXPECT_FALSE(mg.Update(4, 1));
-  EXPECT_TRUE(mg.Update(4, 1));
-  EXPECT_TRUE(mg.Update(1, 1));   // a: count 3
-  EXPECT_FALSE(mg.Update(5, 1));  // completes window 2: keep count >= 3 (a: 3, d: 3), drop e
-  EXPECT_TRUE(mg.Tracks(1));
-  EXPECT_TRUE(mg.Tracks(4));
-  EXPECT_FALSE(mg.Tracks(5));
-  // Capacity: a full counter labels new items low and does not track them.
-  FcmPhaseCounter small(/*window=*/100, /*capacity=*/2);
-  small.Update(1, 1);
-  small.Update(2, 1);
-  EXPECT_FALSE(small.Update(3, 1));
-  EXPECT_FALSE(small.Update(3, 1));
-  EXPECT_FALSE(small.Tracks(3));
+TEST(Fcm, MisraGriesPruneAndThePhaseDetectorFollowTheBatchRule) {
+  // The MG merge's reduction: the 3rd largest count (3) off every count, zeros go.
+  FcmMgEntries e = {{1, 5}, {2, 3}, {3, 3}, {4, 1}};
+  FcmMgPrune(2, &e);
+  EXPECT_EQ(e, (FcmMgEntries{{1, 2}}));
+  FcmMgEntries few = {{9, 0}, {8, 4}};  // <= capacity entries: only zeros go
+  FcmMgPrune(2, &few);
+  EXPECT_EQ(few, (FcmMgEntries{{8, 4}}));
+  // K = 2 counters, k = 2 (high: count > N/2).
+  FcmPhaseDetector d(/*k=*/2, /*capacity=*/2);
+  const std::vector<uint64_t> first = {1, 1, 1, 2, 3};  // {1: 3, 2: 1, 3: 1} -> 1 off -> {1: 2}
+  d.Absorb(first, {});
+  EXPECT_EQ(d.entries(), (FcmMgEntries{{1, 2}}));
+  EXPECT_EQ(d.items(), 5u);
+  EXPECT_FALSE(d.IsHigh(1));  // 2 > 5/2 = 2 is false
+  const std::vector<uint64_t> second = {1, 1, 1, 1, 4};
+  d.Absorb(second, {});  // {1: 4, 4: 1} added: {1: 6, 4: 1}, N = 10
+  EXPECT_EQ(d.entries(), (FcmMgEntries{{1, 6}, {4, 1}}));
+  EXPECT_TRUE(d.IsHigh(1));   // 6 > 5
+  EXPECT_FALSE(d.IsHigh(4));  // 1 > 5 is false
+  EXPECT_FALSE(d.IsHigh(2));  // untracked
+  // Weights count as occurrences; merging adds and prunes.
+  FcmPhaseDetector w(/*k=*/2, /*capacity=*/2);
+  const std::vector<uint64_t> ids = {7, 8, 9};
+  const std::vector<uint64_t> weights = {5, 2, 1};  // {7: 5, 8: 2, 9: 1} -> 1 off
+  w.Absorb(ids, weights);
+  EXPECT_EQ(w.entries(), (FcmMgEntries{{7, 4}, {8, 1}}));
+  d.Merge(w);  // {1: 6, 4: 1, 7: 4, 8: 1} -> 1 off -> {1: 5, 7: 3}, N = 18
+  EXPECT_EQ(d.entries(), (FcmMgEntries{{1, 5}, {7, 3}}));
+  EXPECT_EQ(d.items(), 18u);
+  // The device form round-trips.
+  std::vector<uint64_t> words(d.WordCount(), 9);
+  d.ToWords(absl::MakeSpan(words));
+  EXPECT_EQ(words, (std::vector<uint64_t>{18, 2, 1, 5, 7, 3}));
+  FcmPhaseDetector back(2, 2);
+  ASSERT_TRUE(back.FromWords(words));
+  EXPECT_EQ(back.entries(), d.entries());
+  words[4] = 1;  // ids no longer ascending
+  EXPECT_FALSE(back.FromWords(words));
 }
 
 TEST(Fcm, HighItemsUpdateDhRowsAndLowItemsDlRows) {
   SummaryOptions o = FcmOpts(0.01, 0.0002, false);  // d0 = 9 -> d = 7, dh = 4
   o.fcm.dl = 6;
   auto s = MustCreate(o);
-  const std::vector<uint64_t> keys(100, 42);  // first occurrence low, the rest high
+  // Batch rule: the first batch's items are low (the detector was empty before it), the second
+  // batch's are high (42's counter 100 > N/k = 100/8).
+  const std::vector<uint64_t> keys(100, 42);
+  Feed(s.get(), keys);
   Feed(s.get(), keys);
   uint64_t total = 0;
   for (uint64_t c : AsFcm(*s).table()) total += c;
-  EXPECT_EQ(total, 6u + 99u * 4u);
-  EXPECT_EQ(AsFcm(*s).EstimateId(42), 100u);
+  EXPECT_EQ(total, 100u * 6u + 100u * 4u);
+  EXPECT_EQ(AsFcm(*s).EstimateId(42), 200u);
 }
 
 // f <= f~ always, never 0 for an inserted key, f~ <= f + eps*N for at least a (1 - delta)
@@ -352,15 +370,20 @@ TEST(Fcm, VersionOnePayloadsLoadWithTheOldAutomaticDl) {
   o.fcm.round_depth_up = true;  // the old shape rule (the same 5 x 543 here: 5 is prime)
   ASSERT_EQ(o.fcm.LegacyAutoDl(), 4u);
   auto s = MustCreate(o);
-  const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
-                                              testing::Order::kShuffled, 20000, 26);
+  // Distinct keys: every block's counts are all 1, so the detector keeps no entry, and its
+  // state (items, no entries) has the same bytes in every version (version 4's entries would
+  // be (id, count), the older ones' (id, count, initial)).
+  std::vector<uint64_t> keys(20000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919 + 1;
   Feed(s.get(), keys);
+  ASSERT_EQ(AsFcm(*s).phase().size(), 0u);
   const std::string bytes = s->Serialize();
   auto env = OpenEnvelope(bytes);
   ASSERT_TRUE(env.ok());
   std::string v3(env->payload);
   ASSERT_EQ(static_cast<uint8_t>(v3[0]), 0xFF);
-  ASSERT_EQ(v3[1], 3);
+  ASSERT_EQ(v3[1], 4);  // dl > dh: version 4
+  v3[1] = 3;
   ASSERT_EQ(v3[68], 0);  // the depth rule: rounded up
   // Version 2 is version 3 without the depth-rule byte; version 1 is version 2 without the
   // marker and the version byte.
@@ -383,7 +406,7 @@ TEST(Fcm, VersionOnePayloadsLoadWithTheOldAutomaticDl) {
   ASSERT_TRUE(from_v2.ok()) << from_v2.status();
   EXPECT_EQ((*from_v2)->Describe(), AsFcm(**back).Describe());
   // A payload with another version byte, or another depth rule, is refused.
-  for (uint8_t version : {0, 4, 0xFF}) {
+  for (uint8_t version : {0, 1, 5, 0xFF}) {
     std::string bad = v3;
     bad[1] = static_cast<char>(version);
     EXPECT_EQ(DeserializeSummary(SealEnvelope(static_cast<uint16_t>(SummaryKind::kFcm), bad))
@@ -473,7 +496,7 @@ TEST(Fcm, WithDlEqualToDhTheDetectorIsSkippedAndEveryItemUpdatesItsDhRows) {
     std::vector<uint64_t> table(fcm.depth() * fcm.width(), 0);
     FcmWalk walk(fcm.options());
     FcmPlainAdd(walk, fcm.dh(), keys, weights, absl::MakeSpan(table), nullptr);
-    EXPECT_EQ(fcm.table(), table);
+    EXPECT_EQ(std::vector<uint64_t>(fcm.table().begin(), fcm.table().end()), table);
     EXPECT_EQ(fcm.phase().size(), 0u);
     EXPECT_EQ(fcm.phase().items(), s->count());
     SummaryOptions tracked = FcmOpts(0.002, 0.001, false);
@@ -694,21 +717,285 @@ TEST(Fcm, ConservativeOnADeviceTakesTheBatchFormAndKeepsItsBound) {
   }
 }
 
-// dl > dh needs the per-item phase detector, which runs on the host only: such a sketch never
-// asks the accelerator for a device table (GetSession says why: server/summary_roles.cc).
-TEST(Fcm, WithDlAboveDhTheTableStaysOnTheHost) {
-  fake::FakeDeviceAccelerator device;
-  SummaryOptions o = FcmOpts(0.002, 0.01, false);
-  o.fcm.dl = 4;  // dh = 3 of d = 5
-  auto dev = *CreateSummary(o, ValueKind::kUint64, &device);
-  auto cpu = MustCreate(o);
+// ---- the batch phase rule (dl > dh) against a straightforward reference ----
+
+// The rule written out literally: std::map counts per block, the (K+1)-th largest by a full sort,
+// the tree level by level, the detector a std::map; phases from the detector before the batch.
+struct ReferencePhase {
+  uint64_t k, capacity, items = 0;
+  std::map<uint64_t, uint64_t> counters;
+
+  static std::map<uint64_t, uint64_t> Prune(std::map<uint64_t, uint64_t> m, uint64_t capacity) {
+    std::vector<uint64_t> counts;
+    for (const auto& [id, c] : m) counts.push_back(c);
+    std::sort(counts.rbegin(), counts.rend());
+    const uint64_t cut = counts.size() > capacity ? counts[capacity] : 0;
+    std::map<uint64_t, uint64_t> out;
+    for (const auto& [id, c] : m) {
+      if (c > cut) out[id] = c - cut;
+    }
+    return out;
+  }
+  bool IsHigh(uint64_t id) const {
+    auto it = counters.find(id);
+    return it != counters.end() && it->second * k > items;
+  }
+  void Absorb(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& weights) {
+    std::vector<std::map<uint64_t, uint64_t>> level;
+    for (size_t b = 0; b < ids.size(); b += kFcmPhaseBlock) {
+      std::map<uint64_t, uint64_t> m;
+      for (size_t i = b; i < std::min(ids.size(), b + kFcmPhaseBlock); ++i) {
+        m[ids[i]] += weights.empty() ? 1 : weights[i];
+      }
+      level.push_back(Prune(m, capacity));
+    }
+    while (level.size() > 1) {
+      std::vector<std::map<uint64_t, uint64_t>> next;
+      for (size_t g = 0; g < level.size(); g += kFcmPhaseFanIn) {
+        std::map<uint64_t, uint64_t> m;
+        for (size_t j = g; j < std::min(level.size(), g + kFcmPhaseFanIn); ++j) {
+          for (const auto& [id, c] : level[j]) m[id] += c;
+        }
+        next.push_back(Prune(m, capacity));
+      }
+      level = next;
+    }
+    std::map<uint64_t, uint64_t> m = counters;
+    if (!level.empty()) {
+      for (const auto& [id, c] : level[0]) m[id] += c;
+    }
+    counters = Prune(m, capacity);
+    for (size_t i = 0; i < ids.size(); ++i) items += weights.empty() ? 1 : weights[i];
+  }
+};
+
+// Issue 15: the batch phase rule, as Fcm runs it with dl > dh on the host (and a device
+// reproduces), equals the reference above on Zipf(1.1), Zipf(1.5), uniform and few-heavy keys in
+// shuffled, sorted and reversed orders, with batches from 1 item to several tree levels (2^16+),
+// weighted and not, at K = 4, 24 (the default) and 128: the detector's counters after every batch,
+// the table, every estimate; and the detector keeps the Misra–Gries bound
+// f - (N - S)/(K+1) <= c <= f for every key.
+TEST(Fcm, TheBatchPhaseRuleEqualsAStraightforwardReferenceAndKeepsTheMisraGriesBound) {
+  const testing::Distribution dists[] = {
+      testing::Distribution::kZipf11, testing::Distribution::kZipf15,
+      testing::Distribution::kUniform, testing::Distribution::kFewHeavy};
+  for (auto dist : dists) {
+    for (auto order : AllOrders()) {
+      for (uint64_t k : {2, 8, 16}) {  // K = max(k, k*ceil(log2 k)): 2, 24, 64; 128 below
+        for (bool big_k : {false, true}) {
+          if (big_k && k != 16) continue;
+          SCOPED_TRACE(::testing::Message() << testing::Name(dist) << " " << testing::Name(order)
+                                            << " k=" << k << " big " << big_k);
+          const std::vector<uint64_t> keys = MakeKeys(dist, order, 150000, 40 + k, 30000);
+          SummaryOptions o = FcmOpts(0.002, 0.0002, false);  // 7 x 3106, dh = 4
+          o.fcm.dl = 6;
+          o.fcm.k = k;
+          if (big_k) o.fcm.phase_capacity = 128;
+          auto s = MustCreate(o);
+          const Fcm& fcm = AsFcm(*s);
+          ReferencePhase ref{k, o.fcm.EffectivePhaseCapacity(), 0, {}};
+          std::vector<uint64_t> table(fcm.depth() * fcm.width(), 0);
+          const FcmWalk walk(o.fcm);
+          std::mt19937_64 rng(41 + k);
+          absl::flat_hash_map<uint64_t, uint64_t> exact;
+          const size_t sizes[] = {1, 2047, 2048, 2049, 5000, 40000, 70000};
+          size_t done = 0;
+          for (size_t b = 0; done < keys.size(); ++b) {
+            const size_t n = std::min(keys.size() - done, sizes[rng() % std::size(sizes)]);
+            std::vector<uint64_t> ids(keys.begin() + done, keys.begin() + done + n), weights;
+            if (b % 3 == 1) {
+              for (size_t i = 0; i < n; ++i) weights.push_back(1 + rng() % 4);
+            }
+            for (size_t i = 0; i < n; ++i) {
+              const uint64_t w = weights.empty() ? 1 : weights[i];
+              exact[ids[i]] += w;
+              uint64_t cells[64];
+              const uint64_t rows = ref.IsHigh(ids[i]) ? fcm.dh() : fcm.dl();
+              walk.Cells(ids[i], rows, cells);
+              for (uint64_t j = 0; j < rows; ++j) table[cells[j]] += w;
+            }
+            ref.Absorb(ids, weights);
+            Batch batch;
+            batch.kind = ValueKind::kUint64;
+            batch.keys = ids;
+            batch.weights = weights;
+            ASSERT_TRUE(s->Update(batch).ok());
+            done += n;
+            const FcmMgEntries expected(ref.counters.begin(), ref.counters.end());
+            ASSERT_EQ(fcm.phase().entries(), expected) << "after batch " << b;
+            ASSERT_EQ(fcm.phase().items(), ref.items);
+          }
+          ASSERT_EQ(std::vector<uint64_t>(fcm.table().begin(), fcm.table().end()), table);
+          uint64_t sum = 0;
+          for (const auto& [id, c] : fcm.phase().entries()) sum += c;
+          const uint64_t slack = (fcm.phase().items() - sum) / (fcm.phase().capacity() + 1);
+          for (const auto& [id, f] : exact) {
+            const uint64_t c = fcm.phase().CountOf(id);
+            ASSERT_LE(c, f) << id;
+            ASSERT_GE(c + slack, f) << id;
+            ASSERT_GE(fcm.EstimateId(id), f) << id;  // f <= estimate for any phases
+          }
+        }
+      }
+    }
+  }
+}
+
+// Issue 15: bytes the version-3 build wrote for dl > dh (tests/core/sketches/fcm_v3_golden.h: its
+// Lossy Counting detector) load with that table and answer and list heavy hitters as that build
+// did; the detector becomes counters count - initial; the sketch goes on under the batch rule and
+// re-serializes as version 4, which loads again unchanged.
+TEST(Fcm, VersionThreePayloadsWithDlAboveDhLoadAndAnswerAsTheyDid) {
+  std::string bytes;
+  for (size_t i = 0; golden::kFcmV3DlAboveDhHex[i] != 0; i += 2) {
+    const std::string pair(golden::kFcmV3DlAboveDhHex + i, 2);
+    bytes.push_back(static_cast<char>(std::stoi(pair, nullptr, 16)));
+  }
+  auto back = DeserializeSummary(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const Fcm& fcm = AsFcm(**back);
+  EXPECT_EQ(fcm.depth(), 7u);
+  EXPECT_EQ(fcm.dh(), 4u);
+  EXPECT_EQ(fcm.dl(), 6u);
+  EXPECT_EQ(fcm.count(), 3000u);
+  EXPECT_EQ(fcm.phase().items(), 3000u);
+  EXPECT_GT(fcm.phase().size(), 0u);
+  EXPECT_GT(fcm.phase().CountOf(7), 0u);  // the key of a fifth of the stream
+  Keys q;
+  q.kind = ValueKind::kUint64;
+  q.keys = golden::kFcmV3Probe;
+  auto answers = (*back)->Frequencies(q);
+  ASSERT_TRUE(answers.ok());
+  for (size_t i = 0; i < std::size(golden::kFcmV3Probe); ++i) {
+    EXPECT_EQ((*answers)[i].estimate, golden::kFcmV3Estimates[i]) << golden::kFcmV3Probe[i];
+  }
+  auto hh = (*back)->HeavyHitters(0.05);
+  ASSERT_TRUE(hh.ok());
+  ASSERT_EQ(hh->size(), std::size(golden::kFcmV3HeavyKeys));
+  for (size_t i = 0; i < hh->size(); ++i) {
+    EXPECT_EQ((*hh)[i].key, golden::kFcmV3HeavyKeys[i]);
+    EXPECT_EQ((*hh)[i].frequency.estimate, golden::kFcmV3HeavyEstimates[i]);
+  }
+  const std::string v4 = (*back)->Serialize();
+  auto env = OpenEnvelope(v4);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->payload[1], 4);
+  auto again = DeserializeSummary(v4);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->Serialize(), v4);
+  // 7 is high now (its counter > 3000/8): its next batch updates dh rows.
+  EXPECT_TRUE(fcm.phase().IsHigh(7));
+  const uint64_t before = AsFcm(**again).EstimateId(7);
+  Feed(again->get(), std::vector<uint64_t>(100, 7));
+  EXPECT_GE(AsFcm(**again).EstimateId(7), before + 100);
+}
+
+// Issue 15: FCM with dl > dh on a device (the fake accelerator, which applies the batch rule's
+// forms with the detector kept after the table, as the GPU does): plain, table, detector,
+// candidates, answers and bytes equal the CPU's on every order, for uint64 and string keys, when
+// an Add (holding half a batch) or a Download fails at any point (table and detector then move
+// back to the host through the journal with nothing lost), and through a merge; conservative,
+// equal to a reference that applies the same batches in the batch form.
+TEST(Fcm, WithDlAboveDhTheTableAndDetectorGoOnTheDeviceAndComeBackDespiteFailures) {
+  SummaryOptions o = FcmOpts(0.002, 0.0002, false);  // 7 x 3106, dh = 4
+  o.fcm.dl = 6;
+  for (auto order : AllOrders()) {
+    const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11, order, 40000, 29);
+    for (int plan = 0; plan < 6; ++plan) {
+      const int fail_add = plan == 1 ? 0 : plan == 2 ? 3 : plan == 3 ? 9 : -1;
+      const int fail_download = plan == 4 ? 0 : plan == 5 ? 2 : -1;
+      const bool strings = plan % 2 == 1;
+      SCOPED_TRACE(::testing::Message() << testing::Name(order) << " add " << fail_add
+                                        << " download " << fail_download << " strings "
+                                        << strings);
+      const ValueKind kind = strings ? ValueKind::kString : ValueKind::kUint64;
+      fake::FakeDeviceAccelerator device;
+      device.stats.fail_add_at = fail_add;
+      device.stats.fail_download_at = fail_download;
+      auto dev = *CreateSummary(o, kind, &device);
+      auto cpu = *CreateSummary(o, kind);
+      const Fcm& dev_fcm = AsFcm(*dev);
+      std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 1234567};
+      std::vector<std::string> probe_names;
+      for (uint64_t k : probe) probe_names.push_back("flow-" + std::to_string(k));
+      FeedRandomBatches(keys, strings, 30, {dev.get(), cpu.get()}, [&](int batch_no) {
+        if (batch_no % 4 != 0) return;
+        Keys q;
+        q.kind = kind;
+        q.keys = probe;
+        q.strings = probe_names;
+        auto a = cpu->Frequencies(q);
+        auto d = dev->Frequencies(q);  // a Download (which may fail)
+        ASSERT_TRUE(a.ok() && d.ok());
+        for (size_t j = 0; j < probe.size(); ++j) {
+          ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after batch " << batch_no;
+        }
+      });
+      EXPECT_EQ(device.stats.attaches, 1);
+      EXPECT_GT(device.stats.adds, 0);
+      EXPECT_EQ(dev_fcm.on_device(), fail_add < 0 && fail_download < 0);
+      EXPECT_EQ(dev_fcm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
+      EXPECT_GT(dev_fcm.phase().size(), 0u);
+      EXPECT_EQ(dev_fcm.phase().entries(), AsFcm(*cpu).phase().entries());
+      EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+      auto ha = cpu->HeavyHitters(0.005);
+      auto hd = dev->HeavyHitters(0.005);
+      ASSERT_TRUE(ha.ok() && hd.ok());
+      EXPECT_FALSE(ha->empty());
+      ASSERT_EQ(ha->size(), hd->size());
+      for (size_t j = 0; j < ha->size(); ++j) {
+        EXPECT_EQ((*ha)[j].key, (*hd)[j].key);
+        EXPECT_EQ((*ha)[j].frequency.estimate, (*hd)[j].frequency.estimate);
+      }
+      auto other = *CreateSummary(o, kind);
+      FeedRandomBatches(MakeKeys(testing::Distribution::kUniform, order, 5000, 31), strings, 32,
+                        {other.get()}, [](int) {});
+      ASSERT_TRUE(dev->Merge(*other).ok());
+      ASSERT_TRUE(cpu->Merge(*other).ok());
+      EXPECT_FALSE(dev_fcm.on_device());
+      FeedRandomBatches(std::vector<uint64_t>(keys.begin(), keys.begin() + 5000), strings, 33,
+                        {dev.get(), cpu.get()}, [](int) {});
+      EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+    }
+  }
+  // Conservative: the batch form on the device, with or without failures, equals a reference
+  // fed the same batches through a device that never fails (the failing batch on the host in
+  // both); never an underestimate.
+  o.fcm.conservative = true;
   const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11,
-                                              testing::Order::kShuffled, 20000, 36);
-  Feed(dev.get(), keys);
-  Feed(cpu.get(), keys);
+                                              testing::Order::kShuffled, 40000, 34);
+  for (int fail_add : {-1, 0, 3, 9}) {
+    SCOPED_TRACE(::testing::Message() << "conservative, add " << fail_add);
+    fake::FakeDeviceAccelerator device, steady;
+    device.stats.fail_add_at = fail_add;
+    auto dev = *CreateSummary(o, ValueKind::kUint64, &device);
+    auto ref = *CreateSummary(o, ValueKind::kUint64, &steady);
+    absl::flat_hash_map<uint64_t, uint64_t> exact;
+    std::mt19937_64 rng(35);
+    for (size_t i = 0; i < keys.size();) {
+      const size_t n = std::min<size_t>(keys.size() - i, 1 + rng() % 3000);
+      Batch b;
+      b.kind = ValueKind::kUint64;
+      b.keys = absl::MakeConstSpan(keys).subspan(i, n);
+      for (size_t j = 0; j < n; ++j) ++exact[b.keys[j]];
+      if (device.stats.adds == fail_add) ref->set_accelerator(nullptr);
+      ASSERT_TRUE(dev->Update(b).ok());
+      ASSERT_TRUE(ref->Update(b).ok());
+      i += n;
+    }
+    EXPECT_EQ(AsFcm(*dev).on_device(), fail_add < 0);
+    EXPECT_TRUE(dev->Serialize() == ref->Serialize());
+    for (const auto& [key, f] : exact) ASSERT_LE(f, AsFcm(*dev).EstimateId(key)) << key;
+  }
+  // A detector larger than a device keeps stays on the host.
+  SummaryOptions large = FcmOpts(0.002, 0.0002, false);
+  large.fcm.dl = 6;
+  large.fcm.phase_capacity = kFcmDevicePhaseCapacity + 1;
+  fake::FakeDeviceAccelerator device;
+  auto host = *CreateSummary(large, ValueKind::kUint64, &device);
+  Feed(host.get(), keys);
   EXPECT_EQ(device.stats.attaches, 0);
-  EXPECT_FALSE(AsFcm(*dev).on_device());
-  EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+  EXPECT_FALSE(AsFcm(*host).on_device());
 }
 
 }  // namespace
