@@ -113,7 +113,7 @@ constexpr size_t kPhaseSmem = 2 * kPhaseSlots * sizeof(unsigned long long);  // 
 
 struct MgScalars {
   unsigned long long sentinel;  // the count of id ~0
-  unsigned long long max_count, weight;
+  unsigned long long max_count, weight, total;
   unsigned int entries, emitted;
   unsigned int counted[3];
 };
@@ -128,7 +128,7 @@ __device__ void MgClear(unsigned long long* keys, unsigned long long* counts, Mg
     counts[i] = 0;
   }
   if (threadIdx.x == 0) {
-    s->sentinel = s->max_count = s->weight = 0;
+    s->sentinel = s->max_count = s->weight = s->total = 0;
     s->entries = s->emitted = 0;
     s->counted[0] = s->counted[1] = s->counted[2] = 0;
   }
@@ -163,25 +163,30 @@ __device__ void MgPruneEmit(const unsigned long long* keys, const unsigned long 
                             MgScalars* s, uint32_t capacity, uint64_t* out_ids,
                             uint64_t* out_counts) {
   unsigned int n = 0;
-  unsigned long long top = 0;
+  unsigned long long top = 0, sum = 0;
   for (uint32_t i = threadIdx.x; i < kPhaseSlots; i += blockDim.x) {
     if (keys[i] != kEmptySlot && counts[i] > 0) {
       ++n;
       top = max(top, counts[i]);
+      sum += counts[i];
     }
   }
   if (threadIdx.x == 0 && s->sentinel > 0) {
     ++n;
     top = max(top, s->sentinel);
+    sum += s->sentinel;
   }
   if (n > 0) {
     atomicAdd(&s->entries, n);
     atomicMax(&s->max_count, top);
+    atomicAdd(&s->total, sum);
   }
   __syncthreads();
   unsigned long long cut = 0;
   if (s->entries > capacity) {
-    unsigned long long lo = 1, hi = s->max_count;
+    // The top capacity+1 counts add up to at most the total, so the cut is <= total/(capacity+1):
+    // log2(capacity+1) fewer steps than from the largest count alone.
+    unsigned long long lo = 1, hi = min(s->max_count, s->total / (capacity + 1ull));
     for (unsigned it = 0; lo < hi; ++it) {
       const unsigned long long mid = lo + (hi - lo + 1) / 2;
       unsigned int c = 0;
@@ -243,6 +248,109 @@ __global__ void __launch_bounds__(kPhaseThreads)
     out_lens[blockIdx.x] = s.emitted;
     atomicAdd(batch_weight, s.weight);
   }
+}
+
+// FcmPhaseBlocks for unit weights (the device-resident update and unweighted session batches),
+// the same summaries from a cheaper table: a block's count is <= kFcmPhaseBlock < 2^12, so a
+// slot is one 32-bit word, 0 when empty, else (index + 1) << 12 | count with `index` the
+// position in the block of the id's first item (the ids sit in shared memory beside the slots).
+// A claim and its first count are one native 32-bit atomicCAS, every later item one atomicAdd
+// (the general kernel's 64-bit shared atomicAdd is a compare-and-swap loop, which the hot keys of
+// a skewed stream keep retrying), and no id is special. The cut, the (capacity+1)-th largest
+// count, is at most len/(capacity+1) (the top capacity+1 counts add up to <= len): one pass
+// builds the histogram of the counts >= 2, clamped to that bound, and one warp finds the largest
+// t with #(count >= t) >= capacity+1 from its suffix sums (no bisection passes over the slots).
+constexpr uint32_t kUnitCountBits = 12;
+static_assert(core::kFcmPhaseBlock < (1u << kUnitCountBits), "a block's count fits 12 bits");
+static_assert(core::kFcmPhaseBlock * 2 < (1u << (32 - kUnitCountBits)), "index + 1 fits 20 bits");
+constexpr uint32_t kUnitHistBins = core::kFcmPhaseBlock / 2 + 1;  // cut <= len/2 (capacity >= 1)
+
+__global__ void __launch_bounds__(kPhaseThreads)
+    FcmPhaseBlocksUnit(const uint64_t* ids, size_t n, uint32_t capacity, uint64_t* out_ids,
+                       uint64_t* out_counts, uint32_t* out_lens,
+                       unsigned long long* batch_weight) {
+  __shared__ uint64_t s_ids[core::kFcmPhaseBlock];
+  __shared__ __align__(16) uint32_t slots[kPhaseSlots];
+  __shared__ uint32_t hist[kUnitHistBins];
+  __shared__ uint32_t s_entries, s_emitted, s_cut;
+  constexpr uint32_t kCountMask = (1u << kUnitCountBits) - 1;
+  const size_t begin = blockIdx.x * size_t{core::kFcmPhaseBlock};
+  const uint32_t len = static_cast<uint32_t>(min(n - begin, size_t{core::kFcmPhaseBlock}));
+  const uint32_t bound = len / (capacity + 1);  // >= the cut whenever there is one
+  for (uint32_t i = threadIdx.x; i < kPhaseSlots / 4; i += blockDim.x) {
+    reinterpret_cast<uint4*>(slots)[i] = make_uint4(0, 0, 0, 0);
+  }
+  for (uint32_t b = threadIdx.x; b <= bound; b += blockDim.x) hist[b] = 0;
+  if (threadIdx.x == 0) {
+    s_entries = s_emitted = s_cut = 0;
+    if (blockIdx.x == 0) atomicAdd(batch_weight, static_cast<unsigned long long>(n));
+  }
+  for (uint32_t i = threadIdx.x; i < len; i += blockDim.x) s_ids[i] = ids[begin + i];
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const uint64_t id = s_ids[i];
+    uint32_t slot = SlotOf(id);
+    for (;;) {
+      uint32_t v = *reinterpret_cast<volatile uint32_t*>(slots + slot);
+      if (v == 0) {
+        v = atomicCAS(slots + slot, 0u, ((i + 1) << kUnitCountBits) | 1u);
+        if (v == 0) break;  // claimed, counted once
+      }
+      // A claimed slot's index never changes, and its id was written before the barrier.
+      if (s_ids[(v >> kUnitCountBits) - 1] == id) {
+        atomicAdd(slots + slot, 1u);
+        break;
+      }
+      slot = (slot + 1) & (kPhaseSlots - 1);
+    }
+  }
+  __syncthreads();
+  unsigned int entries = 0;
+  for (uint32_t i = threadIdx.x; i < kPhaseSlots; i += blockDim.x) {
+    const uint32_t v = slots[i];
+    if (v != 0) {
+      ++entries;
+      const uint32_t c = v & kCountMask;
+      if (c >= 2 && bound >= 2) atomicAdd(hist + min(c, bound), 1u);
+    }
+  }
+  entries = __reduce_add_sync(0xFFFFFFFFu, entries);
+  if ((threadIdx.x & 31) == 0 && entries > 0) atomicAdd(&s_entries, entries);
+  __syncthreads();
+  if (s_entries > capacity && threadIdx.x < 32) {
+    // #(count >= 1) = entries >= capacity+1, so the cut is >= 1; for t >= 2, #(count >= t) is
+    // the histogram's sum over [t, bound]. Lane l takes bin top - l, top falling by 32.
+    const unsigned lane = threadIdx.x;
+    uint32_t cut = 1, running = 0;
+    for (int top = static_cast<int>(bound); top >= 2; top -= 32) {
+      const int b = top - static_cast<int>(lane);
+      uint32_t x = b >= 2 ? hist[b] : 0;
+      for (unsigned d = 1; d < 32; d <<= 1) {  // inclusive prefix sum from lane 0 (bin top)
+        const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+        if (lane >= d) x += y;
+      }
+      const unsigned hit = __ballot_sync(0xFFFFFFFFu, running + x >= capacity + 1);
+      if (hit != 0) {
+        cut = static_cast<uint32_t>(top - (__ffs(hit) - 1));
+        break;
+      }
+      running += __shfl_sync(0xFFFFFFFFu, x, 31);
+    }
+    if (lane == 0) s_cut = cut;
+  }
+  __syncthreads();
+  const uint32_t cut = s_cut;
+  const size_t out = blockIdx.x * size_t{capacity};
+  for (uint32_t i = threadIdx.x; i < kPhaseSlots; i += blockDim.x) {
+    const uint32_t v = slots[i];
+    if (v != 0 && (v & kCountMask) > cut) {
+      const unsigned int at = atomicAdd(&s_emitted, 1u);
+      out_ids[out + at] = s_ids[(v >> kUnitCountBits) - 1];
+      out_counts[out + at] = (v & kCountMask) - cut;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) out_lens[blockIdx.x] = s_emitted;
 }
 
 // Block g: summaries [g*kFcmPhaseFanIn, ...) of `count`, added by id and pruned.
@@ -336,8 +444,10 @@ PhaseView MakePhase(const uint64_t* words, uint64_t k) {
 // Device-resident update with dl > dh: each block copies the detector's ids and phases to shared
 // memory (<= kFcmDevicePhaseCapacity), then each item its dh or dl walk rows; kShared: counted
 // into the block's 32-bit copy of the table (unit weights), as FcmAddShared.
+constexpr unsigned kPhasedSharedThreads = 1024;  // see UpdateDeviceAsync
+
 template <bool kShared>
-__global__ void FcmAddPhased(FcmRows f, const uint64_t* ids, const uint64_t* weights, size_t n,
+__global__ void __launch_bounds__(kPhasedSharedThreads) FcmAddPhased(FcmRows f, const uint64_t* ids, const uint64_t* weights, size_t n,
                              const uint64_t* words, uint64_t k, unsigned long long* table) {
   extern __shared__ unsigned int cells[];
   __shared__ core::PairwiseHash hs[kMaxRows];
@@ -369,15 +479,32 @@ __global__ void FcmAddPhased(FcmRows f, const uint64_t* ids, const uint64_t* wei
     const uint32_t r = lo < pn && p_ids[lo] == id && p_high[lo] ? f.dh : f.dl;
     uint32_t row, gap;
     f.Walk(id, &row, &gap);
-    for (uint32_t j = 0; j < r; ++j) {
+    const unsigned long long w =
+        kShared || weights == nullptr ? 1ull : static_cast<unsigned long long>(weights[i]);
+    // Two rows' cells before their two atomics: the hash chains are long, and the compiler
+    // keeps a row's shared hash loads behind the previous row's shared atomic (they may alias).
+    uint32_t j = 0;
+    for (; j + 2 <= r; j += 2) {
+      const uint64_t c0 = CellOf(f, hs, row, id);
+      row += gap;
+      if (row >= f.rows.depth) row -= f.rows.depth;
+      const uint64_t c1 = CellOf(f, hs, row, id);
+      row += gap;
+      if (row >= f.rows.depth) row -= f.rows.depth;
+      if (kShared) {
+        atomicAdd(cells + c0, 1u);
+        atomicAdd(cells + c1, 1u);
+      } else {
+        atomicAdd(table + c0, w);
+        atomicAdd(table + c1, w);
+      }
+    }
+    if (j < r) {
       if (kShared) {
         atomicAdd(cells + CellOf(f, hs, row, id), 1u);
       } else {
-        atomicAdd(table + CellOf(f, hs, row, id),
-                  weights == nullptr ? 1ull : static_cast<unsigned long long>(weights[i]));
+        atomicAdd(table + CellOf(f, hs, row, id), w);
       }
-      row += gap;
-      if (row >= f.rows.depth) row -= f.rows.depth;
     }
   }
   if (kShared) {
@@ -679,8 +806,14 @@ absl::Status GpuFcm::LaunchPhaseSummary(const uint64_t* d_ids, const uint64_t* d
   auto* weight = reinterpret_cast<unsigned long long*>(mg_->batch_weight.get());
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(weight, 0, sizeof(uint64_t), d.stream));
   const uint32_t k32 = static_cast<uint32_t>(cap);
-  FcmPhaseBlocks<<<static_cast<unsigned>(count), kPhaseThreads, kPhaseSmem, d.stream>>>(
-      d_ids, d_weights, n, k32, mg_->ids[0].get(), mg_->counts[0].get(), mg_->lens[0].get(), weight);
+  if (d_weights == nullptr) {
+    FcmPhaseBlocksUnit<<<static_cast<unsigned>(count), kPhaseThreads, 0, d.stream>>>(
+        d_ids, n, k32, mg_->ids[0].get(), mg_->counts[0].get(), mg_->lens[0].get(), weight);
+  } else {
+    FcmPhaseBlocks<<<static_cast<unsigned>(count), kPhaseThreads, kPhaseSmem, d.stream>>>(
+        d_ids, d_weights, n, k32, mg_->ids[0].get(), mg_->counts[0].get(), mg_->lens[0].get(),
+        weight);
+  }
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   int cur = 0;
   while (count > 1) {
@@ -838,7 +971,10 @@ absl::Status GpuFcm::UpdateDeviceAsync(const uint64_t* d_ids, const uint64_t* d_
   const FcmRows rows = MakeFcmRows(options_, depth_, width_, dh_, dl_);
   auto* table = reinterpret_cast<unsigned long long*>(table_);
   const size_t smem = depth_ * width_ * sizeof(unsigned int);
-  const unsigned threads = 512;
+  // With dl > dh a block has twice the warps (its kernel needs 31 registers a thread): the rows'
+  // hash chains are long and the one block an SM holds (the table fills its shared memory) hid
+  // too little of their latency at 512.
+  const unsigned threads = dl_ > dh_ ? kPhasedSharedThreads : 512;
   // Static shared memory beside the table: the row hashes, and with dl > dh the detector's ids
   // and phases.
   const size_t fixed = sizeof(core::PairwiseHash) * kMaxRows + 9 * core::kFcmDevicePhaseCapacity;
