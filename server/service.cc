@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/metrics.h"
+#include "server/split_session.h"
 
 namespace streamstats::server {
 namespace {
@@ -156,8 +157,63 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
   auto config = ConfigFromSpec(*request);
   if (!config.ok()) return rpc.Done(config.status());
   config->create_time_unix_ms = NowUnixMs();
+  const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+  auto forward = [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+    return stub.CreateSession(c, *request, response);
+  };
+  if (ParsePartName(request->name()).has_value() && origin.hops == 0) {
+    return rpc.Done(absl::InvalidArgumentError(absl::StrCat(
+        "session name must be 1-128 characters from [A-Za-z0-9._-], got '",
+        QuoteName(request->name()), "' (NAME#i names part i of a split session)")));
+  }
+  if (config->parts > 1) {
+    if (forwarder_ == nullptr) {
+      return rpc.Done(absl::InvalidArgumentError(
+          "parts.count > 1 splits a session across the replicas of a cluster (streamstatsd "
+          "--cluster with ownership); on one node use partitioning"));
+    }
+    // The parts first, at their owners, then the session: it exists once all of them do (a
+    // create that failed half way is retried as a whole; parts that exist are kept).
+    auto owned = Find(ctx, *tenant, request->name(), false, forward);
+    if (owned.ok() && *owned == nullptr) return rpc.Done(absl::OkStatus());  // forwarded
+    if (owned.ok()) {
+      return rpc.Done(absl::AlreadyExistsError(
+          absl::StrCat("session '", request->name(), "' already exists")));
+    }
+    if (owned.status().code() != absl::StatusCode::kNotFound) return rpc.Done(owned.status());
+    for (uint32_t i = 0; i < config->parts; ++i) {
+      v1::SessionSpec part_spec = *request;
+      part_spec.set_name(PartName(request->name(), i));
+      part_spec.clear_parts();
+      part_spec.clear_export_quantiles();
+      part_spec.set_export_moments(false);
+      part_spec.set_export_distinct(false);
+      v1::SessionInfo part_info;
+      absl::Status made = HereOrAtOwner(
+          origin,
+          [&]() -> absl::Status {
+            auto part_config = ConfigFromSpec(part_spec);
+            if (!part_config.ok()) return part_config.status();
+            part_config->create_time_unix_ms = config->create_time_unix_ms;
+            return sessions_->Create(*tenant, *std::move(part_config)).status();
+          },
+          [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+            return stub.CreateSession(c, part_spec, &part_info);
+          });
+      if (!made.ok() && made.code() != absl::StatusCode::kAlreadyExists) {
+        return rpc.Done(absl::Status(made.code(), absl::StrCat("part ", part_spec.name(), ": ",
+                                                               made.message())));
+      }
+    }
+  }
   auto session = sessions_->Create(*tenant, *std::move(config));
-  if (!session.ok()) return rpc.Done(session.status());
+  if (!session.ok()) {
+    std::string address;
+    if (forwarder_ == nullptr || !forwarder_->ShouldForward(origin, session.status(), false, &address)) {
+      return rpc.Done(session.status());
+    }
+    return rpc.Done(forwarder_->Unary(address, origin, forward, nullptr));
+  }
   if (metrics_ != nullptr && request->export_quantiles_size() > 0) {
     metrics_->SetExported(*tenant, request->name(),
                           {request->export_quantiles().begin(), request->export_quantiles().end()});
@@ -173,8 +229,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetSession", false, ctx);
   auto tenant = Tenant(ctx, "GetSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->name());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->name(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetSession(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   FillSessionInfo(**session, response);
   response->set_log(sessions_->LogName());
   return rpc.Done(absl::OkStatus());
@@ -196,11 +255,33 @@ grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerC
 
 grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServerContext* ctx,
                                                             const v1::DeleteSessionRequest* request,
-                                                            v1::DeleteSessionResponse*) {
+                                                            v1::DeleteSessionResponse* response) {
   RpcScope rpc(metrics_, "DeleteSession", false, ctx);
   auto tenant = Tenant(ctx, "DeleteSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  absl::Status deleted = sessions_->Delete(*tenant, request->name());
+  absl::Status deleted;
+  if (forwarder_ == nullptr) {
+    deleted = sessions_->Delete(*tenant, request->name());
+  } else {
+    auto session = Find(ctx, *tenant, request->name(), false,
+                        [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                          return stub.DeleteSession(c, *request, response);
+                        });
+    if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+    // A split session's parts go first, so a delete that fails half way can be retried.
+    const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+    for (uint32_t i = 0; i < (*session)->config().parts; ++i) {
+      v1::DeleteSessionRequest part;
+      part.set_name(PartName(request->name(), i));
+      absl::Status gone = HereOrAtOwner(
+          origin, [&] { return sessions_->Delete(*tenant, part.name()); },
+          [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+            return stub.DeleteSession(c, part, response);
+          });
+      if (!gone.ok() && gone.code() != absl::StatusCode::kNotFound) return rpc.Done(gone);
+    }
+    deleted = sessions_->Delete(*tenant, request->name());
+  }
   if (deleted.ok() && metrics_ != nullptr) metrics_->ClearExported(*tenant, request->name());
   return rpc.Done(deleted);
 }
@@ -211,8 +292,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
   RpcScope rpc(metrics_, "GetQuantiles", true, ctx);
   auto tenant = Tenant(ctx, "GetQuantiles");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetQuantiles(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   auto result = (*session)->Quantiles(
       absl::MakeConstSpan(request->phis().data(), request->phis().size()),
       core::Window{request->last_items(), request->last_seconds()});
@@ -241,8 +325,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
   RpcScope rpc(metrics_, "GetRanks", true, ctx);
   auto tenant = Tenant(ctx, "GetRanks");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetRanks(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   auto result = (*session)->Ranks(
       absl::MakeConstSpan(request->values().data(), request->values().size()),
       core::Window{request->last_items(), request->last_seconds()});
@@ -269,8 +356,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
   RpcScope rpc(metrics_, "GetFrequencies", true, ctx);
   auto tenant = Tenant(ctx, "GetFrequencies");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetFrequencies(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   std::vector<std::string> strings;
   auto keys = KeysFromRequest(*request, (*session)->config().value_kind, &strings);
   if (!keys.ok()) return rpc.Done(keys.status());
@@ -300,8 +390,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
   RpcScope rpc(metrics_, "GetHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetHeavyHitters(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   auto result = (*session)->HeavyHitters(
       request->support(), request->summary(),
       core::Window{request->last_items(), request->last_seconds()});
@@ -335,8 +428,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
   RpcScope rpc(metrics_, "GetHierarchicalHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHierarchicalHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetHierarchicalHeavyHitters(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   core::PrefixQuestion question;
   question.phi = request->phi();
   question.prefix = request->prefix();
@@ -369,8 +465,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
   RpcScope rpc(metrics_, "GetCorrelatedSums", true, ctx);
   auto tenant = Tenant(ctx, "GetCorrelatedSums");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetCorrelatedSums(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   core::CorrelatedSumQuestion question;
   question.values.assign(request->values().begin(), request->values().end());
   question.phis.assign(request->phis().begin(), request->phis().end());
@@ -410,8 +509,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetMoments(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetMoments", true, ctx);
   auto tenant = Tenant(ctx, "GetMoments");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetMoments(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   auto result = (*session)->Moments();
   if (!result.ok()) return rpc.Done(result.status());
   const core::MomentsAnswer& m = result->moments;
@@ -435,8 +537,11 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
   RpcScope rpc(metrics_, "GetCardinality", true, ctx);
   auto tenant = Tenant(ctx, "GetCardinality");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.GetCardinality(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   auto result = (*session)->Cardinality();
   if (!result.ok()) return rpc.Done(result.status());
   const core::CardinalityAnswer& a = result->answer;
@@ -459,8 +564,11 @@ grpc::ServerUnaryReactor* StreamStatsService::ExportSummary(
   RpcScope rpc(metrics_, "ExportSummary", false, ctx);
   auto tenant = Tenant(ctx, "ExportSummary");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
+  auto session = Find(ctx, *tenant, request->session(), true,
+                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+                        return stub.ExportSummary(c, *request, response);
+                      });
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
   FillExport(**session, (*session)->Export(), response);
   return rpc.Done(absl::OkStatus());
 }
@@ -472,15 +580,101 @@ grpc::ServerUnaryReactor* StreamStatsService::MergeSummaries(
   if (shutting_down_) return rpc.Done(absl::UnavailableError("server is shutting down"));
   auto tenant = Tenant(ctx, "MergeSummaries");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
-  if (!session.ok()) return rpc.Done(session.status());
-  auto merged =
-      sessions_->Merge(*tenant, **session, request->summary_export(), ConfigFromSpecBytes);
-  if (!merged.ok()) return rpc.Done(merged.status());
-  response->set_count(merged->count);
-  response->set_merged_count(merged->merged_count);
-  response->set_log_position(merged->lsn);
-  return rpc.Done(absl::OkStatus());
+  auto forward = [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+    return stub.MergeSummaries(c, *request, response);
+  };
+  auto session = Find(ctx, *tenant, request->session(), false, forward);
+  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  auto merge_into = [&](Session& target) -> absl::Status {
+    auto merged = sessions_->Merge(*tenant, target, request->summary_export(), ConfigFromSpecBytes);
+    if (!merged.ok()) return merged.status();
+    response->set_count(merged->count);
+    response->set_merged_count(merged->merged_count);
+    response->set_log_position(merged->lsn);
+    return absl::OkStatus();
+  };
+  if ((*session)->config().parts <= 1) return rpc.Done(merge_into(**session));
+  // A split session takes a merge in its part 0: answers merge every part anyway.
+  v1::MergeSummariesRequest to_part = *request;
+  to_part.set_session(PartName(request->session(), 0));
+  return rpc.Done(HereOrAtOwner(
+      Forwarder::OriginOf(*ctx),
+      [&]() -> absl::Status {
+        auto part = sessions_->Acquire(*tenant, to_part.session());
+        return part.ok() ? merge_into(**part) : part.status();
+      },
+      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+        return stub.MergeSummaries(c, to_part, response);
+      }));
+}
+
+absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::Find(
+    grpc::CallbackServerContext* ctx, const std::string& tenant, const std::string& name,
+    bool merge_parts, const Forwarder::Call& forward) {
+  auto session = sessions_->Acquire(tenant, name);
+  if (forwarder_ == nullptr) return session;
+  const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+  if (session.ok()) {
+    if (!merge_parts || (*session)->config().parts <= 1) {
+      ctx->AddTrailingMetadata(kLogPositionMetadata, absl::StrCat((*session)->applied_lsn()));
+      return session;
+    }
+    std::string positions;
+    auto merged = MergeParts(origin, tenant, **session, &positions);
+    if (merged.ok()) ctx->AddTrailingMetadata(kLogPositionMetadata, positions);
+    return merged;
+  }
+  std::string address;
+  if (!forwarder_->ShouldForward(origin, session.status(), false, &address)) return session;
+  Forwarder::Trailers trailers;
+  absl::Status answered = forwarder_->Unary(address, origin, forward, &trailers);
+  for (const auto& [key, value] : trailers) ctx->AddTrailingMetadata(key, value);
+  if (!answered.ok()) return answered;
+  return std::shared_ptr<Session>();
+}
+
+absl::Status StreamStatsService::HereOrAtOwner(const Forwarder::Origin& origin,
+                                               const std::function<absl::Status()>& here,
+                                               const Forwarder::Call& at_owner) {
+  absl::Status s = here();
+  std::string address;
+  if (s.ok() || !forwarder_->ShouldForward(origin, s, true, &address)) return s;
+  return forwarder_->Unary(address, origin, at_owner, nullptr);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::MergeParts(
+    const Forwarder::Origin& origin, const std::string& tenant, const Session& parent,
+    std::string* positions) {
+  // A session of the parent's spec that exists for this answer only, on the CPU.
+  auto merged = Session::Create(parent.config(), core::CpuAcceleratorInstance());
+  if (!merged.ok()) return merged.status();
+  for (uint32_t i = 0; i < parent.config().parts; ++i) {
+    const std::string part = PartName(parent.name(), i);
+    v1::ExportSummaryRequest request;
+    request.set_session(part);
+    v1::ExportSummaryResponse exported;
+    absl::Status s = HereOrAtOwner(
+        origin,
+        [&]() -> absl::Status {
+          auto here = sessions_->Acquire(tenant, part);
+          if (!here.ok()) return here.status();
+          FillExport(**here, (*here)->Export(), &exported);
+          return absl::OkStatus();
+        },
+        [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+          return stub.ExportSummary(c, request, &exported);
+        });
+    if (s.ok()) {
+      auto source = (*merged)->ReadExport(exported.summary_export(), ConfigFromSpecBytes);
+      s = source.ok() ? (*merged)->MergeFrom(source->get()) : source.status();
+    }
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("part ", i, " of session '", parent.name(),
+                                                 "' (", part, "): ", s.message()));
+    }
+    absl::StrAppend(positions, i == 0 ? "" : ",", part, "=", exported.log_position());
+  }
+  return std::shared_ptr<Session>(*std::move(merged));
 }
 
 // One Ingest stream. Each batch is parsed, then applied, on the executor, in order: a stream has
@@ -501,11 +695,14 @@ class StreamStatsService::IngestReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   IngestReactor(StreamStatsService* service, std::string tenant, std::string authorization,
-                uint64_t auth_generation)
+                uint64_t auth_generation, Forwarder::Origin origin)
       : service_(service),
         tenant_(std::move(tenant)),
         authorization_(std::move(authorization)),
-        auth_generation_(auth_generation) {
+        auth_generation_(auth_generation),
+        origin_(std::move(origin)),
+        lane_(service->forwarder_ != nullptr ? std::make_unique<Executor>(1, ThreadPriority{}, "lane")
+                                             : nullptr) {
     MutexLock lock(&mu_);
     Advance();
   }
@@ -558,7 +755,7 @@ class StreamStatsService::IngestReactor final
     }
     if (!applying_ && !parsed_.empty()) {
       applying_ = true;
-      service_->executor_->Submit([this] { ApplyNext(); });
+      (lane_ != nullptr ? lane_.get() : service_->executor_)->Submit([this] { ApplyNext(); });
     }
   }
 
@@ -670,7 +867,7 @@ class StreamStatsService::IngestReactor final
     }
   }
 
-  absl::Status ApplyRequest(const v1::IngestRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+  absl::Status ApplyRequest(v1::IngestRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
     // A SIGHUP reload may have revoked the token this stream was opened with, or taken its
     // write role away (an atomic load
@@ -683,13 +880,6 @@ class StreamStatsService::IngestReactor final
       }
     }
     if (request.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
-    // With ownership every batch asks again: the owner may have changed since the last one.
-    if (session_ == nullptr || session_->name() != request.session() ||
-        service_->sessions_->owns_sessions()) {
-      auto session = service_->sessions_->Acquire(tenant_, request.session());
-      if (!session.ok()) return session.status();
-      session_ = *std::move(session);
-    }
     std::vector<std::string> strings;
     auto batch = BatchFromRequest(request, &strings);
     if (!batch.ok()) return batch.status();
@@ -698,27 +888,92 @@ class StreamStatsService::IngestReactor final
           "batch ", request.sequence(), " holds ", batch->size(), " items; the limit is ",
           service_->limits_.max_batch_items, " (split it)"));
     }
-    // Refuse a malformed batch before it spends the tenant's rate quota.
     if (batch->size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
-    if (absl::Status s = session_->Validate(*batch); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
-    }
-    if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch->size()); !s.ok()) {
-      return s;
-    }
-    absl::Status s = service_->sessions_->Ingest(tenant_, *session_, *batch,
-                                                 request.producer_id(), request.sequence());
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
-    }
+    auto count = Route(request, *batch);
+    if (!count.ok()) return count.status();
     applied_items_ = batch->size();
     MutexLock lock(&mu_);
     items_applied_ += batch->size();
     ack_.set_session(request.session());
     ack_.set_sequence(request.sequence());
     ack_.set_items_applied(items_applied_);
-    ack_.set_count(session_->count());
+    ack_.set_count(*count);
     return absl::OkStatus();
+  }
+
+  // Applies a batch (`batch` views `request`) where its session lives: here; at its owner,
+  // forwarded (cluster mode); or, for a split session, in its part (block: BlockPart) or parts
+  // (hash: SplitByKey), each here or at its owner. Returns the N of the session or part(s) that
+  // took it.
+  absl::StatusOr<uint64_t> Route(v1::IngestRequest& request, const core::Batch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    std::shared_ptr<Session> session = session_;
+    // With ownership every batch asks again: the owner may have changed since the last one.
+    if (session == nullptr || session->name() != request.session() ||
+        service_->sessions_->owns_sessions()) {
+      auto acquired = service_->sessions_->Acquire(tenant_, request.session());
+      std::string address;
+      if (!acquired.ok() && service_->forwarder_ != nullptr &&
+          service_->forwarder_->ShouldForward(
+              origin_, acquired.status(), ParsePartName(request.session()).has_value(), &address)) {
+        return Forward(address, request);
+      }
+      if (!acquired.ok()) return acquired.status();
+      session = *std::move(acquired);
+    }
+    // Refuse a malformed batch before it spends the tenant's rate quota (or reaches a part).
+    if (absl::Status s = session->Validate(batch); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
+    }
+    if (const SessionConfig& config = session->config(); config.parts > 1) {
+      if (service_->forwarder_ == nullptr) {
+        return absl::FailedPreconditionError("a split session takes batches in cluster mode with ownership");
+      }
+      const std::string name = request.session();
+      if (!config.parts_by_key) {
+        request.set_session(PartName(name, BlockPart(request.producer_id(), request.sequence(),
+                                                     config.parts, next_part_++)));
+        auto count = Route(request, batch);
+        request.set_session(name);
+        return count;
+      }
+      std::vector<v1::IngestRequest> split = SplitByKey(request, config.parts);
+      uint64_t count = 0;
+      for (uint32_t i = 0; i < config.parts; ++i) {
+        if (split[i].values().values_size() + split[i].keys().keys_size() +
+                split[i].strings().keys_size() == 0) {
+          continue;
+        }
+        split[i].set_session(PartName(name, i));
+        std::vector<std::string> strings;
+        auto part_batch = BatchFromRequest(split[i], &strings);
+        if (!part_batch.ok()) return part_batch.status();
+        auto part_count = Route(split[i], *part_batch);
+        if (!part_count.ok()) return part_count.status();
+        count += *part_count;
+      }
+      return count;
+    }
+    session_ = session;
+    if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch.size()); !s.ok()) {
+      return s;
+    }
+    absl::Status s = service_->sessions_->Ingest(tenant_, *session, batch, request.producer_id(),
+                                                 request.sequence());
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
+    }
+    return session->count();
+  }
+
+  // Sends a batch to the owner at `address` on this stream's forwarded stream there.
+  absl::StatusOr<uint64_t> Forward(const std::string& address, const v1::IngestRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    auto& to = forwards_[address];
+    if (to == nullptr || to->done()) to = service_->forwarder_->OpenIngest(address, origin_);
+    auto ack = to->Send(request);
+    if (!ack.ok()) return ack.status();
+    return ack->count();
   }
 
   StreamStatsService* service_;
@@ -728,6 +983,15 @@ class StreamStatsService::IngestReactor final
   // The tokens generation it was last checked at.
   uint64_t auth_generation_ ABSL_GUARDED_BY(apply_mu_);
   std::shared_ptr<Session> session_ ABSL_GUARDED_BY(apply_mu_);
+  const Forwarder::Origin origin_;  // the stream's caller, for forwarded batches
+  // Streams to the owners this stream's batches were forwarded to, by address.
+  std::map<std::string, std::unique_ptr<Forwarder::IngestForward>> forwards_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t next_part_ ABSL_GUARDED_BY(apply_mu_) = 0;  // block parts of batches without a producer
+  // Cluster mode: this stream's applies run on a thread of its own, because an apply may wait
+  // for the owner's ack of a forwarded batch, and that owner's apply may wait for a forward of
+  // its own: on the shared ingest threads two nodes forwarding to each other could hold every
+  // thread waiting. A stream's thread waits only for its own forward, so no cycle can form.
+  std::unique_ptr<Executor> lane_;
   uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
@@ -770,7 +1034,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamStatsService:
   if (auto it = md.find("authorization"); it != md.end()) {
     authorization.assign(it->second.data(), it->second.size());
   }
-  return new IngestReactor(this, *std::move(tenant), std::move(authorization), auth_generation);
+  return new IngestReactor(this, *std::move(tenant), std::move(authorization), auth_generation,
+                           Forwarder::OriginOf(*ctx));
 }
 
 }  // namespace streamstats::server
