@@ -80,6 +80,7 @@ void Forwarder::Prepare(const Origin& origin, grpc::ClientContext* ctx, bool una
 
 absl::Status Forwarder::Unary(const std::string& address, const Origin& origin, const Call& call,
                               Trailers* trailers) {
+  if (options_.on_forward) options_.on_forward("rpc");
   v1::StreamStats::Stub stub(ChannelTo(address));
   grpc::ClientContext ctx;
   Prepare(origin, &ctx, true);
@@ -104,6 +105,7 @@ std::unique_ptr<Forwarder::IngestForward> Forwarder::OpenIngest(const std::strin
   Prepare(origin, &f->ctx_, false);
   f->stream_ = f->stub_->Ingest(&f->ctx_);
   f->timeout_ = options_.timeout;
+  f->on_forward_ = options_.on_forward;
   f->watchdog_ = std::thread([f = f.get()] { f->Watch(); });
   return f;
 }
@@ -122,6 +124,7 @@ void Forwarder::IngestForward::Watch() {
 
 absl::StatusOr<v1::IngestAck> Forwarder::IngestForward::Send(const v1::IngestRequest& request) {
   if (done_) return absl::UnavailableError("the forwarded stream has ended; retry");
+  if (on_forward_) on_forward_("batch");
   {
     MutexLock lock(&mu_);
     waiting_until_ = absl::Now() + timeout_;

@@ -32,6 +32,8 @@ namespace streamstats::server {
 
 inline constexpr char kHopsMetadata[] = "streamstats-hops";
 inline constexpr char kRedirectMetadata[] = "streamstats-redirect";
+// On a GetSession from another node: about the split session itself, without merging its parts.
+inline constexpr char kParentMetadata[] = "streamstats-parent";
 // The log position(s) an answer reflects in cluster mode: "<position>" for a session, or
 // "<part>=<position>,..." for a split session's merged answer.
 inline constexpr char kLogPositionMetadata[] = "streamstats-log-position";
@@ -47,6 +49,8 @@ class Forwarder {
     absl::Duration timeout = absl::Seconds(15);
     // false: clients' RPCs are refused with the owner's address instead (--cluster_forward).
     bool forward_clients = true;
+    // Called for each forwarded RPC ("rpc") and batch ("batch"), e.g. metrics; may be empty.
+    std::function<void(const char* what)> on_forward;
   };
   explicit Forwarder(Options options) : options_(std::move(options)) {}
 
@@ -86,6 +90,7 @@ class Forwarder {
     void Watch();
     std::string address_;
     absl::Duration timeout_;
+    std::function<void(const char*)> on_forward_;
     std::unique_ptr<v1::StreamStats::Stub> stub_;
     grpc::ClientContext ctx_;
     std::unique_ptr<grpc::ClientReaderWriter<v1::IngestRequest, v1::IngestAck>> stream_;

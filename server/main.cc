@@ -514,7 +514,11 @@ int main(int argc, char** argv) {
     forwarder = std::make_unique<Forwarder>(Forwarder::Options{
         .credentials = peer_credentials,
         .timeout = absl::Milliseconds(absl::GetFlag(FLAGS_cluster_forward_timeout_ms)),
-        .forward_clients = absl::GetFlag(FLAGS_cluster_forward)});
+        .forward_clients = absl::GetFlag(FLAGS_cluster_forward),
+        .on_forward = metrics != nullptr
+                          ? std::function<void(const char*)>(
+                                [m = metrics.get()](const char* what) { m->RecordClusterForward(what); })
+                          : nullptr});
     auto opened = NatsOwnership::Open(
         {.servers = SplitServers(cluster),
          .node_id = "",

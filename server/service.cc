@@ -614,6 +614,8 @@ absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::Find(
   auto session = sessions_->Acquire(tenant, name);
   if (forwarder_ == nullptr) return session;
   const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+  // Another node learning a split session's spec (SplitParent) asks about the session itself.
+  merge_parts = merge_parts && ctx->client_metadata().count(kParentMetadata) == 0;
   if (session.ok()) {
     if (!merge_parts || (*session)->config().parts <= 1) {
       ctx->AddTrailingMetadata(kLogPositionMetadata, absl::StrCat((*session)->applied_lsn()));
@@ -626,11 +628,62 @@ absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::Find(
   }
   std::string address;
   if (!forwarder_->ShouldForward(origin, session.status(), false, &address)) return session;
+  // A split session's parts are asked directly, not through the session's owner.
+  if (std::shared_ptr<Session> parent =
+          merge_parts && !ParsePartName(name).has_value() ? SplitParent(origin, tenant, name, address)
+                                                         : nullptr;
+      parent != nullptr) {
+    std::string positions;
+    auto merged = MergeParts(origin, tenant, *parent, &positions);
+    if (merged.ok()) ctx->AddTrailingMetadata(kLogPositionMetadata, positions);
+    if (merged.ok() || merged.status().code() != absl::StatusCode::kNotFound) return merged;
+    ForgetSplit(tenant, name);  // deleted (or made again) since: ask its owner
+  }
   Forwarder::Trailers trailers;
   absl::Status answered = forwarder_->Unary(address, origin, forward, &trailers);
   for (const auto& [key, value] : trailers) ctx->AddTrailingMetadata(key, value);
   if (!answered.ok()) return answered;
   return std::shared_ptr<Session>();
+}
+
+std::shared_ptr<Session> StreamStatsService::SplitParent(const Forwarder::Origin& origin,
+                                                        const std::string& tenant,
+                                                        const std::string& name,
+                                                        const std::string& address) {
+  const auto key = std::make_pair(tenant, name);
+  {
+    MutexLock lock(&splits_mu_);
+    if (auto it = splits_.find(key); it != splits_.end() && absl::Now() - it->second.learned < kSplitTtl) {
+      return it->second.parent;
+    }
+  }
+  v1::GetSessionRequest request;
+  request.set_name(name);
+  v1::SessionInfo info;
+  absl::Status asked = forwarder_->Unary(
+      address, origin,
+      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+        c->AddMetadata(kParentMetadata, "1");
+        return stub.GetSession(c, request, &info);
+      },
+      nullptr);
+  if (!asked.ok()) return nullptr;  // unknown: the RPC goes to the owner, which knows
+  Split split{nullptr, absl::Now()};
+  if (info.spec().parts().count() > 1) {
+    auto config = ConfigFromSpec(info.spec());
+    auto parent = config.ok() ? Session::Create(*std::move(config), core::CpuAcceleratorInstance())
+                              : config.status();
+    if (!parent.ok()) return nullptr;
+    split.parent = *std::move(parent);
+  }
+  MutexLock lock(&splits_mu_);
+  splits_[key] = split;
+  return split.parent;
+}
+
+void StreamStatsService::ForgetSplit(const std::string& tenant, const std::string& name) {
+  MutexLock lock(&splits_mu_);
+  splits_.erase(std::make_pair(tenant, name));
 }
 
 absl::Status StreamStatsService::HereOrAtOwner(const Forwarder::Origin& origin,
@@ -902,9 +955,9 @@ class StreamStatsService::IngestReactor final
   }
 
   // Applies a batch (`batch` views `request`) where its session lives: here; at its owner,
-  // forwarded (cluster mode); or, for a split session, in its part (block: BlockPart) or parts
-  // (hash: SplitByKey), each here or at its owner. Returns the N of the session or part(s) that
-  // took it.
+  // forwarded (cluster mode); or, for a split session, in its part(s) (RouteToParts) whether its
+  // owner is this node or another (whose spec of it this node learned: SplitParent). Returns the
+  // N of the session or part(s) that took it.
   absl::StatusOr<uint64_t> Route(v1::IngestRequest& request, const core::Batch& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     std::shared_ptr<Session> session = session_;
@@ -912,47 +965,36 @@ class StreamStatsService::IngestReactor final
     if (session == nullptr || session->name() != request.session() ||
         service_->sessions_->owns_sessions()) {
       auto acquired = service_->sessions_->Acquire(tenant_, request.session());
+      const bool part = ParsePartName(request.session()).has_value();
       std::string address;
       if (!acquired.ok() && service_->forwarder_ != nullptr &&
-          service_->forwarder_->ShouldForward(
-              origin_, acquired.status(), ParsePartName(request.session()).has_value(), &address)) {
+          service_->forwarder_->ShouldForward(origin_, acquired.status(), part, &address)) {
+        // A split session's batches go to their parts' owners, not through the session's.
+        std::shared_ptr<Session> parent =
+            part ? nullptr : service_->SplitParent(origin_, tenant_, request.session(), address);
+        if (parent == nullptr) return Forward(address, request);
+        bool applied_any = false;
+        auto count = RouteToParts(*parent, request, batch, &applied_any);
+        if (count.ok() || count.status().code() != absl::StatusCode::kNotFound || applied_any) {
+          return count;
+        }
+        // Deleted (or made again) since this node learned its parts: ask its owner.
+        service_->ForgetSplit(tenant_, request.session());
         return Forward(address, request);
       }
       if (!acquired.ok()) return acquired.status();
       session = *std::move(acquired);
     }
-    // Refuse a malformed batch before it spends the tenant's rate quota (or reaches a part).
-    if (absl::Status s = session->Validate(batch); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
-    }
-    if (const SessionConfig& config = session->config(); config.parts > 1) {
+    if (session->config().parts > 1) {
       if (service_->forwarder_ == nullptr) {
         return absl::FailedPreconditionError("a split session takes batches in cluster mode with ownership");
       }
-      const std::string name = request.session();
-      if (!config.parts_by_key) {
-        request.set_session(PartName(name, BlockPart(request.producer_id(), request.sequence(),
-                                                     config.parts, next_part_++)));
-        auto count = Route(request, batch);
-        request.set_session(name);
-        return count;
-      }
-      std::vector<v1::IngestRequest> split = SplitByKey(request, config.parts);
-      uint64_t count = 0;
-      for (uint32_t i = 0; i < config.parts; ++i) {
-        if (split[i].values().values_size() + split[i].keys().keys_size() +
-                split[i].strings().keys_size() == 0) {
-          continue;
-        }
-        split[i].set_session(PartName(name, i));
-        std::vector<std::string> strings;
-        auto part_batch = BatchFromRequest(split[i], &strings);
-        if (!part_batch.ok()) return part_batch.status();
-        auto part_count = Route(split[i], *part_batch);
-        if (!part_count.ok()) return part_count.status();
-        count += *part_count;
-      }
-      return count;
+      bool applied_any = false;
+      return RouteToParts(*session, request, batch, &applied_any);
+    }
+    // Refuse a malformed batch before it spends the tenant's rate quota.
+    if (absl::Status s = session->Validate(batch); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
     }
     session_ = session;
     if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch.size()); !s.ok()) {
@@ -964,6 +1006,42 @@ class StreamStatsService::IngestReactor final
       return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
     }
     return session->count();
+  }
+
+  // A split session's batch, validated whole (so that a bad batch reaches no part), to its part
+  // (block: BlockPart) or parts (hash: SplitByKey), each here or at the part's owner.
+  absl::StatusOr<uint64_t> RouteToParts(const Session& parent, v1::IngestRequest& request,
+                                        const core::Batch& batch, bool* applied_any)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    if (absl::Status s = parent.Validate(batch); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
+    }
+    const SessionConfig& config = parent.config();
+    const std::string name = request.session();
+    if (!config.parts_by_key) {
+      request.set_session(PartName(name, BlockPart(request.producer_id(), request.sequence(),
+                                                   config.parts, next_part_++)));
+      auto count = Route(request, batch);
+      request.set_session(name);
+      return count;
+    }
+    std::vector<v1::IngestRequest> split = SplitByKey(request, config.parts);
+    uint64_t count = 0;
+    for (uint32_t i = 0; i < config.parts; ++i) {
+      if (split[i].values().values_size() + split[i].keys().keys_size() +
+              split[i].strings().keys_size() == 0) {
+        continue;
+      }
+      split[i].set_session(PartName(name, i));
+      std::vector<std::string> strings;
+      auto part_batch = BatchFromRequest(split[i], &strings);
+      if (!part_batch.ok()) return part_batch.status();
+      auto part_count = Route(split[i], *part_batch);
+      if (!part_count.ok()) return part_count.status();
+      *applied_any = true;
+      count += *part_count;
+    }
+    return count;
   }
 
   // Sends a batch to the owner at `address` on this stream's forwarded stream there.

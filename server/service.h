@@ -137,6 +137,15 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   absl::StatusOr<std::shared_ptr<Session>> MergeParts(const Forwarder::Origin& origin,
                                                       const std::string& tenant,
                                                       const Session& parent, std::string* positions);
+  // A session of the spec of `tenant`'s split session `name`, whose owner (at `address`) is
+  // another node, from what this node learned of it in the last kSplitTtl (the owner's
+  // GetSession with streamstats-parent: the session itself, no fan-out); nullptr when it is not
+  // split or could not be asked (then the RPC goes to the owner, which knows). It holds no
+  // items: it validates batches and gives MergeParts the spec, so that batches and questions
+  // go to the parts' owners directly. ForgetSplit drops what was learned (the session went).
+  std::shared_ptr<Session> SplitParent(const Forwarder::Origin& origin, const std::string& tenant,
+                                       const std::string& name, const std::string& address);
+  void ForgetSplit(const std::string& tenant, const std::string& name);
   // Counts an Ingest stream against its tenant's limit (false: over the limit).
   bool AcquireStream(const std::string& tenant);
   void ReleaseStream(const std::string& tenant);
@@ -147,6 +156,14 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   const ServiceLimits limits_;
   Metrics* metrics_;
   Forwarder* forwarder_ = nullptr;
+  // What SplitParent learned, by (tenant, session): the parent (nullptr: not split) and when.
+  static constexpr absl::Duration kSplitTtl = absl::Seconds(5);
+  struct Split {
+    std::shared_ptr<Session> parent;
+    absl::Time learned;
+  };
+  Mutex splits_mu_;
+  std::map<std::pair<std::string, std::string>, Split> splits_ ABSL_GUARDED_BY(splits_mu_);
   std::atomic<bool> shutting_down_{false};
   Mutex streams_mu_;
   std::map<std::string, uint32_t> streams_ ABSL_GUARDED_BY(streams_mu_);

@@ -101,10 +101,14 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
   NatsCluster nats(dir + "/nats");
   std::vector<std::unique_ptr<Server>> nodes;
   std::vector<std::string> addresses;
+  std::vector<int> metrics_ports;
   for (int i = 0; i < 3; ++i) {
     fs::create_directories(dir + "/n" + std::to_string(i));
-    nodes.push_back(std::make_unique<Server>(dir + "/n" + std::to_string(i),
-                                             ReplicaFlags(nats, i, {"--cluster_snapshot_records=8"})));
+    metrics_ports.push_back(streamstats::testing::FreeLoopbackPort());
+    nodes.push_back(std::make_unique<Server>(
+        dir + "/n" + std::to_string(i),
+        ReplicaFlags(nats, i, {"--cluster_snapshot_records=8",
+                               "--metrics_listen=127.0.0.1:" + std::to_string(metrics_ports[i])})));
     addresses.push_back(nodes.back()->address());
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));  // every member heartbeats
@@ -305,6 +309,20 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
       }
     }
   }
+
+  // The replicas forwarded batches (each producer went through a replica by index, not the owner).
+  uint64_t forwarded = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (i == victim) continue;
+    const auto scraped = streamstats::testing::Shell(
+        "curl -s http://127.0.0.1:" + std::to_string(metrics_ports[i]) + "/metrics");
+    const std::string key = "streamstats_cluster_forwarded_total{what=\"batch\"} ";
+    const size_t at = scraped.out.find(key);
+    if (at != std::string::npos) forwarded += std::stoull(scraped.out.substr(at + key.size()));
+  }
+  std::fprintf(stderr, "batches forwarded by the surviving replicas: %llu\n",
+               static_cast<unsigned long long>(forwarded));
+  EXPECT_GT(forwarded, 0u);
 
   // A split session's answer names the log position of every part it merged.
   {
