@@ -4,8 +4,9 @@
 // hash keys), each producer through a replica that need not own its session (the replicas
 // forward); a kill -9 of the replica owning the most parts mid-ingest moves its parts within
 // 10 s; every answer then equals a single node fed the acknowledged batches: N and Count-Min
-// exactly (its merge is the sum of cells), quantiles, Misra–Gries and Lossy Counting within
-// their bounds around the exact answer, heavy hitters without false negatives.
+// exactly (its merge is the sum of cells), and every answer of an unsplit session; a split
+// session's quantiles, ranks, Misra–Gries and Lossy Counting within their bounds around the exact
+// answer, heavy hitters without false negatives.
 #include <signal.h>
 
 #include <algorithm>
@@ -270,10 +271,24 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
             << p.name << " phi=" << x.phi() << " value " << x.value() << " ranks [" << lo << ", "
             << hi << "] target " << target;
       }
+      // Ranks: the number of items <= v inside the answered interval.
+      v1::GetRanksRequest rq;
+      rq.set_session(p.name);
+      for (int k = 1; k < 10; ++k) rq.add_values(values[k * values.size() / 10]);
+      auto ra = got->GetRanks(rq);
+      ASSERT_TRUE(ra.ok()) << p.name << ": " << ra.status();
+      for (const v1::Rank& r : ra->ranks()) {
+        const uint64_t at_most = std::upper_bound(values.begin(), values.end(), r.value()) - values.begin();
+        EXPECT_TRUE(r.count_lower() <= at_most && at_most <= r.count_upper())
+            << p.name << " rank of " << r.value() << ": " << at_most << " not in ["
+            << r.count_lower() << ", " << r.count_upper() << "]";
+      }
       if (p.parts <= 1) {  // one owner, the same batches in the same order: the same summary
         auto qb = want->GetQuantiles(q);
-        ASSERT_TRUE(qb.ok());
+        auto rb = want->GetRanks(rq);
+        ASSERT_TRUE(qb.ok() && rb.ok());
         EXPECT_EQ(qa->DebugString(), qb->DebugString()) << p.name;
+        EXPECT_EQ(ra->DebugString(), rb->DebugString()) << p.name;
       }
       continue;
     }
@@ -283,6 +298,11 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
     for (const auto& [k, f] : exact) all.mutable_uint64_keys()->add_keys(k);
     auto fa = got->GetFrequencies(all);
     ASSERT_TRUE(fa.ok()) << p.name << ": " << fa.status();
+    if (p.parts <= 1) {  // one owner, the same batches in the same order: the same summaries
+      auto fb = want->GetFrequencies(all);
+      ASSERT_TRUE(fb.ok());
+      EXPECT_EQ(fa->DebugString(), fb->DebugString()) << p.name;
+    }
     for (const v1::SummaryFrequencies& sf : fa->results()) {
       ASSERT_EQ(sf.frequencies_size(), all.uint64_keys().keys_size());
       int i = 0;
