@@ -2,9 +2,10 @@
 // that does not own the session (or part) it names passes the RPC over gRPC to the owner's
 // --advertise address, the one a refusal names (NotTheOwnerError's kOwnerPayload, from the
 // membership bucket). The forwarded call carries the caller's `authorization` (every replica
-// reads the same tokens) and the hop count in the metadata `streamstats-hops`; a call that has
-// made kMaxHops hops is not forwarded again but answered with the refusal (FAILED_PRECONDITION,
-// streamstats-owner), so a stale view of the members cannot loop. A client that sends
+// reads the same tokens) and the hop count in the metadata `streamstats-hops`; a call already
+// forwarded kMaxHops - 1 times (it has reached its third node) is not forwarded again but
+// answered with the refusal (FAILED_PRECONDITION, streamstats-owner), so a stale view of the
+// members cannot loop. A client that sends
 // `streamstats-redirect: 1` (the C++ client's OwnerOf does) gets the refusal instead of a
 // forward, as does every client of a node started with --cluster_forward=false. A forward
 // that cannot reach the owner is UNAVAILABLE (retry), naming the owner.

@@ -77,7 +77,7 @@ ABSL_FLAG(bool, cluster_ownership, true,
           "this node replays and applies the whole stream (one node per stream)");
 ABSL_FLAG(bool, cluster_forward, true,
           "cluster mode with ownership: a node that does not own a session forwards clients' RPCs "
-          "to its owner (at most 3 hops). false: it answers FAILED_PRECONDITION with the owner's "
+          "to its owner (forwarded at most twice). false: it answers FAILED_PRECONDITION with the owner's "
           "address (streamstats-owner), as it does for a client sending streamstats-redirect");
 ABSL_FLAG(int, cluster_forward_timeout_ms, 15000,
           "cluster mode: the longest a forwarded RPC, or a forwarded batch's ack, waits for the owner");
