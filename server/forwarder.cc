@@ -84,7 +84,31 @@ absl::Status Forwarder::Unary(const std::string& address, const Origin& origin, 
   v1::StreamStats::Stub stub(ChannelTo(address));
   grpc::ClientContext ctx;
   Prepare(origin, &ctx, true);
-  grpc::Status s = call(stub, &ctx);
+  return Answered(address, ctx, call(stub, &ctx), trailers);
+}
+
+void Forwarder::UnaryAsync(const std::string& address, const Origin& origin,
+                           const AsyncCall& call,
+                           std::function<void(absl::Status, Trailers)> done) {
+  if (options_.on_forward) options_.on_forward("rpc");
+  struct Pending {
+    std::unique_ptr<v1::StreamStats::Stub> stub;
+    grpc::ClientContext ctx;
+  };
+  // Freed with the callback, after gRPC has let go of the call (CallbackWithStatusTag::Run).
+  auto pending = std::make_shared<Pending>();
+  pending->stub = v1::StreamStats::NewStub(ChannelTo(address));
+  Prepare(origin, &pending->ctx, true);
+  call(pending->stub->async(), &pending->ctx,
+       [pending, address, done = std::move(done)](grpc::Status s) {
+         Trailers trailers;
+         absl::Status answered = Answered(address, pending->ctx, s, &trailers);
+         done(std::move(answered), std::move(trailers));
+       });
+}
+
+absl::Status Forwarder::Answered(const std::string& address, const grpc::ClientContext& ctx,
+                                 const grpc::Status& status, Trailers* trailers) {
   if (trailers != nullptr) {
     for (const char* key : {kOwnerPayload, kLogPositionMetadata}) {
       const auto& md = ctx.GetServerTrailingMetadata();
@@ -93,8 +117,8 @@ absl::Status Forwarder::Unary(const std::string& address, const Origin& origin, 
       }
     }
   }
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return Unreachable(address, s);
-  return FromGrpc(s);
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) return Unreachable(address, status);
+  return FromGrpc(status);
 }
 
 std::unique_ptr<Forwarder::IngestForward> Forwarder::OpenIngest(const std::string& address,

@@ -76,6 +76,13 @@ class Forwarder {
   // streamstats-owner / streamstats-log-position trailers added to `trailers` (may be null).
   absl::Status Unary(const std::string& address, const Origin& origin, const Call& call,
                      Trailers* trailers);
+  // As Unary without holding the calling thread (a client's RPC passed on whole): `call` starts
+  // the RPC on the async stub, and `done` runs on a gRPC thread with the owner's status and
+  // trailers.
+  using AsyncCall = std::function<void(v1::StreamStats::StubInterface::async_interface* stub,
+                                       grpc::ClientContext* ctx, std::function<void(grpc::Status)> done)>;
+  void UnaryAsync(const std::string& address, const Origin& origin, const AsyncCall& call,
+                  std::function<void(absl::Status status, Trailers trailers)> done);
 
   // An Ingest stream to one owner, a batch at a time: Send returns its ack once the owner has
   // applied it (or the stream's error, after which the stream is done: open another). A
@@ -108,6 +115,9 @@ class Forwarder {
  private:
   std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
   void Prepare(const Origin& origin, grpc::ClientContext* ctx, bool unary) const;
+  // A forwarded unary call's status as this node answers it, its trailers added to `trailers`.
+  static absl::Status Answered(const std::string& address, const grpc::ClientContext& ctx,
+                               const grpc::Status& status, Trailers* trailers);
 
   const Options options_;
   Mutex mu_;

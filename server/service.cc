@@ -21,6 +21,26 @@ class RpcScope {
       : metrics_(metrics), method_(method), query_(query), ctx_(ctx),
         start_(std::chrono::steady_clock::now()) {}
   grpc::ServerUnaryReactor* Done(const absl::Status& status) {
+    return Finish(ctx_->DefaultReactor(), status);
+  }
+
+  // Cluster mode: the RPC passed on whole to the owner at `address`; it finishes with the owner's
+  // answer (and trailers) when that comes, without holding this thread meanwhile.
+  grpc::ServerUnaryReactor* Forward(Forwarder* forwarder, const std::string& address,
+                                    const Forwarder::AsyncCall& call) {
+    grpc::ServerUnaryReactor* reactor = ctx_->DefaultReactor();
+    forwarder->UnaryAsync(address, Forwarder::OriginOf(*ctx_), call,
+                          [self = *this, reactor](absl::Status s, Forwarder::Trailers trailers) {
+                            for (const auto& [key, value] : trailers) {
+                              self.ctx_->AddTrailingMetadata(key, value);
+                            }
+                            self.Finish(reactor, s);
+                          });
+    return reactor;
+  }
+
+ private:
+  grpc::ServerUnaryReactor* Finish(grpc::ServerUnaryReactor* reactor, const absl::Status& status) const {
     if (metrics_ != nullptr) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -31,12 +51,10 @@ class RpcScope {
     if (auto owner = status.GetPayload(kOwnerPayload); owner.has_value()) {
       ctx_->AddTrailingMetadata(kOwnerPayload, std::string(*owner));
     }
-    grpc::ServerUnaryReactor* reactor = ctx_->DefaultReactor();
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
 
- private:
   Metrics* metrics_;
   const char* method_;
   bool query_;
@@ -158,8 +176,8 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
   if (!config.ok()) return rpc.Done(config.status());
   config->create_time_unix_ms = NowUnixMs();
   const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
-  auto forward = [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-    return stub.CreateSession(c, *request, response);
+  auto forward = [request, response](auto* stub, auto* c, auto done) {
+    stub->CreateSession(c, request, response, std::move(done));
   };
   if (ParsePartName(request->name()).has_value() && origin.hops == 0) {
     return rpc.Done(absl::InvalidArgumentError(absl::StrCat(
@@ -174,8 +192,9 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
     }
     // The parts first, at their owners, then the session: it exists once all of them do (a
     // create that failed half way is retried as a whole; parts that exist are kept).
-    auto owned = Find(ctx, *tenant, request->name(), false, forward);
-    if (owned.ok() && *owned == nullptr) return rpc.Done(absl::OkStatus());  // forwarded
+    std::string owner;
+    auto owned = Find(ctx, *tenant, request->name(), false, &owner);
+    if (!owner.empty()) return rpc.Forward(forwarder_, owner, forward);
     if (owned.ok()) {
       return rpc.Done(absl::AlreadyExistsError(
           absl::StrCat("session '", request->name(), "' already exists")));
@@ -212,7 +231,7 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
     if (forwarder_ == nullptr || !forwarder_->ShouldForward(origin, session.status(), false, &address)) {
       return rpc.Done(session.status());
     }
-    return rpc.Done(forwarder_->Unary(address, origin, forward, nullptr));
+    return rpc.Forward(forwarder_, address, forward);
   }
   if (metrics_ != nullptr && request->export_quantiles_size() > 0) {
     metrics_->SetExported(*tenant, request->name(),
@@ -229,11 +248,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetSession", false, ctx);
   auto tenant = Tenant(ctx, "GetSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->name(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetSession(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->name(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetSession(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   FillSessionInfo(**session, response);
   response->set_log(sessions_->LogName());
   return rpc.Done(absl::OkStatus());
@@ -263,11 +285,14 @@ grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServer
   if (forwarder_ == nullptr) {
     deleted = sessions_->Delete(*tenant, request->name());
   } else {
-    auto session = Find(ctx, *tenant, request->name(), false,
-                        [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                          return stub.DeleteSession(c, *request, response);
-                        });
-    if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+    std::string owner;
+    auto session = Find(ctx, *tenant, request->name(), false, &owner);
+    if (!owner.empty()) {
+      return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+        stub->DeleteSession(c, request, response, std::move(done));
+      });
+    }
+    if (!session.ok()) return rpc.Done(session.status());
     // A split session's parts go first, so a delete that fails half way can be retried.
     const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
     for (uint32_t i = 0; i < (*session)->config().parts; ++i) {
@@ -292,11 +317,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
   RpcScope rpc(metrics_, "GetQuantiles", true, ctx);
   auto tenant = Tenant(ctx, "GetQuantiles");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetQuantiles(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetQuantiles(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Quantiles(
       absl::MakeConstSpan(request->phis().data(), request->phis().size()),
       core::Window{request->last_items(), request->last_seconds()});
@@ -325,11 +353,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
   RpcScope rpc(metrics_, "GetRanks", true, ctx);
   auto tenant = Tenant(ctx, "GetRanks");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetRanks(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetRanks(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Ranks(
       absl::MakeConstSpan(request->values().data(), request->values().size()),
       core::Window{request->last_items(), request->last_seconds()});
@@ -356,11 +387,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
   RpcScope rpc(metrics_, "GetFrequencies", true, ctx);
   auto tenant = Tenant(ctx, "GetFrequencies");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetFrequencies(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetFrequencies(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   std::vector<std::string> strings;
   auto keys = KeysFromRequest(*request, (*session)->config().value_kind, &strings);
   if (!keys.ok()) return rpc.Done(keys.status());
@@ -390,11 +424,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
   RpcScope rpc(metrics_, "GetHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetHeavyHitters(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetHeavyHitters(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->HeavyHitters(
       request->support(), request->summary(),
       core::Window{request->last_items(), request->last_seconds()});
@@ -428,11 +465,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
   RpcScope rpc(metrics_, "GetHierarchicalHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHierarchicalHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetHierarchicalHeavyHitters(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetHierarchicalHeavyHitters(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   core::PrefixQuestion question;
   question.phi = request->phi();
   question.prefix = request->prefix();
@@ -465,11 +505,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
   RpcScope rpc(metrics_, "GetCorrelatedSums", true, ctx);
   auto tenant = Tenant(ctx, "GetCorrelatedSums");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetCorrelatedSums(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetCorrelatedSums(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   core::CorrelatedSumQuestion question;
   question.values.assign(request->values().begin(), request->values().end());
   question.phis.assign(request->phis().begin(), request->phis().end());
@@ -509,11 +552,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetMoments(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetMoments", true, ctx);
   auto tenant = Tenant(ctx, "GetMoments");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetMoments(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetMoments(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Moments();
   if (!result.ok()) return rpc.Done(result.status());
   const core::MomentsAnswer& m = result->moments;
@@ -537,11 +583,14 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
   RpcScope rpc(metrics_, "GetCardinality", true, ctx);
   auto tenant = Tenant(ctx, "GetCardinality");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.GetCardinality(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetCardinality(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Cardinality();
   if (!result.ok()) return rpc.Done(result.status());
   const core::CardinalityAnswer& a = result->answer;
@@ -564,11 +613,14 @@ grpc::ServerUnaryReactor* StreamStatsService::ExportSummary(
   RpcScope rpc(metrics_, "ExportSummary", false, ctx);
   auto tenant = Tenant(ctx, "ExportSummary");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = Find(ctx, *tenant, request->session(), true,
-                      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-                        return stub.ExportSummary(c, *request, response);
-                      });
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->ExportSummary(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   FillExport(**session, (*session)->Export(), response);
   return rpc.Done(absl::OkStatus());
 }
@@ -580,11 +632,14 @@ grpc::ServerUnaryReactor* StreamStatsService::MergeSummaries(
   if (shutting_down_) return rpc.Done(absl::UnavailableError("server is shutting down"));
   auto tenant = Tenant(ctx, "MergeSummaries");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto forward = [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
-    return stub.MergeSummaries(c, *request, response);
-  };
-  auto session = Find(ctx, *tenant, request->session(), false, forward);
-  if (!session.ok() || *session == nullptr) return rpc.Done(session.status());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), false, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->MergeSummaries(c, request, response, std::move(done));
+    });
+  }
+  if (!session.ok()) return rpc.Done(session.status());
   auto merge_into = [&](Session& target) -> absl::Status {
     auto merged = sessions_->Merge(*tenant, target, request->summary_export(), ConfigFromSpecBytes);
     if (!merged.ok()) return merged.status();
@@ -610,7 +665,7 @@ grpc::ServerUnaryReactor* StreamStatsService::MergeSummaries(
 
 absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::Find(
     grpc::CallbackServerContext* ctx, const std::string& tenant, const std::string& name,
-    bool merge_parts, const Forwarder::Call& forward) {
+    bool merge_parts, std::string* owner) {
   auto session = sessions_->Acquire(tenant, name);
   if (forwarder_ == nullptr) return session;
   const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
@@ -639,10 +694,7 @@ absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::Find(
     if (merged.ok() || merged.status().code() != absl::StatusCode::kNotFound) return merged;
     ForgetSplit(tenant, name);  // deleted (or made again) since: ask its owner
   }
-  Forwarder::Trailers trailers;
-  absl::Status answered = forwarder_->Unary(address, origin, forward, &trailers);
-  for (const auto& [key, value] : trailers) ctx->AddTrailingMetadata(key, value);
-  if (!answered.ok()) return answered;
+  *owner = address;
   return std::shared_ptr<Session>();
 }
 

@@ -122,12 +122,13 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   absl::StatusOr<std::string> Tenant(grpc::CallbackServerContext* ctx,
                                      absl::string_view method) const;
   // The session an RPC about `name` is answered from: Acquire's without a forwarder. With one,
-  // the session when this node owns it (for a split session and `merge_parts`, its parts merged,
-  // MergeParts), or nullptr with OK when `forward` answered the RPC at the owner (its trailers
-  // copied); the refusal otherwise. Sets the trailer streamstats-log-position.
+  // the session when this node owns it (or, for a split session and `merge_parts`, its parts
+  // merged by MergeParts, here or wherever the spec is known: SplitParent); else `*owner` = the
+  // address the RPC is to be passed on to (RpcScope::Forward); else the refusal. Sets the
+  // trailer streamstats-log-position.
   absl::StatusOr<std::shared_ptr<Session>> Find(grpc::CallbackServerContext* ctx,
                                                 const std::string& tenant, const std::string& name,
-                                                bool merge_parts, const Forwarder::Call& forward);
+                                                bool merge_parts, std::string* owner);
   // For a split session's part: `here` on this node, and `at_owner` at the part's owner when
   // `here` names another one.
   absl::Status HereOrAtOwner(const Forwarder::Origin& origin, const std::function<absl::Status()>& here,
