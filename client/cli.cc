@@ -50,6 +50,7 @@ constexpr char kUsage[] =
     "  session create NAME --type=numeric|keys|strings --summary=KIND[:K=V,...] [--summary=...]\n"
     "                      [--backend=auto|cpu|gpu]\n"
     "                      [--partitions=P --partitioning=block|hash [--groups=G]]\n"
+    "                      [--parts=K [--parts_by=block|hash]]  (cluster: K parts on the replicas)\n"
     "                      [--window=items:N|seconds:T [--intervals=B]] [--export=PHI,...,moments,distinct]\n"
     "      KIND: quantiles[:epsilon=E,window=W]  lossy_counting[:epsilon=E,window=W]\n"
     "            count_min[:epsilon=E,delta=D,conservative=true,candidates=C]\n"
@@ -207,6 +208,17 @@ int SessionCommand(Client& client, const Args& args, bool json) {
       p->set_partitions(partitions);
       p->set_scheme(scheme == "hash" ? v1::Partitioning::SCHEME_HASH : v1::Partitioning::SCHEME_BLOCK);
       p->set_groups(groups);
+    }
+    if (args.Has("parts")) {  // cluster mode: the session split across the replicas
+      uint32_t parts = 0;
+      if (!absl::SimpleAtoi(args.Get("parts"), &parts) || parts == 0) {
+        return Usage("--parts must be a positive integer");
+      }
+      const std::string scheme = args.Get("parts_by", "block");
+      if (scheme != "block" && scheme != "hash") return Usage("--parts_by must be block or hash");
+      spec.mutable_parts()->set_count(parts);
+      spec.mutable_parts()->set_scheme(scheme == "hash" ? v1::Partitioning::SCHEME_HASH
+                                                        : v1::Partitioning::SCHEME_BLOCK);
     }
     auto r = client.CreateSession(spec);
     if (!r.ok()) return Fail(r.status());

@@ -104,6 +104,8 @@ absl::StatusOr<std::string> Client::OwnerOf(const std::string& session) {
   request.set_name(session);
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
+  // Told the owner rather than forwarded to it (server/forwarder.h): streams then go there.
+  ctx.AddMetadata("streamstats-redirect", "1");
   v1::SessionInfo response;
   grpc::Status status = stub_->GetSession(&ctx, request, &response);
   if (status.ok()) return std::string();

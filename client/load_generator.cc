@@ -377,6 +377,8 @@ absl::StatusOr<LoadReport> RunLoad(const std::string& address, const LoadOptions
     spec.set_name(absl::StrCat(prefix, "-", i));
     grpc::ClientContext ctx;
     Prepare(&ctx, o, true);
+    // Told the owner rather than forwarded to it (server/forwarder.h): streams then go there.
+    ctx.AddMetadata("streamstats-redirect", "1");
     v1::SessionInfo info;
     grpc::Status st = control->CreateSession(&ctx, spec, &info);
     if (const std::string owner = OwnerNamed(ctx, st); !owner.empty()) {

@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/key_id.h"
 #include "core/common/serialization.h"
+#include "server/split_session.h"
+#include "server/summary_roles.h"
 
 namespace streamstats::server {
 
@@ -255,8 +258,69 @@ absl::StatusOr<SessionConfig> ConfigFromSpec(const v1::SessionSpec& spec) {
   }
   config.export_moments = spec.export_moments();
   config.export_distinct = spec.export_distinct();
+  if (spec.parts().count() > 1) {
+    // Answers merge the parts' exports: every summary must merge with its bound (issue 17).
+    if (spec.parts().count() > kMaxParts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parts.count must be at most ", kMaxParts, ", got ", spec.parts().count()));
+    }
+    for (const core::SummaryOptions& o : config.summaries) {
+      if (std::string why = WhyNotMergeable(o); !why.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a session split in parts answers by merging them, and its ", core::SummaryKindName(o.kind),
+            " summary ", why, "; keep it in a session of one part"));
+      }
+    }
+    config.parts = spec.parts().count();
+    config.parts_by_key = spec.parts().scheme() == v1::Partitioning::SCHEME_HASH;
+  }
   config.spec_bytes = spec.SerializeAsString();
   return config;
+}
+
+std::vector<v1::IngestRequest> SplitByKey(const v1::IngestRequest& request, uint32_t parts) {
+  std::vector<v1::IngestRequest> out(parts);
+  for (v1::IngestRequest& r : out) {
+    r.set_session(request.session());
+    r.set_sequence(request.sequence());
+    r.set_producer_id(request.producer_id());
+    r.set_event_time_unix_s(request.event_time_unix_s());
+  }
+  const bool weighted = request.weights_size() > 0;
+  const bool with_y = request.y_size() > 0;
+  auto rest = [&](v1::IngestRequest& r, int i) {
+    if (weighted && i < request.weights_size()) r.add_weights(request.weights(i));
+    if (with_y && i < request.y_size()) r.add_y(request.y(i));
+  };
+  switch (request.payload_case()) {
+    case v1::IngestRequest::kValues:
+      for (int i = 0; i < request.values().values_size(); ++i) {
+        const double v = request.values().values(i);
+        auto& r = out[KeyPart(core::ToOrderedBits(v), parts)];
+        r.mutable_values()->add_values(v);
+        rest(r, i);
+      }
+      break;
+    case v1::IngestRequest::kKeys:
+      for (int i = 0; i < request.keys().keys_size(); ++i) {
+        const uint64_t k = request.keys().keys(i);
+        auto& r = out[KeyPart(k, parts)];
+        r.mutable_keys()->add_keys(k);
+        rest(r, i);
+      }
+      break;
+    case v1::IngestRequest::kStrings:
+      for (int i = 0; i < request.strings().keys_size(); ++i) {
+        const std::string& k = request.strings().keys(i);
+        auto& r = out[KeyPart(core::StringKeyId(k), parts)];
+        r.mutable_strings()->add_keys(k);
+        rest(r, i);
+      }
+      break;
+    default:
+      break;
+  }
+  return out;
 }
 
 absl::StatusOr<SessionConfig> ConfigFromSpecBytes(absl::string_view bytes) {

@@ -25,6 +25,11 @@ void FillSessionInfo(const Session& session, v1::SessionInfo* info);
 // The blob and what it holds (ExportSummaryResponse); moves `e.bytes` into the response.
 void FillExport(const Session& session, SessionExport e, v1::ExportSummaryResponse* response);
 
+// A batch's items by part under hash partitioning (server/split_session.h, KeyPart of each key
+// id): `parts` requests with the batch's session, sequence, producer and event time, each with
+// its items in their order (with their weights and y); a part without items gets an empty one.
+std::vector<v1::IngestRequest> SplitByKey(const v1::IngestRequest& request, uint32_t parts);
+
 // A batch viewing the request's arrays; string keys are copied into `strings`.
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
                                              std::vector<std::string>* strings);

@@ -28,6 +28,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/convert.h"
 #include "server/executor.h"
+#include "server/forwarder.h"
 #include "server/http_api.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -74,6 +75,12 @@ ABSL_FLAG(bool, cluster_ownership, true,
           "cluster mode: sessions are owned by one live node each (leases in JetStream KV, "
           "rendezvous placement); other nodes answer FAILED_PRECONDITION naming the owner. false: "
           "this node replays and applies the whole stream (one node per stream)");
+ABSL_FLAG(bool, cluster_forward, true,
+          "cluster mode with ownership: a node that does not own a session forwards clients' RPCs "
+          "to its owner (forwarded at most twice). false: it answers FAILED_PRECONDITION with the owner's "
+          "address (streamstats-owner), as it does for a client sending streamstats-redirect");
+ABSL_FLAG(int, cluster_forward_timeout_ms, 15000,
+          "cluster mode: the longest a forwarded RPC, or a forwarded batch's ack, waits for the owner");
 ABSL_FLAG(std::string, node_id, "", "cluster mode: this node's name (default: hostname-port)");
 ABSL_FLAG(std::string, advertise, "",
           "cluster mode: the host:port other nodes and clients reach this node's gRPC at "
@@ -335,6 +342,9 @@ int main(int argc, char** argv) {
     }
   }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  // What a node dials another node with (cluster forwarding): plaintext, or TLS trusting this
+  // node's own chain and presenting its own certificate (the replicas share a CA).
+  std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
   const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert), tls_key = absl::GetFlag(FLAGS_tls_key);
   if (!tls_cert.empty() || !tls_key.empty()) {
     auto cert = ReadFile(tls_cert), key = ReadFile(tls_key);
@@ -354,6 +364,8 @@ int main(int argc, char** argv) {
       ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
     }
     credentials = grpc::SslServerCredentials(ssl);
+    peer_credentials = grpc::SslCredentials(
+        {.pem_root_certs = *cert, .pem_private_key = *key, .pem_cert_chain = *cert});
   }
 
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -477,6 +489,7 @@ int main(int argc, char** argv) {
     sessions.set_on_snapshot([m = metrics.get()](double s) { m->RecordSnapshot(s); });
   }
 
+  std::unique_ptr<Forwarder> forwarder;  // cluster mode with ownership
 #ifdef STREAMSTATS_HAVE_NATS
   std::unique_ptr<JetStreamLog> replicated;
   if (!cluster.empty()) {
@@ -502,6 +515,14 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<NatsOwnership> ownership;
   if (!cluster.empty() && absl::GetFlag(FLAGS_cluster_ownership)) {
+    forwarder = std::make_unique<Forwarder>(Forwarder::Options{
+        .credentials = peer_credentials,
+        .timeout = absl::Milliseconds(absl::GetFlag(FLAGS_cluster_forward_timeout_ms)),
+        .forward_clients = absl::GetFlag(FLAGS_cluster_forward),
+        .on_forward = metrics != nullptr
+                          ? std::function<void(const char*)>(
+                                [m = metrics.get()](const char* what) { m->RecordClusterForward(what); })
+                          : nullptr});
     auto opened = NatsOwnership::Open(
         {.servers = SplitServers(cluster),
          .node_id = "",
@@ -618,6 +639,7 @@ int main(int argc, char** argv) {
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
                               .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},
                              metrics.get());
+  service.set_forwarder(forwarder.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

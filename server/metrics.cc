@@ -263,6 +263,11 @@ Metrics::Metrics(const std::string& version) : registry_(std::make_shared<promet
                             .Help("Session snapshots this node wrote to JetStream KV")
                             .Register(r)
                             .Add({});
+  cluster_forwarded_ = &BuildCounter()
+                            .Name("streamstats_cluster_forwarded_total")
+                            .Help("RPCs and batches this node forwarded to another node, by what: "
+                                  "rpc (unary) or batch")
+                            .Register(r);
   cluster_fenced_ = &BuildCounter()
                          .Name("streamstats_cluster_fenced_appends_total")
                          .Help("Appends refused because another owner wrote to the session's subject")
@@ -382,6 +387,10 @@ void Metrics::SetClusterOwnership(uint64_t owned, uint64_t owner_changes, uint64
   add(cluster_owner_changes_, owner_changes, &reported_owner_changes_);
   add(cluster_snapshots_, snapshots, &reported_snapshots_);
   add(cluster_fenced_, fenced, &reported_fenced_);
+}
+
+void Metrics::RecordClusterForward(const char* what) {
+  cluster_forwarded_->Add({{"what", what}}).Increment();
 }
 
 void Metrics::RecordAccelerator(const std::string& device, double kernel_seconds, uint64_t bytes,

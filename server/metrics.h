@@ -27,6 +27,8 @@
 //               streamstats_cluster_owned_sessions    sessions this node owns (ownership)
 //   counters    streamstats_cluster_owner_changes_total, streamstats_cluster_snapshots_total,
 //               streamstats_cluster_fenced_appends_total
+//               streamstats_cluster_forwarded_total{what}  RPCs ("rpc") and Ingest batches
+//                                                          ("batch") sent to another node
 //                 (0 once caught up)
 //   gauges      streamstats_sessions{tenant}, streamstats_session_memory_bytes{tenant}
 //               streamstats_ingest_queue_depth, streamstats_device_memory_bytes{device}
@@ -124,6 +126,8 @@ class Metrics {
   void SetClusterReplay(uint64_t done, uint64_t last);
   // Cluster ownership (issue 17 item 3): sessions owned now, and the running totals of sessions
   // taken over or loaded here, snapshots written and appends refused by the fence.
+  // Cluster forwarding (issue 17): one RPC or batch sent on to another node ("rpc", "batch").
+  void RecordClusterForward(const char* what);
   void SetClusterOwnership(uint64_t owned, uint64_t owner_changes, uint64_t snapshots,
                            uint64_t fenced);
   // Work done on (or meant for) an accelerator `device` like "gpu:0": kernel time, bytes copied
@@ -185,6 +189,7 @@ class Metrics {
   prometheus::Counter* cluster_owner_changes_;
   prometheus::Counter* cluster_snapshots_;
   prometheus::Counter* cluster_fenced_;
+  prometheus::Family<prometheus::Counter>* cluster_forwarded_;
   uint64_t reported_owner_changes_ = 0, reported_snapshots_ = 0, reported_fenced_ = 0;
   prometheus::Gauge* queue_depth_;
   prometheus::Family<prometheus::Gauge>* device_memory_;

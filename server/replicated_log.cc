@@ -1,6 +1,7 @@
 #include "server/replicated_log.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/split_session.h"
 
 namespace streamstats::server {
 
@@ -24,6 +25,10 @@ std::string SubjectToken(absl::string_view name) {
 
 std::string SessionSubject(absl::string_view prefix, absl::string_view tenant,
                            absl::string_view session) {
+  if (auto part = ParsePartName(session); part.has_value()) {
+    return absl::StrCat(prefix, ".", SubjectToken(tenant), ".", SubjectToken(part->first), ".",
+                        part->second);
+  }
   return absl::StrCat(prefix, ".", SubjectToken(tenant), ".", SubjectToken(session));
 }
 

@@ -93,7 +93,8 @@ class ReplicatedLog {
 // white space.
 std::string SubjectToken(absl::string_view name);
 
-// "<prefix>.<tenant token>.<session token>".
+// "<prefix>.<tenant token>.<session token>"; for part i of a split session ("<name>#<i>",
+// server/split_session.h) "<prefix>.<tenant token>.<name token>.<i>".
 std::string SessionSubject(absl::string_view prefix, absl::string_view tenant,
                            absl::string_view session);
 

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <deque>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/metrics.h"
+#include "server/split_session.h"
 
 namespace streamstats::server {
 namespace {
@@ -20,6 +22,26 @@ class RpcScope {
       : metrics_(metrics), method_(method), query_(query), ctx_(ctx),
         start_(std::chrono::steady_clock::now()) {}
   grpc::ServerUnaryReactor* Done(const absl::Status& status) {
+    return Finish(ctx_->DefaultReactor(), status);
+  }
+
+  // Cluster mode: the RPC passed on whole to the owner at `address`; it finishes with the owner's
+  // answer (and trailers) when that comes, without holding this thread meanwhile.
+  grpc::ServerUnaryReactor* Forward(Forwarder* forwarder, const std::string& address,
+                                    const Forwarder::AsyncCall& call) {
+    grpc::ServerUnaryReactor* reactor = ctx_->DefaultReactor();
+    forwarder->UnaryAsync(address, Forwarder::OriginOf(*ctx_), call,
+                          [self = *this, reactor](absl::Status s, Forwarder::Trailers trailers) {
+                            for (const auto& [key, value] : trailers) {
+                              self.ctx_->AddTrailingMetadata(key, value);
+                            }
+                            self.Finish(reactor, s);
+                          });
+    return reactor;
+  }
+
+ private:
+  grpc::ServerUnaryReactor* Finish(grpc::ServerUnaryReactor* reactor, const absl::Status& status) const {
     if (metrics_ != nullptr) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -30,12 +52,10 @@ class RpcScope {
     if (auto owner = status.GetPayload(kOwnerPayload); owner.has_value()) {
       ctx_->AddTrailingMetadata(kOwnerPayload, std::string(*owner));
     }
-    grpc::ServerUnaryReactor* reactor = ctx_->DefaultReactor();
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
 
- private:
   Metrics* metrics_;
   const char* method_;
   bool query_;
@@ -156,8 +176,64 @@ grpc::ServerUnaryReactor* StreamStatsService::CreateSession(grpc::CallbackServer
   auto config = ConfigFromSpec(*request);
   if (!config.ok()) return rpc.Done(config.status());
   config->create_time_unix_ms = NowUnixMs();
+  const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+  auto forward = [request, response](auto* stub, auto* c, auto done) {
+    stub->CreateSession(c, request, response, std::move(done));
+  };
+  if (ParsePartName(request->name()).has_value() && origin.hops == 0) {
+    return rpc.Done(absl::InvalidArgumentError(absl::StrCat(
+        "session name must be 1-128 characters from [A-Za-z0-9._-], got '",
+        QuoteName(request->name()), "' (NAME#i names part i of a split session)")));
+  }
+  if (config->parts > 1) {
+    if (forwarder_ == nullptr) {
+      return rpc.Done(absl::InvalidArgumentError(
+          "parts.count > 1 splits a session across the replicas of a cluster (streamstatsd "
+          "--cluster with ownership); on one node use partitioning"));
+    }
+    // The parts first, at their owners, then the session: it exists once all of them do (a
+    // create that failed half way is retried as a whole; parts that exist are kept).
+    std::string owner;
+    auto owned = Find(ctx, *tenant, request->name(), false, &owner);
+    if (!owner.empty()) return rpc.Forward(forwarder_, owner, forward);
+    if (owned.ok()) {
+      return rpc.Done(absl::AlreadyExistsError(
+          absl::StrCat("session '", request->name(), "' already exists")));
+    }
+    if (owned.status().code() != absl::StatusCode::kNotFound) return rpc.Done(owned.status());
+    for (uint32_t i = 0; i < config->parts; ++i) {
+      v1::SessionSpec part_spec = *request;
+      part_spec.set_name(PartName(request->name(), i));
+      part_spec.clear_parts();
+      part_spec.clear_export_quantiles();
+      part_spec.set_export_moments(false);
+      part_spec.set_export_distinct(false);
+      v1::SessionInfo part_info;
+      absl::Status made = HereOrAtOwner(
+          origin,
+          [&]() -> absl::Status {
+            auto part_config = ConfigFromSpec(part_spec);
+            if (!part_config.ok()) return part_config.status();
+            part_config->create_time_unix_ms = config->create_time_unix_ms;
+            return sessions_->Create(*tenant, *std::move(part_config)).status();
+          },
+          [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+            return stub.CreateSession(c, part_spec, &part_info);
+          });
+      if (!made.ok() && made.code() != absl::StatusCode::kAlreadyExists) {
+        return rpc.Done(absl::Status(made.code(), absl::StrCat("part ", part_spec.name(), ": ",
+                                                               made.message())));
+      }
+    }
+  }
   auto session = sessions_->Create(*tenant, *std::move(config));
-  if (!session.ok()) return rpc.Done(session.status());
+  if (!session.ok()) {
+    std::string address;
+    if (forwarder_ == nullptr || !forwarder_->ShouldForward(origin, session.status(), false, &address)) {
+      return rpc.Done(session.status());
+    }
+    return rpc.Forward(forwarder_, address, forward);
+  }
   if (metrics_ != nullptr && request->export_quantiles_size() > 0) {
     metrics_->SetExported(*tenant, request->name(),
                           {request->export_quantiles().begin(), request->export_quantiles().end()});
@@ -173,7 +249,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetSession(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetSession", false, ctx);
   auto tenant = Tenant(ctx, "GetSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->name());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->name(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetSession(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   FillSessionInfo(**session, response);
   response->set_log(sessions_->LogName());
@@ -196,11 +278,36 @@ grpc::ServerUnaryReactor* StreamStatsService::ListSessions(grpc::CallbackServerC
 
 grpc::ServerUnaryReactor* StreamStatsService::DeleteSession(grpc::CallbackServerContext* ctx,
                                                             const v1::DeleteSessionRequest* request,
-                                                            v1::DeleteSessionResponse*) {
+                                                            v1::DeleteSessionResponse* response) {
   RpcScope rpc(metrics_, "DeleteSession", false, ctx);
   auto tenant = Tenant(ctx, "DeleteSession");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  absl::Status deleted = sessions_->Delete(*tenant, request->name());
+  absl::Status deleted;
+  if (forwarder_ == nullptr) {
+    deleted = sessions_->Delete(*tenant, request->name());
+  } else {
+    std::string owner;
+    auto session = Find(ctx, *tenant, request->name(), false, &owner);
+    if (!owner.empty()) {
+      return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+        stub->DeleteSession(c, request, response, std::move(done));
+      });
+    }
+    if (!session.ok()) return rpc.Done(session.status());
+    // A split session's parts go first, so a delete that fails half way can be retried.
+    const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+    for (uint32_t i = 0; i < (*session)->config().parts; ++i) {
+      v1::DeleteSessionRequest part;
+      part.set_name(PartName(request->name(), i));
+      absl::Status gone = HereOrAtOwner(
+          origin, [&] { return sessions_->Delete(*tenant, part.name()); },
+          [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+            return stub.DeleteSession(c, part, response);
+          });
+      if (!gone.ok() && gone.code() != absl::StatusCode::kNotFound) return rpc.Done(gone);
+    }
+    deleted = sessions_->Delete(*tenant, request->name());
+  }
   if (deleted.ok() && metrics_ != nullptr) metrics_->ClearExported(*tenant, request->name());
   return rpc.Done(deleted);
 }
@@ -211,7 +318,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetQuantiles(grpc::CallbackServerC
   RpcScope rpc(metrics_, "GetQuantiles", true, ctx);
   auto tenant = Tenant(ctx, "GetQuantiles");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetQuantiles(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Quantiles(
       absl::MakeConstSpan(request->phis().data(), request->phis().size()),
@@ -241,7 +354,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetRanks(grpc::CallbackServerConte
   RpcScope rpc(metrics_, "GetRanks", true, ctx);
   auto tenant = Tenant(ctx, "GetRanks");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetRanks(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Ranks(
       absl::MakeConstSpan(request->values().data(), request->values().size()),
@@ -269,7 +388,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetFrequencies(
   RpcScope rpc(metrics_, "GetFrequencies", true, ctx);
   auto tenant = Tenant(ctx, "GetFrequencies");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetFrequencies(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   std::vector<std::string> strings;
   auto keys = KeysFromRequest(*request, (*session)->config().value_kind, &strings);
@@ -300,7 +425,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHeavyHitters(
   RpcScope rpc(metrics_, "GetHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetHeavyHitters(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->HeavyHitters(
       request->support(), request->summary(),
@@ -335,7 +466,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetHierarchicalHeavyHitters(
   RpcScope rpc(metrics_, "GetHierarchicalHeavyHitters", true, ctx);
   auto tenant = Tenant(ctx, "GetHierarchicalHeavyHitters");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetHierarchicalHeavyHitters(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   core::PrefixQuestion question;
   question.phi = request->phi();
@@ -369,7 +506,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCorrelatedSums(
   RpcScope rpc(metrics_, "GetCorrelatedSums", true, ctx);
   auto tenant = Tenant(ctx, "GetCorrelatedSums");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetCorrelatedSums(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   core::CorrelatedSumQuestion question;
   question.values.assign(request->values().begin(), request->values().end());
@@ -410,7 +553,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetMoments(grpc::CallbackServerCon
   RpcScope rpc(metrics_, "GetMoments", true, ctx);
   auto tenant = Tenant(ctx, "GetMoments");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetMoments(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Moments();
   if (!result.ok()) return rpc.Done(result.status());
@@ -435,7 +584,13 @@ grpc::ServerUnaryReactor* StreamStatsService::GetCardinality(
   RpcScope rpc(metrics_, "GetCardinality", true, ctx);
   auto tenant = Tenant(ctx, "GetCardinality");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->GetCardinality(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   auto result = (*session)->Cardinality();
   if (!result.ok()) return rpc.Done(result.status());
@@ -459,7 +614,13 @@ grpc::ServerUnaryReactor* StreamStatsService::ExportSummary(
   RpcScope rpc(metrics_, "ExportSummary", false, ctx);
   auto tenant = Tenant(ctx, "ExportSummary");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), true, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->ExportSummary(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
   FillExport(**session, (*session)->Export(), response);
   return rpc.Done(absl::OkStatus());
@@ -472,15 +633,165 @@ grpc::ServerUnaryReactor* StreamStatsService::MergeSummaries(
   if (shutting_down_) return rpc.Done(absl::UnavailableError("server is shutting down"));
   auto tenant = Tenant(ctx, "MergeSummaries");
   if (!tenant.ok()) return rpc.Done(tenant.status());
-  auto session = sessions_->Acquire(*tenant, request->session());
+  std::string owner;
+  auto session = Find(ctx, *tenant, request->session(), false, &owner);
+  if (!owner.empty()) {
+    return rpc.Forward(forwarder_, owner, [request, response](auto* stub, auto* c, auto done) {
+      stub->MergeSummaries(c, request, response, std::move(done));
+    });
+  }
   if (!session.ok()) return rpc.Done(session.status());
-  auto merged =
-      sessions_->Merge(*tenant, **session, request->summary_export(), ConfigFromSpecBytes);
-  if (!merged.ok()) return rpc.Done(merged.status());
-  response->set_count(merged->count);
-  response->set_merged_count(merged->merged_count);
-  response->set_log_position(merged->lsn);
-  return rpc.Done(absl::OkStatus());
+  auto merge_into = [&](Session& target) -> absl::Status {
+    auto merged = sessions_->Merge(*tenant, target, request->summary_export(), ConfigFromSpecBytes);
+    if (!merged.ok()) return merged.status();
+    response->set_count(merged->count);
+    response->set_merged_count(merged->merged_count);
+    response->set_log_position(merged->lsn);
+    return absl::OkStatus();
+  };
+  if ((*session)->config().parts <= 1) return rpc.Done(merge_into(**session));
+  // A split session takes a merge in its part 0: answers merge every part anyway.
+  v1::MergeSummariesRequest to_part = *request;
+  to_part.set_session(PartName(request->session(), 0));
+  return rpc.Done(HereOrAtOwner(
+      Forwarder::OriginOf(*ctx),
+      [&]() -> absl::Status {
+        auto part = sessions_->Acquire(*tenant, to_part.session());
+        return part.ok() ? merge_into(**part) : part.status();
+      },
+      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+        return stub.MergeSummaries(c, to_part, response);
+      }));
+}
+
+absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::Find(
+    grpc::CallbackServerContext* ctx, const std::string& tenant, const std::string& name,
+    bool merge_parts, std::string* owner) {
+  auto session = sessions_->Acquire(tenant, name);
+  if (forwarder_ == nullptr) return session;
+  const Forwarder::Origin origin = Forwarder::OriginOf(*ctx);
+  // Another node learning a split session's spec (SplitParent) asks about the session itself.
+  merge_parts = merge_parts && ctx->client_metadata().count(kParentMetadata) == 0;
+  if (session.ok()) {
+    if (!merge_parts || (*session)->config().parts <= 1) {
+      ctx->AddTrailingMetadata(kLogPositionMetadata, absl::StrCat((*session)->applied_lsn()));
+      return session;
+    }
+    std::string positions;
+    auto merged = MergeParts(origin, tenant, **session, &positions);
+    if (merged.ok()) ctx->AddTrailingMetadata(kLogPositionMetadata, positions);
+    return merged;
+  }
+  std::string address;
+  if (!forwarder_->ShouldForward(origin, session.status(), false, &address)) return session;
+  // A split session's parts are asked directly, not through the session's owner.
+  if (std::shared_ptr<Session> parent =
+          merge_parts && !ParsePartName(name).has_value() ? SplitParent(origin, tenant, name, address)
+                                                         : nullptr;
+      parent != nullptr) {
+    std::string positions;
+    auto merged = MergeParts(origin, tenant, *parent, &positions);
+    if (merged.ok()) ctx->AddTrailingMetadata(kLogPositionMetadata, positions);
+    if (merged.ok() || merged.status().code() != absl::StatusCode::kNotFound) return merged;
+    ForgetSplit(tenant, name);  // deleted (or made again) since: ask its owner
+  }
+  *owner = address;
+  return std::shared_ptr<Session>();
+}
+
+std::shared_ptr<Session> StreamStatsService::SplitParent(const Forwarder::Origin& origin,
+                                                        const std::string& tenant,
+                                                        const std::string& name,
+                                                        const std::string& address) {
+  const auto key = std::make_pair(tenant, name);
+  {
+    MutexLock lock(&splits_mu_);
+    if (auto it = splits_.find(key); it != splits_.end() && absl::Now() - it->second.learned < kSplitTtl) {
+      return it->second.parent;
+    }
+  }
+  v1::GetSessionRequest request;
+  request.set_name(name);
+  v1::SessionInfo info;
+  absl::Status asked = forwarder_->Unary(
+      address, origin,
+      [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+        c->AddMetadata(kParentMetadata, "1");
+        return stub.GetSession(c, request, &info);
+      },
+      nullptr);
+  if (!asked.ok()) return nullptr;  // unknown: the RPC goes to the owner, which knows
+  Split split{nullptr, absl::Now()};
+  if (info.spec().parts().count() > 1) {
+    auto config = ConfigFromSpec(info.spec());
+    auto parent = config.ok() ? Session::Create(*std::move(config), core::CpuAcceleratorInstance())
+                              : config.status();
+    if (!parent.ok()) return nullptr;
+    split.parent = *std::move(parent);
+  }
+  MutexLock lock(&splits_mu_);
+  splits_[key] = split;
+  return split.parent;
+}
+
+void StreamStatsService::ForgetSplit(const std::string& tenant, const std::string& name) {
+  MutexLock lock(&splits_mu_);
+  splits_.erase(std::make_pair(tenant, name));
+}
+
+absl::Status StreamStatsService::HereOrAtOwner(const Forwarder::Origin& origin,
+                                               const std::function<absl::Status()>& here,
+                                               const Forwarder::Call& at_owner) {
+  absl::Status s = here();
+  std::string address;
+  if (s.ok() || !forwarder_->ShouldForward(origin, s, true, &address)) return s;
+  return forwarder_->Unary(address, origin, at_owner, nullptr);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> StreamStatsService::MergeParts(
+    const Forwarder::Origin& origin, const std::string& tenant, const Session& parent,
+    std::string* positions) {
+  // The parts' exports, asked all at once (a thread each: the answer waits for the slowest part,
+  // not for their sum), then merged in part order.
+  const uint32_t parts = parent.config().parts;
+  std::vector<v1::ExportSummaryResponse> exported(parts);
+  std::vector<absl::Status> status(parts);
+  std::vector<std::thread> askers;
+  for (uint32_t i = 0; i < parts; ++i) {
+    askers.emplace_back([&, i] {
+      v1::ExportSummaryRequest request;
+      request.set_session(PartName(parent.name(), i));
+      status[i] = HereOrAtOwner(
+          origin,
+          [&]() -> absl::Status {
+            auto here = sessions_->Acquire(tenant, request.session());
+            if (!here.ok()) return here.status();
+            FillExport(**here, (*here)->Export(), &exported[i]);
+            return absl::OkStatus();
+          },
+          [&](v1::StreamStats::Stub& stub, grpc::ClientContext* c) {
+            return stub.ExportSummary(c, request, &exported[i]);
+          });
+    });
+  }
+  for (std::thread& t : askers) t.join();
+  // A session of the parent's spec that exists for this answer only, on the CPU.
+  auto merged = Session::Create(parent.config(), core::CpuAcceleratorInstance());
+  if (!merged.ok()) return merged.status();
+  for (uint32_t i = 0; i < parts; ++i) {
+    absl::Status s = status[i];
+    if (s.ok()) {
+      auto source = (*merged)->ReadExport(exported[i].summary_export(), ConfigFromSpecBytes);
+      s = source.ok() ? (*merged)->MergeFrom(source->get()) : source.status();
+    }
+    const std::string part = PartName(parent.name(), i);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("part ", i, " of session '", parent.name(),
+                                                 "' (", part, "): ", s.message()));
+    }
+    absl::StrAppend(positions, i == 0 ? "" : ",", part, "=", exported[i].log_position());
+  }
+  return std::shared_ptr<Session>(*std::move(merged));
 }
 
 // One Ingest stream. Each batch is parsed, then applied, on the executor, in order: a stream has
@@ -501,11 +812,14 @@ class StreamStatsService::IngestReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   IngestReactor(StreamStatsService* service, std::string tenant, std::string authorization,
-                uint64_t auth_generation)
+                uint64_t auth_generation, Forwarder::Origin origin)
       : service_(service),
         tenant_(std::move(tenant)),
         authorization_(std::move(authorization)),
-        auth_generation_(auth_generation) {
+        auth_generation_(auth_generation),
+        origin_(std::move(origin)),
+        lane_(service->forwarder_ != nullptr ? std::make_unique<Executor>(1, ThreadPriority{}, "lane")
+                                             : nullptr) {
     MutexLock lock(&mu_);
     Advance();
   }
@@ -558,7 +872,7 @@ class StreamStatsService::IngestReactor final
     }
     if (!applying_ && !parsed_.empty()) {
       applying_ = true;
-      service_->executor_->Submit([this] { ApplyNext(); });
+      (lane_ != nullptr ? lane_.get() : service_->executor_)->Submit([this] { ApplyNext(); });
     }
   }
 
@@ -670,7 +984,7 @@ class StreamStatsService::IngestReactor final
     }
   }
 
-  absl::Status ApplyRequest(const v1::IngestRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+  absl::Status ApplyRequest(v1::IngestRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
     // A SIGHUP reload may have revoked the token this stream was opened with, or taken its
     // write role away (an atomic load
@@ -683,13 +997,6 @@ class StreamStatsService::IngestReactor final
       }
     }
     if (request.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
-    // With ownership every batch asks again: the owner may have changed since the last one.
-    if (session_ == nullptr || session_->name() != request.session() ||
-        service_->sessions_->owns_sessions()) {
-      auto session = service_->sessions_->Acquire(tenant_, request.session());
-      if (!session.ok()) return session.status();
-      session_ = *std::move(session);
-    }
     std::vector<std::string> strings;
     auto batch = BatchFromRequest(request, &strings);
     if (!batch.ok()) return batch.status();
@@ -698,27 +1005,117 @@ class StreamStatsService::IngestReactor final
           "batch ", request.sequence(), " holds ", batch->size(), " items; the limit is ",
           service_->limits_.max_batch_items, " (split it)"));
     }
-    // Refuse a malformed batch before it spends the tenant's rate quota.
     if (batch->size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
-    if (absl::Status s = session_->Validate(*batch); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
-    }
-    if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch->size()); !s.ok()) {
-      return s;
-    }
-    absl::Status s = service_->sessions_->Ingest(tenant_, *session_, *batch,
-                                                 request.producer_id(), request.sequence());
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
-    }
+    auto count = Route(request, *batch);
+    if (!count.ok()) return count.status();
     applied_items_ = batch->size();
     MutexLock lock(&mu_);
     items_applied_ += batch->size();
     ack_.set_session(request.session());
     ack_.set_sequence(request.sequence());
     ack_.set_items_applied(items_applied_);
-    ack_.set_count(session_->count());
+    ack_.set_count(*count);
     return absl::OkStatus();
+  }
+
+  // Applies a batch (`batch` views `request`) where its session lives: here; at its owner,
+  // forwarded (cluster mode); or, for a split session, in its part(s) (RouteToParts) whether its
+  // owner is this node or another (whose spec of it this node learned: SplitParent). Returns the
+  // N of the session or part(s) that took it.
+  absl::StatusOr<uint64_t> Route(v1::IngestRequest& request, const core::Batch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    std::shared_ptr<Session> session = session_;
+    // With ownership every batch asks again: the owner may have changed since the last one.
+    if (session == nullptr || session->name() != request.session() ||
+        service_->sessions_->owns_sessions()) {
+      auto acquired = service_->sessions_->Acquire(tenant_, request.session());
+      const bool part = ParsePartName(request.session()).has_value();
+      std::string address;
+      if (!acquired.ok() && service_->forwarder_ != nullptr &&
+          service_->forwarder_->ShouldForward(origin_, acquired.status(), part, &address)) {
+        // A split session's batches go to their parts' owners, not through the session's.
+        std::shared_ptr<Session> parent =
+            part ? nullptr : service_->SplitParent(origin_, tenant_, request.session(), address);
+        if (parent == nullptr) return Forward(address, request);
+        bool applied_any = false;
+        auto count = RouteToParts(*parent, request, batch, &applied_any);
+        if (count.ok() || count.status().code() != absl::StatusCode::kNotFound || applied_any) {
+          return count;
+        }
+        // Deleted (or made again) since this node learned its parts: ask its owner.
+        service_->ForgetSplit(tenant_, request.session());
+        return Forward(address, request);
+      }
+      if (!acquired.ok()) return acquired.status();
+      session = *std::move(acquired);
+    }
+    if (session->config().parts > 1) {
+      if (service_->forwarder_ == nullptr) {
+        return absl::FailedPreconditionError("a split session takes batches in cluster mode with ownership");
+      }
+      bool applied_any = false;
+      return RouteToParts(*session, request, batch, &applied_any);
+    }
+    // Refuse a malformed batch before it spends the tenant's rate quota.
+    if (absl::Status s = session->Validate(batch); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
+    }
+    session_ = session;
+    if (absl::Status s = service_->sessions_->AdmitIngest(tenant_, batch.size()); !s.ok()) {
+      return s;
+    }
+    absl::Status s = service_->sessions_->Ingest(tenant_, *session, batch, request.producer_id(),
+                                                 request.sequence());
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
+    }
+    return session->count();
+  }
+
+  // A split session's batch, validated whole (so that a bad batch reaches no part), to its part
+  // (block: BlockPart) or parts (hash: SplitByKey), each here or at the part's owner.
+  absl::StatusOr<uint64_t> RouteToParts(const Session& parent, v1::IngestRequest& request,
+                                        const core::Batch& batch, bool* applied_any)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    if (absl::Status s = parent.Validate(batch); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch ", request.sequence(), ": ", s.message()));
+    }
+    const SessionConfig& config = parent.config();
+    const std::string name = request.session();
+    if (!config.parts_by_key) {
+      request.set_session(PartName(name, BlockPart(request.producer_id(), request.sequence(),
+                                                   config.parts, next_part_++)));
+      auto count = Route(request, batch);
+      request.set_session(name);
+      return count;
+    }
+    std::vector<v1::IngestRequest> split = SplitByKey(request, config.parts);
+    uint64_t count = 0;
+    for (uint32_t i = 0; i < config.parts; ++i) {
+      if (split[i].values().values_size() + split[i].keys().keys_size() +
+              split[i].strings().keys_size() == 0) {
+        continue;
+      }
+      split[i].set_session(PartName(name, i));
+      std::vector<std::string> strings;
+      auto part_batch = BatchFromRequest(split[i], &strings);
+      if (!part_batch.ok()) return part_batch.status();
+      auto part_count = Route(split[i], *part_batch);
+      if (!part_count.ok()) return part_count.status();
+      *applied_any = true;
+      count += *part_count;
+    }
+    return count;
+  }
+
+  // Sends a batch to the owner at `address` on this stream's forwarded stream there.
+  absl::StatusOr<uint64_t> Forward(const std::string& address, const v1::IngestRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    auto& to = forwards_[address];
+    if (to == nullptr || to->done()) to = service_->forwarder_->OpenIngest(address, origin_);
+    auto ack = to->Send(request);
+    if (!ack.ok()) return ack.status();
+    return ack->count();
   }
 
   StreamStatsService* service_;
@@ -728,6 +1125,15 @@ class StreamStatsService::IngestReactor final
   // The tokens generation it was last checked at.
   uint64_t auth_generation_ ABSL_GUARDED_BY(apply_mu_);
   std::shared_ptr<Session> session_ ABSL_GUARDED_BY(apply_mu_);
+  const Forwarder::Origin origin_;  // the stream's caller, for forwarded batches
+  // Streams to the owners this stream's batches were forwarded to, by address.
+  std::map<std::string, std::unique_ptr<Forwarder::IngestForward>> forwards_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t next_part_ ABSL_GUARDED_BY(apply_mu_) = 0;  // block parts of batches without a producer
+  // Cluster mode: this stream's applies run on a thread of its own, because an apply may wait
+  // for the owner's ack of a forwarded batch, and that owner's apply may wait for a forward of
+  // its own: on the shared ingest threads two nodes forwarding to each other could hold every
+  // thread waiting. A stream's thread waits only for its own forward, so no cycle can form.
+  std::unique_ptr<Executor> lane_;
   uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
@@ -770,7 +1176,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamStatsService:
   if (auto it = md.find("authorization"); it != md.end()) {
     authorization.assign(it->second.data(), it->second.size());
   }
-  return new IngestReactor(this, *std::move(tenant), std::move(authorization), auth_generation);
+  return new IngestReactor(this, *std::move(tenant), std::move(authorization), auth_generation,
+                           Forwarder::OriginOf(*ctx));
 }
 
 }  // namespace streamstats::server

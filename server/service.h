@@ -14,6 +14,7 @@
 
 #include "core/common/sync.h"
 #include "server/executor.h"
+#include "server/forwarder.h"
 #include "server/session_manager.h"
 #include "server/tenants.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"
@@ -58,6 +59,11 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   // need read, Ingest and MergeSummaries write, CreateSession and DeleteSession admin (issue 16). A method added to the proto gets a
   // row here; tests/server/tenants_test.cc fails for any method of the service without one.
   static std::optional<Role> RequiredRole(absl::string_view method);
+
+  // Cluster mode with ownership: RPCs for sessions (or parts) owned elsewhere are forwarded
+  // through `forwarder` (server/forwarder.h), and sessions may be split in parts. Set before
+  // serving.
+  void set_forwarder(Forwarder* forwarder) { forwarder_ = forwarder; }
 
   // New ingest streams are refused with UNAVAILABLE from now on.
   void BeginShutdown() { shutting_down_ = true; }
@@ -115,6 +121,32 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   // PERMISSION_DENIED when its role is short of the method's.
   absl::StatusOr<std::string> Tenant(grpc::CallbackServerContext* ctx,
                                      absl::string_view method) const;
+  // The session an RPC about `name` is answered from: Acquire's without a forwarder. With one,
+  // the session when this node owns it (or, for a split session and `merge_parts`, its parts
+  // merged by MergeParts, here or wherever the spec is known: SplitParent); else `*owner` = the
+  // address the RPC is to be passed on to (RpcScope::Forward); else the refusal. Sets the
+  // trailer streamstats-log-position.
+  absl::StatusOr<std::shared_ptr<Session>> Find(grpc::CallbackServerContext* ctx,
+                                                const std::string& tenant, const std::string& name,
+                                                bool merge_parts, std::string* owner);
+  // For a split session's part: `here` on this node, and `at_owner` at the part's owner when
+  // `here` names another one.
+  absl::Status HereOrAtOwner(const Forwarder::Origin& origin, const std::function<absl::Status()>& here,
+                             const Forwarder::Call& at_owner);
+  // A split session's parts (exported here or at their owners) merged into a session of the
+  // parent's spec made for one answer; `positions` gets "<part>=<log position>,...".
+  absl::StatusOr<std::shared_ptr<Session>> MergeParts(const Forwarder::Origin& origin,
+                                                      const std::string& tenant,
+                                                      const Session& parent, std::string* positions);
+  // A session of the spec of `tenant`'s split session `name`, whose owner (at `address`) is
+  // another node, from what this node learned of it in the last kSplitTtl (the owner's
+  // GetSession with streamstats-parent: the session itself, no fan-out); nullptr when it is not
+  // split or could not be asked (then the RPC goes to the owner, which knows). It holds no
+  // items: it validates batches and gives MergeParts the spec, so that batches and questions
+  // go to the parts' owners directly. ForgetSplit drops what was learned (the session went).
+  std::shared_ptr<Session> SplitParent(const Forwarder::Origin& origin, const std::string& tenant,
+                                       const std::string& name, const std::string& address);
+  void ForgetSplit(const std::string& tenant, const std::string& name);
   // Counts an Ingest stream against its tenant's limit (false: over the limit).
   bool AcquireStream(const std::string& tenant);
   void ReleaseStream(const std::string& tenant);
@@ -124,6 +156,15 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   TenantRegistry* tenants_;
   const ServiceLimits limits_;
   Metrics* metrics_;
+  Forwarder* forwarder_ = nullptr;
+  // What SplitParent learned, by (tenant, session): the parent (nullptr: not split) and when.
+  static constexpr absl::Duration kSplitTtl = absl::Seconds(5);
+  struct Split {
+    std::shared_ptr<Session> parent;
+    absl::Time learned;
+  };
+  Mutex splits_mu_;
+  std::map<std::pair<std::string, std::string>, Split> splits_ ABSL_GUARDED_BY(splits_mu_);
   std::atomic<bool> shutting_down_{false};
   Mutex streams_mu_;
   std::map<std::string, uint32_t> streams_ ABSL_GUARDED_BY(streams_mu_);

@@ -18,6 +18,7 @@
 #include "core/sketches/fcm.h"
 #include "core/sketches/hll.h"
 #include "core/sketches/pbf.h"
+#include "server/split_session.h"
 
 namespace streamstats::server {
 namespace {
@@ -153,7 +154,11 @@ Session::Session(SessionConfig config, core::Accelerator* accelerator,
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
                                                          core::Accelerator* accelerator,
                                                          std::shared_ptr<QueryTurns> turns) {
-  if (absl::Status s = ValidateSessionName(config.name); !s.ok()) return s;
+  // A split session's part ("<name>#<i>", made by the server) is named after its session.
+  const auto part = ParsePartName(config.name);
+  if (absl::Status s = ValidateSessionName(part.has_value() ? part->first : config.name); !s.ok()) {
+    return s;
+  }
   if (config.summaries.empty()) {
     return absl::InvalidArgumentError("a session needs at least one summary");
   }

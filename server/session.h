@@ -72,6 +72,12 @@ struct SessionConfig {
   // export_distinct); read by server/metrics.cc at scrape time.
   bool export_moments = false;
   bool export_distinct = false;
+  // Cluster mode: the session is split into this many parts on the replicas (SessionSpec.parts;
+  // 0 or 1: not split), items to parts by key hash (true) or whole batches by block (false).
+  // Read by the service, which routes and merges (server/split_session.h); the session itself
+  // (the parent) then holds no items.
+  uint32_t parts = 0;
+  bool parts_by_key = false;
   // The spec as the API layer received it (opaque here), kept in snapshots so a restored
   // session is rebuilt from exactly what the client asked for.
   std::string spec_bytes;

@@ -30,7 +30,7 @@ COUNTERS = {
     "streamstats_accelerator_kernel_seconds_total", "streamstats_accelerator_bytes_copied_total",
     "streamstats_cluster_publish_failures_total", "streamstats_cluster_publish_duplicates_total",
     "streamstats_cluster_owner_changes_total", "streamstats_cluster_snapshots_total",
-    "streamstats_cluster_fenced_appends_total",
+    "streamstats_cluster_fenced_appends_total", "streamstats_cluster_forwarded_total",
 }
 HISTOGRAMS = {
     "streamstats_rpc_duration_seconds", "streamstats_query_duration_seconds",

@@ -1,6 +1,7 @@
 // Cluster ownership and failover (issue 17 item 3): three real streamstatsd --cluster replicas on
 // a real three-node NATS JetStream cluster on 127.0.0.1. Each session answers at exactly one
-// replica (the others name it: FAILED_PRECONDITION with streamstats-owner=<address>); kill -9 of
+// replica (the others name it: FAILED_PRECONDITION with streamstats-owner=<address>; the replicas
+// run --cluster_forward=false, forwarding is cluster_parts_test.cc's); kill -9 of
 // an owner mid-ingest moves its sessions to another replica within 10 s, with every acknowledged
 // batch there once (Count-Min estimates and N equal to a single node fed the acknowledged batches).
 #include <map>
@@ -61,9 +62,7 @@ TEST(ClusterFailover, EachSessionHasOneOwnerAndAKilledOwnersSessionsMoveWithNoth
     fs::create_directories(dir + "/n" + std::to_string(i));
     nodes.push_back(std::make_unique<Server>(
         dir + "/n" + std::to_string(i),
-        std::vector<std::string>{"--cluster=" + nats.Urls(), "--cluster_publish_timeout_ms=2000",
-                                 "--node_id=node" + std::to_string(i), "--cluster_member_ttl_ms=2000",
-                                 "--cluster_heartbeat_ms=500", "--cluster_snapshot_records=10"}));
+        streamstats::testing::ReplicaFlags(nats, i, {"--cluster_snapshot_records=10", "--cluster_forward=false"})));
     addresses.push_back(nodes.back()->address());
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));  // every member heartbeats
