@@ -386,13 +386,8 @@ void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                    estimates != nullptr ? estimates->data() : nullptr);
 }
 
-void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
-                                  absl::Span<const uint64_t> ids,
-                                  absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
-                                  std::vector<uint64_t>* estimates) {
-  const FastModBelow63 mod = FastModBelow63::For(width);
-  const size_t d = rows.size();
-  // (id, total weight) per distinct id, ascending.
+std::vector<std::pair<uint64_t, uint64_t>> TotalWeightByDistinctId(absl::Span<const uint64_t> ids,
+                                                                  absl::Span<const uint64_t> weights) {
   std::vector<std::pair<uint64_t, uint64_t>> unique(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) unique[i] = {ids[i], weights.empty() ? 1 : weights[i]};
   std::sort(unique.begin(), unique.end());
@@ -405,6 +400,17 @@ void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t 
     }
   }
   unique.resize(u);
+  return unique;
+}
+
+void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
+                                  absl::Span<const uint64_t> ids,
+                                  absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
+                                  std::vector<uint64_t>* estimates) {
+  const FastModBelow63 mod = FastModBelow63::For(width);
+  const size_t d = rows.size();
+  const std::vector<std::pair<uint64_t, uint64_t>> unique = TotalWeightByDistinctId(ids, weights);
+  const size_t u = unique.size();
   std::vector<uint64_t> cells(u * d), targets(u);
   for (size_t j = 0; j < u; ++j) {
     uint64_t low = std::numeric_limits<uint64_t>::max();

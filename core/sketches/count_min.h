@@ -95,6 +95,11 @@ void CountMinConservativeBatchAdd(absl::Span<const PairwiseHash> rows, uint64_t 
                                   absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
                                   std::vector<uint64_t>* estimates);
 
+// The batch forms' first step (Count-Min's and FCM's): (id, total weight) per distinct id of the
+// batch, ascending by id; `weights` empty means weight 1 each.
+std::vector<std::pair<uint64_t, uint64_t>> TotalWeightByDistinctId(absl::Span<const uint64_t> ids,
+                                                                  absl::Span<const uint64_t> weights);
+
 namespace count_min_internal {
 // The bucket kernels, by preference: AVX-512F (8 keys at a time, widths below 2^20), AVX2 (4),
 // scalar.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/key_id.h"
+#include "core/sketches/count_min.h"
 
 namespace streamstats::core {
 namespace {
@@ -282,19 +283,8 @@ void FcmConservativeBatchAdd(const FcmWalk& walk, uint64_t dh, uint64_t dl,
                              std::vector<uint64_t>* estimates) {
   const bool phased = detector != nullptr && dl > dh;
   const uint64_t most = phased ? dl : dh;  // cells kept per distinct id
-  // (id, total weight) per distinct id, ascending.
-  std::vector<std::pair<uint64_t, uint64_t>> unique(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) unique[i] = {ids[i], weights.empty() ? 1 : weights[i]};
-  std::sort(unique.begin(), unique.end());
-  size_t u = 0;
-  for (size_t i = 0; i < unique.size(); ++i) {
-    if (u > 0 && unique[u - 1].first == unique[i].first) {
-      unique[u - 1].second += unique[i].second;
-    } else {
-      unique[u++] = unique[i];
-    }
-  }
-  unique.resize(u);
+  const std::vector<std::pair<uint64_t, uint64_t>> unique = TotalWeightByDistinctId(ids, weights);
+  const size_t u = unique.size();
   std::vector<uint64_t> cells(u * most), targets(u), rows(u, dh);
   for (size_t j = 0; j < u; ++j) {
     if (phased && !detector->IsHigh(unique[j].first)) rows[j] = dl;
