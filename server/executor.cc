@@ -13,7 +13,7 @@
 
 namespace streamstats::server {
 
-Executor::Executor(int threads, ThreadPriority priority, const char* name) {
+Executor::Executor(int threads, ThreadPriority priority, const char* name) : priority_(priority) {
   const int count = threads > 0 ? threads : 1;
   for (int i = 0; i < count; ++i) {
     threads_.emplace_back([this, i, priority, name] {

@@ -41,6 +41,7 @@ class Executor {
 
   void Submit(std::function<void()> task);
   size_t queue_depth() const;
+  ThreadPriority priority() const { return priority_; }
   // Threads waiting for work that no queued task will take: a hint for lending them work.
   int idle() const;
 
@@ -54,6 +55,7 @@ class Executor {
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;  // threads in Loop's wait  // threads past their name and priority set-up
   CondVar started_cv_;
   std::vector<std::thread> threads_;
+  const ThreadPriority priority_;
 };
 
 }  // namespace streamstats::server

@@ -818,8 +818,9 @@ class StreamStatsService::IngestReactor final
         authorization_(std::move(authorization)),
         auth_generation_(auth_generation),
         origin_(std::move(origin)),
-        lane_(service->forwarder_ != nullptr ? std::make_unique<Executor>(1, ThreadPriority{}, "lane")
-                                             : nullptr) {
+        lane_(service->forwarder_ != nullptr
+                  ? std::make_unique<Executor>(1, service->executor_->priority(), "lane")
+                  : nullptr) {
     MutexLock lock(&mu_);
     Advance();
   }
@@ -1129,10 +1130,11 @@ class StreamStatsService::IngestReactor final
   // Streams to the owners this stream's batches were forwarded to, by address.
   std::map<std::string, std::unique_ptr<Forwarder::IngestForward>> forwards_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t next_part_ ABSL_GUARDED_BY(apply_mu_) = 0;  // block parts of batches without a producer
-  // Cluster mode: this stream's applies run on a thread of its own, because an apply may wait
-  // for the owner's ack of a forwarded batch, and that owner's apply may wait for a forward of
-  // its own: on the shared ingest threads two nodes forwarding to each other could hold every
-  // thread waiting. A stream's thread waits only for its own forward, so no cycle can form.
+  // Cluster mode: this stream's applies run on a thread of its own (at the ingest threads'
+  // priority), because an apply may wait for the owner's ack of a forwarded batch, and that
+  // owner's apply may wait for a forward of its own: on the shared ingest threads two nodes
+  // forwarding to each other could hold every thread waiting. A stream's thread waits only for
+  // its own forward, so no cycle can form.
   std::unique_ptr<Executor> lane_;
   uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
   Mutex mu_;
