@@ -877,9 +877,9 @@ TEST_F(EndToEnd, GpuPoolFlagsOutOfRangeStopTheStartNamingTheFlag) {
       {"--gpu_cpu_threshold=-1", "--gpu_cpu_threshold must be in [0, 2^30] keys, got -1"},
       {"--gpu_cpu_threshold=2000000000", "--gpu_cpu_threshold must be in [0, 2^30] keys"},
       {"--gpu_linger_us=1000001", "--gpu_linger_us must be in [0, 10^6] microseconds, got 1000001"},
-      {"--gpu_sketches=count_min,fcm",
+      {"--gpu_sketches=count_min,kll",
        "--gpu_sketches: expected none, all, or a comma list of count_min, conservative, pbf, "
-       "hll, ams, count_sketch; got 'count_min,fcm'"},
+       "hll, ams, count_sketch, fcm; got 'count_min,kll'"},
   };
   for (const auto& [flag, message] : bad) {
     for (const char* gpus : {"--gpus=none", "--gpus=auto"}) {
