@@ -53,14 +53,7 @@ using Client = streamstats::client::Client;
 
 #define STEP(...) (std::fprintf(stderr, "[step] " __VA_ARGS__), std::fputc('\n', stderr))
 
-std::string TestDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir =
-      ::testing::TempDir() + "/streamstats_chaos_" + std::to_string(getpid()) + "_" + info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TestDir() { return streamstats::testing::ClusterTestDir("chaos"); }
 
 uint64_t EnvOr(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);

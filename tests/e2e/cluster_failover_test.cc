@@ -36,14 +36,7 @@ constexpr int kBatch = streamstats::testing::kClusterBatch;
 constexpr int kSessions = 6;
 constexpr uint64_t kBatches = 40;
 
-std::string TestDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir = ::testing::TempDir() + "/streamstats_failover_" + std::to_string(getpid()) +
-                          "_" + info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TestDir() { return streamstats::testing::ClusterTestDir("failover"); }
 
 v1::SessionSpec Spec(const std::string& name) { return streamstats::testing::ClusterSpec(name); }
 v1::IngestRequest Batch(const std::string& session, uint64_t seq) {
