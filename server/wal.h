@@ -11,6 +11,11 @@
 // (they survive a process crash) and a background thread fsyncs every `interval` (a power loss
 // may lose the last interval).
 //
+// Appends are written in groups: the appending thread that finds no write in flight writes
+// every record queued by then in one writev (the others wait for it), so under load one hand-off
+// of the lock carries many records; each record's checksum is taken by its own thread before it
+// queues.
+//
 // Recovery: a record cut short at the very end of the newest segment (a torn write) is dropped
 // and reported; any other checksum or framing failure is DataLoss naming the file and offset.
 //
@@ -20,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -89,7 +95,20 @@ class WriteAheadLog {
   absl::Status DeleteSegmentsBefore(uint64_t lsn);
 
  private:
+  // A record waiting in Append for the group write that carries it.
+  struct Pending {
+    WalRecordType type;
+    absl::string_view payload;
+    uint32_t payload_crc = 0;
+    char header[17];  // length | CRC | type | LSN, filled by the writer
+    uint64_t lsn = 0;
+    bool done = false;  // written (status ok) or failed; guarded by mu_
+    absl::Status status;
+  };
+
   explicit WriteAheadLog(Options options);
+  // Writes every queued record (see Append); requires mu_, releases it while writing.
+  void WriteQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenSegmentLocked(uint64_t first_lsn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SyncUpTo(uint64_t lsn);
   int Fdatasync(int fd) const;
@@ -104,6 +123,10 @@ class WriteAheadLog {
   CondVar sync_cv_;
   // Signalled when stopping_ is set: the interval thread.
   CondVar stop_cv_;
+  // Signalled (all) when a group write ends: the records it carried, and the next writer.
+  CondVar write_cv_;
+  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);  // records waiting for a writer
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a group write runs (without mu_)
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in the open segment
   uint64_t durable_size_ ABSL_GUARDED_BY(mu_) = 0;  // of those, covered by a successful fsync

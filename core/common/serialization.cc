@@ -195,6 +195,42 @@ uint32_t Crc32c(absl::string_view data, uint32_t crc) {
   return hardware ? internal::Crc32cHardware(data, crc) : internal::Crc32cPortable(data, crc);
 }
 
+namespace {
+
+// a(x) * b(x) mod P(x), both reflected (bit 31 is x^0, bit 0 is x^31; kCastagnoli above).
+uint32_t MultiplyModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kCastagnoli : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k = 0..63, by squaring x (reflected x^1 is bit 30).
+struct PowersOfX {
+  uint32_t p[64];
+  PowersOfX() {
+    p[0] = 1u << 30;
+    for (int k = 1; k < 64; ++k) p[k] = MultiplyModP(p[k - 1], p[k - 1]);
+  }
+};
+
+}  // namespace
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  // Appending len_b bytes multiplies a's remainder by x^(8 len_b); the inversions on entry and
+  // exit cancel in the sum (the CRC is affine in its input), so crc(a + b) = crc_a * x^(8 len_b)
+  // + crc_b mod P.
+  static const PowersOfX powers;
+  uint32_t shift = 1u << 31;  // x^0
+  uint64_t bits = len_b;
+  for (int k = 3; bits != 0; bits >>= 1, ++k) {  // 8 len_b = len_b << 3
+    if (bits & 1) shift = MultiplyModP(powers.p[k], shift);
+  }
+  return MultiplyModP(shift, crc_a) ^ crc_b;
+}
+
 std::string SealEnvelope(uint16_t summary_kind, absl::string_view payload) {
   ByteWriter w;
   w.bytes().append(kMagic, 4);

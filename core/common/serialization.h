@@ -25,6 +25,11 @@ namespace streamstats::core {
 // bits. Thread-safe.
 uint32_t Crc32c(absl::string_view data, uint32_t crc = 0);
 
+// Crc32c(a + b) from crc_a = Crc32c(a), crc_b = Crc32c(b) and b's length, in O(log len_b) steps of
+// polynomial arithmetic mod the Castagnoli polynomial (a's bytes are not needed): lets a checksum
+// over a header and a large payload be finished after the payload's was computed elsewhere.
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 namespace internal {
 // The two implementations Crc32c chooses between, for tests and benchmarks; same contract.
 uint32_t Crc32cPortable(absl::string_view data, uint32_t crc);

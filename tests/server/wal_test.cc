@@ -167,6 +167,58 @@ TEST_F(WalTest, GroupCommitFromManyThreadsMakesEveryLsnDurableAndReplayGetsThemA
   }
 }
 
+// Appends are written in groups (wal.h): 8 threads appending records of 0 to 96 KiB into a log
+// whose file may not grow past 3 MiB. A group the disk cannot take fails whole, is cut off, and
+// uses no LSN; every record whose Append succeeded replays with its bytes, at LSNs 1..K without
+// a gap, and nothing else does.
+TEST_F(WalTest, GroupWritesFromManyThreadsKeepEveryAcceptedRecordAndCutOffEveryFailedOne) {
+  constexpr int kThreads = 8, kMostPerThread = 200;
+  std::vector<std::map<uint64_t, std::string>> accepted(kThreads);
+  std::atomic<int> refused{0};
+  {
+    auto wal = OpenWal(dir_, 1, FsyncPolicy::kInterval);
+    ASSERT_NE(wal, nullptr);
+    FileSizeLimit limit(3 << 20);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(1400 + t);
+        for (int i = 0; i < kMostPerThread; ++i) {
+          std::string payload = RandomBytes(rng, rng() % (96 << 10));
+          auto lsn = wal->Append(WalRecordType::kBatch, payload);
+          if (!lsn.ok()) {
+            EXPECT_TRUE(lsn.status().code() == StatusCode::kUnavailable ||
+                        lsn.status().code() == StatusCode::kResourceExhausted)
+                << lsn.status();
+            ++refused;
+            return;
+          }
+          ASSERT_TRUE(wal->WaitDurable(*lsn).ok());
+          accepted[t][*lsn] = std::move(payload);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  EXPECT_GT(refused.load(), 0) << "the file limit was never reached";
+  std::map<uint64_t, std::string> all;
+  for (const auto& m : accepted) {
+    for (const auto& [lsn, payload] : m) {
+      EXPECT_TRUE(all.emplace(lsn, payload).second) << "LSN " << lsn << " handed out twice";
+    }
+  }
+  ASSERT_FALSE(all.empty());
+  std::vector<Rec> got;
+  WalReplayReport report;
+  ASSERT_TRUE(ReplayInto(dir_, false, &got, &report).ok());
+  EXPECT_FALSE(report.torn_tail);
+  ASSERT_EQ(got.size(), all.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].lsn, i + 1);
+    ASSERT_EQ(got[i].payload, all[got[i].lsn]) << "LSN " << got[i].lsn;
+  }
+}
+
 TEST_F(WalTest, RotateStartsANewSegmentAndDeleteSegmentsBeforeDropsOnlyCoveredOnes) {
   auto wal = OpenWal(dir_, 1);
   ASSERT_NE(wal, nullptr);
