@@ -37,6 +37,36 @@
 namespace streamstats::gpu {
 namespace {
 
+// Feeds `cpu` and `gpu` the same 12 Zipf batches (every fourth weighted), with one device failure
+// injected into `pool` before batch `inject_at` (-1: none); `compare(b)` runs after batches 1, 5
+// and 9.
+template <typename Compare>
+void FeedTwelveBatches(GpuPool& pool, core::Summary& cpu, core::Summary& gpu, int inject_at,
+                       uint64_t seed, Compare compare) {
+  for (int b = 0; b < 12; ++b) {
+    if (b == inject_at) pool.InjectFailuresForTesting(1);
+    std::vector<uint64_t> ids = ZipfIds(1000 + 20000 * b, 1.1, 1 << 22, b + seed);
+    std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+    ASSERT_TRUE(cpu.Update(U64Batch(ids, w)).ok());
+    ASSERT_TRUE(gpu.Update(U64Batch(ids, w)).ok());
+    if (b % 4 == 1) compare(b);
+  }
+}
+
+// A summary of `kind` built through a pool whose options (`off`) keep that kind's table in host
+// memory stays there after a batch (`Kind` is the summary's class, which says on_device()).
+template <typename Kind>
+void ExpectKeptOnTheHost(const GpuPoolOptions& off, core::SummaryKind kind) {
+  auto host_pool = GpuPool::Create(off);
+  ASSERT_TRUE(host_pool.ok());
+  core::SummaryOptions so;
+  so.kind = kind;
+  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
+  EXPECT_FALSE(dynamic_cast<const Kind&>(**kept).on_device());
+}
+
 // Issue 15: FCM with dl > dh, the batch phase rule on the device. Against core's phased
 // FcmPlainAdd / FcmConservativeBatchAdd (what core::Fcm runs with dl > dh, host or fake device),
 // batch by batch: AddSequential's estimates and AddConservativeBatch's equal the CPU's bit for
@@ -212,19 +242,12 @@ TEST(GpuPool, HllRegistersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
       auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
       ASSERT_TRUE(cpu.ok() && gpu.ok());
       const uint64_t fallbacks_before = (*pool)->stats().fallbacks;
-      for (int b = 0; b < 12; ++b) {
-        if (b == inject_at) (*pool)->InjectFailuresForTesting(1);
-        std::vector<uint64_t> ids = ZipfIds(1000 + 20000 * b, 1.1, 1 << 22, b + 7);
-        std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
-        ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
-        ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
-        if (b % 4 == 1) {
-          auto a = (*cpu)->Cardinality();
-          auto g = (*gpu)->Cardinality();
-          ASSERT_TRUE(a.ok() && g.ok());
-          EXPECT_EQ(a->estimate, g->estimate) << "p " << p << " batch " << b;
-        }
-      }
+      FeedTwelveBatches(**pool, **cpu, **gpu, inject_at, 7, [&](int b) {
+        auto a = (*cpu)->Cardinality();
+        auto g = (*gpu)->Cardinality();
+        ASSERT_TRUE(a.ok() && g.ok());
+        EXPECT_EQ(a->estimate, g->estimate) << "p " << p << " batch " << b;
+      });
       const auto& hll = static_cast<const core::Hll&>(**gpu);
       EXPECT_EQ(hll.on_device(), inject_at < 0) << "p " << p;
       EXPECT_TRUE((*gpu)->Serialize() == (*cpu)->Serialize()) << "p " << p << " inject " << inject_at;
@@ -234,14 +257,7 @@ TEST(GpuPool, HllRegistersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   // Off with --gpu_sketches=none (kinds.hll = false): the registers stay on the host.
   GpuPoolOptions off;
   off.sketches.hll = false;
-  auto host_pool = GpuPool::Create(off);
-  ASSERT_TRUE(host_pool.ok());
-  core::SummaryOptions so;
-  so.kind = core::SummaryKind::kHll;
-  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
-  ASSERT_TRUE(kept.ok());
-  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
-  EXPECT_FALSE(static_cast<const core::Hll&>(**kept).on_device());
+  ExpectKeptOnTheHost<core::Hll>(off, core::SummaryKind::kHll);
 }
 
 // Issue 15: an AMS summary on the pool keeps its counters on the device (GpuSignedSketch through
@@ -262,19 +278,12 @@ TEST(GpuPool, AmsCountersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
       auto gpu = core::CreateSummary(so, core::ValueKind::kUint64, pool->get());
       ASSERT_TRUE(cpu.ok() && gpu.ok());
       const uint64_t fallbacks_before = (*pool)->stats().fallbacks;
-      for (int b = 0; b < 12; ++b) {
-        if (b == inject_at) (*pool)->InjectFailuresForTesting(1);
-        std::vector<uint64_t> ids = ZipfIds(1000 + 20000 * b, 1.1, 1 << 22, b + 11);
-        std::vector<uint64_t> w = b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
-        ASSERT_TRUE((*cpu)->Update(U64Batch(ids, w)).ok());
-        ASSERT_TRUE((*gpu)->Update(U64Batch(ids, w)).ok());
-        if (b % 4 == 1) {
-          auto a = (*cpu)->SecondMoment();
-          auto g = (*gpu)->SecondMoment();
-          ASSERT_TRUE(a.ok() && g.ok());
-          EXPECT_EQ(a->estimate, g->estimate) << "epsilon " << epsilon << " batch " << b;
-        }
-      }
+      FeedTwelveBatches(**pool, **cpu, **gpu, inject_at, 11, [&](int b) {
+        auto a = (*cpu)->SecondMoment();
+        auto g = (*gpu)->SecondMoment();
+        ASSERT_TRUE(a.ok() && g.ok());
+        EXPECT_EQ(a->estimate, g->estimate) << "epsilon " << epsilon << " batch " << b;
+      });
       const auto& ams = static_cast<const core::Ams&>(**gpu);
       EXPECT_EQ(ams.on_device(), inject_at < 0) << "epsilon " << epsilon;
       EXPECT_EQ(ams.table().cells(), static_cast<const core::Ams&>(**cpu).table().cells());
@@ -285,14 +294,7 @@ TEST(GpuPool, AmsCountersLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   // Off (kinds.ams = false, as --gpu_sketches without ams): the counters stay on the host.
   GpuPoolOptions off;
   off.sketches.ams = false;
-  auto host_pool = GpuPool::Create(off);
-  ASSERT_TRUE(host_pool.ok());
-  core::SummaryOptions so;
-  so.kind = core::SummaryKind::kAms;
-  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
-  ASSERT_TRUE(kept.ok());
-  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
-  EXPECT_FALSE(static_cast<const core::Ams&>(**kept).on_device());
+  ExpectKeptOnTheHost<core::Ams>(off, core::SummaryKind::kAms);
 }
 
 // Issue 15: a Count Sketch on the pool keeps its counters on the device and equals the CPU-built
@@ -510,14 +512,7 @@ TEST(GpuPool, FcmTablesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures) {
   // Off (kinds.fcm = false, as --gpu_sketches without fcm): the table stays on the host.
   GpuPoolOptions off;
   off.sketches.fcm = false;
-  auto host_pool = GpuPool::Create(off);
-  ASSERT_TRUE(host_pool.ok());
-  core::SummaryOptions so;
-  so.kind = core::SummaryKind::kFcm;
-  auto kept = core::CreateSummary(so, core::ValueKind::kUint64, host_pool->get());
-  ASSERT_TRUE(kept.ok());
-  ASSERT_TRUE((*kept)->Update(U64Batch(ZipfIds(1000, 1.1, 1000, 1), {})).ok());
-  EXPECT_FALSE(dynamic_cast<const core::Fcm&>(**kept).on_device());
+  ExpectKeptOnTheHost<core::Fcm>(off, core::SummaryKind::kFcm);
 }
 
 }  // namespace
