@@ -36,6 +36,7 @@
 #include "core/common/sync.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/request_arena.h"
 #include "server/service.h"
 #include "server/tenants.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"
@@ -132,8 +133,8 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       mu_.Unlock();
       const size_t length = bytes.Length();
       grpc::Status parsed =
-          grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&bytes, &request_);
-      const uint64_t items = parsed.ok() ? Consume(request_, totals_) : 0;
+          grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&bytes, arena_.Fresh());
+      const uint64_t items = parsed.ok() ? Consume(arena_.request(), totals_) : 0;
       mu_.Lock();
       if (!parsed.ok()) {
         error_ = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -145,8 +146,8 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       }
       totals_->message_bytes.fetch_add(length, std::memory_order_relaxed);
       items_applied_ += items;
-      ack_.set_session(request_.session());
-      ack_.set_sequence(request_.sequence());
+      ack_.set_session(arena_.request().session());
+      ack_.set_sequence(arena_.request().sequence());
       ack_.set_items_applied(items_applied_);
       ack_.set_count(items_applied_);  // no sessions here: the stream's own count
       ack_pending_ = true;
@@ -197,7 +198,7 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   Totals* const totals_;
-  v1::IngestRequest request_;  // touched only by the thread with parsing_ set
+  server::RequestArena arena_;  // its request is touched only by the thread with parsing_ set
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer ack_bytes_ ABSL_GUARDED_BY(mu_);  // ack_ as written, kept until OnWriteDone

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -9,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/metrics.h"
+#include "server/request_arena.h"
 #include "server/service.h"
 #include "server/split_session.h"
 
 namespace streamstats::server {
-
 // One Ingest stream. Each batch is parsed, then applied, on the executor, in order: a stream has
 // at most one batch being parsed and one being applied at a time, so the parse of the next batch
 // runs beside the apply of this one (issue 14: on one stream the parse was a third of the apply
@@ -75,10 +76,10 @@ class StreamStatsService::IngestReactor final
   // Batches read and waiting (unparsed, being parsed, or parsed) while one is applied.
   static constexpr size_t kReadAhead = 2;
 
-  // A batch parsed and waiting for its turn to be applied; requests are reused (their packed
-  // columns keep their capacity), so a stream does not allocate a batch's arrays per batch.
+  // A batch parsed and waiting for its turn to be applied; its request's storage is reused
+  // (RequestArena), so a stream does not allocate a batch's arrays per batch.
   struct Parsed {
-    std::unique_ptr<v1::IngestRequest> request;
+    std::unique_ptr<RequestArena> request;
     absl::Status status;  // the parse's: a batch that is no IngestRequest fails in its turn
     size_t length = 0;    // its bytes on the wire
   };
@@ -111,7 +112,7 @@ class StreamStatsService::IngestReactor final
       bytes = std::move(read_.front());
       read_.pop_front();
       if (spare_.empty()) {
-        parsed.request = std::make_unique<v1::IngestRequest>();
+        parsed.request = std::make_unique<RequestArena>();
       } else {
         parsed.request = std::move(spare_.back());
         spare_.pop_back();
@@ -119,7 +120,7 @@ class StreamStatsService::IngestReactor final
     }
     parsed.length = bytes.Length();
     if (grpc::Status s = grpc::SerializationTraits<v1::IngestRequest>::Deserialize(
-            &bytes, parsed.request.get());
+            &bytes, parsed.request->Fresh());
         !s.ok()) {
       parsed.status = absl::InvalidArgumentError(absl::StrCat(
           "a message on the Ingest stream is not an IngestRequest: ", s.error_message()));
@@ -162,7 +163,7 @@ class StreamStatsService::IngestReactor final
     uint64_t items = 0;
     if (status.ok()) {
       MutexLock lock(&apply_mu_);
-      status = ApplyRequest(*batch.request);
+      status = ApplyRequest(batch.request->request());
       items = applied_items_;
     }
     if (Metrics* m = service_->metrics_; m != nullptr) {
@@ -218,8 +219,7 @@ class StreamStatsService::IngestReactor final
       }
     }
     if (request.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
-    std::vector<std::string> strings;
-    auto batch = BatchFromRequest(request, &strings);
+    auto batch = BatchFromRequest(request, &strings_);
     if (!batch.ok()) return batch.status();
     if (batch->size() > service_->limits_.max_batch_items) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -357,6 +357,9 @@ class StreamStatsService::IngestReactor final
   // its own forward, so no cycle can form.
   std::unique_ptr<Executor> lane_;
   uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
+  // A string batch's keys, copied out of the request (core::Batch views contiguous strings);
+  // kept from batch to batch so the copies reuse their vector and their buffers.
+  std::vector<std::string> strings_ ABSL_GUARDED_BY(apply_mu_);
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);  // ack_'s bytes, set under mu_ before each write
@@ -366,7 +369,7 @@ class StreamStatsService::IngestReactor final
   grpc::ByteBuffer read_buffer_;  // filled by gRPC's read in flight (reading_)
   std::deque<grpc::ByteBuffer> read_ ABSL_GUARDED_BY(mu_);  // read, not yet parsed, in order
   std::deque<Parsed> parsed_ ABSL_GUARDED_BY(mu_);          // parsed, not yet applied, in order
-  std::vector<std::unique_ptr<v1::IngestRequest>> spare_ ABSL_GUARDED_BY(mu_);  // for reuse
+  std::vector<std::unique_ptr<RequestArena>> spare_ ABSL_GUARDED_BY(mu_);  // for reuse
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool parsing_ ABSL_GUARDED_BY(mu_) = false;   // a ParseNext runs on the executor
   bool applying_ ABSL_GUARDED_BY(mu_) = false;  // an ApplyNext runs on the executor
