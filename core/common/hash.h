@@ -43,11 +43,43 @@ STREAMSTATS_HOST_DEVICE inline uint64_t RotateLeft(uint64_t x, unsigned r) {
   return (x << r) | (x >> (64u - r));  // r in [1, 63]
 }
 
-// Little-endian load one byte at a time: no alignment or aliasing assumptions, no memcpy.
+// Little-endian load of 8 bytes: one unaligned load on the host (x86 and the other targets we
+// build for are little-endian), one byte at a time on the device (no alignment assumptions).
 STREAMSTATS_HOST_DEVICE inline uint64_t Load64(const unsigned char* p) {
+#if defined(__CUDA_ARCH__)
   uint64_t v = 0;
   for (unsigned i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8u * i);
   return v;
+#else
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Load64 reads little-endian words");
+  uint64_t v;
+  __builtin_memcpy(&v, p, 8);
+  return v;
+#endif
+}
+
+// The `n` (0..7) bytes at p as a little-endian number, read without a loop over the bytes and
+// without touching a byte outside [p - 8 + n, p + n) when `after_block` (at least 8 bytes precede
+// the end) or outside [p, p + n) otherwise: the same value as assembling them one by one.
+STREAMSTATS_HOST_DEVICE inline uint64_t LoadTail(const unsigned char* p, uint64_t n,
+                                                 bool after_block) {
+#if defined(__CUDA_ARCH__)
+  (void)after_block;
+  uint64_t v = 0;
+  for (uint64_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8u * i);
+  return v;
+#else
+  if (n == 0) return 0;
+  if (after_block) return Load64(p + n - 8) >> (8u * (8u - n));
+  if (n >= 4) {  // two overlapping 4-byte loads; the bytes they share land on the same places
+    uint32_t lo, hi;
+    __builtin_memcpy(&lo, p, 4);
+    __builtin_memcpy(&hi, p + n - 4, 4);
+    return uint64_t{lo} | (uint64_t{hi} << (8u * (n - 4)));
+  }
+  return uint64_t{p[0]} | (uint64_t{p[n / 2]} << (8u * (n / 2))) |
+         (uint64_t{p[n - 1]} << (8u * (n - 1)));
+#endif
 }
 }  // namespace hash_internal
 
@@ -77,8 +109,7 @@ STREAMSTATS_HOST_DEVICE inline uint64_t HashBytes(const void* data, uint64_t len
     p += 8;
     n -= 8;
   }
-  uint64_t tail = 0;
-  for (uint64_t i = 0; i < n; ++i) tail |= static_cast<uint64_t>(p[i]) << (8u * i);
+  const uint64_t tail = LoadTail(p, n, len >= 8);
   h = RotateLeft(h ^ Mix64(tail ^ kTail), 29) * kBlockMul + kGolden;
   return Mix64(h);
 }

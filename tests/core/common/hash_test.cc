@@ -198,6 +198,38 @@ TEST(Hash, FourWiseSignsOfDistinctKeysAreUncorrelated) {
   }
 }
 
+// HashBytes as first written, one byte at a time: the definition the word loads (Load64,
+// LoadTail) must reproduce bit for bit, since string ids are stored in every snapshot and log.
+uint64_t HashBytesByteByByte(const unsigned char* p, uint64_t len, uint64_t seed) {
+  using namespace hash_internal;
+  auto load = [](const unsigned char* q, uint64_t n) {
+    uint64_t v = 0;
+    for (uint64_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(q[i]) << (8u * i);
+    return v;
+  };
+  uint64_t h = Mix64(seed ^ (len * kGolden));
+  uint64_t n = len;
+  for (; n >= 8; p += 8, n -= 8) h = RotateLeft(h ^ Mix64(load(p, 8) + kBlockAdd), 29) * kBlockMul + kGolden;
+  h = RotateLeft(h ^ Mix64(load(p, n) ^ kTail), 29) * kBlockMul + kGolden;
+  return Mix64(h);
+}
+
+TEST(HashBytes, EqualsTheByteByByteDefinitionAtEveryLengthAndAlignment) {
+  std::mt19937_64 rng(14);
+  std::vector<unsigned char> bytes(200);
+  for (int round = 0; round < 4; ++round) {
+    for (auto& b : bytes) b = static_cast<unsigned char>(round == 0 ? 0xFF : rng());
+    for (size_t offset = 0; offset < 8; ++offset) {
+      for (size_t len = 0; offset + len <= 160; ++len) {
+        const unsigned char* p = bytes.data() + offset;
+        ASSERT_EQ(HashBytes(p, len, kStringKeySeed), HashBytesByteByByte(p, len, kStringKeySeed))
+            << "offset " << offset << " length " << len;
+        ASSERT_EQ(HashBytes(p, len, round), HashBytesByteByByte(p, len, round));
+      }
+    }
+  }
+}
+
 TEST(Hash, StringHashGoldenValuesNeverChange) {
   // Serialized sketches and GPU kernels depend on these exact values.
   EXPECT_EQ(HashString("", 0), 0xD247C1F800C951ECULL);
