@@ -295,7 +295,11 @@ class FlatTable {
         if (i + kAhead < items.size()) table_.prefetch(items.keys[i + kAhead]);
         const uint64_t w = items.weight(i);
         auto [it, inserted] = table_.try_emplace(items.keys[i], Entry{w, threshold});
-        if (!inserted) it->second.f += w;
+        if (inserted) {
+          heap_bytes_ += Ops::HeapBytes(it->first);
+        } else {
+          it->second.f += w;
+        }
       }
     }
   }

@@ -9,7 +9,8 @@
 // Not thread-safe; the owning Session serializes access.
 //
 // The stream is cut into windows of W items. A full window is turned into a histogram (sorted on
-// the accelerator for numeric and uint64 keys, on the CPU for strings) and folded into a table of
+// the accelerator for numeric and uint64 keys; string windows are folded item by item, which
+// gives the same table) and folded into a table of
 // entries {f, delta} with f <= (true count so far) <= f + delta; afterwards every entry with
 // f + delta <= T = floor(epsilon * (weight of all flushed windows)) is dropped, so an item absent
 // from the table has true count <= T. Items of the current window are counted exactly.
