@@ -1,8 +1,13 @@
 #include "server/convert.h"
 
 #include <algorithm>
+#include <limits>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
 #include "server/split_session.h"
@@ -367,6 +372,49 @@ void FillExport(const Session& session, SessionExport e, v1::ExportSummaryRespon
     out->set_bytes(s.bytes);
     out->set_merges(s.merges);
   }
+}
+
+grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, v1::IngestRequest* request) {
+  if (bytes->Length() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return grpc::SerializationTraits<v1::IngestRequest>::Deserialize(bytes, request);
+  }
+  // The previous batch's payload message, emptied (its array keeps its capacity) and put back,
+  // so that parsing this batch's values or keys merges into it. String keys are parsed afresh.
+  std::unique_ptr<v1::DoubleValues> values;
+  std::unique_ptr<v1::Uint64Keys> keys;
+  if (request->payload_case() == v1::IngestRequest::kValues) {
+    values.reset(request->release_values());
+    values->Clear();
+  } else if (request->payload_case() == v1::IngestRequest::kKeys) {
+    keys.reset(request->release_keys());
+    keys->Clear();
+  }
+  request->Clear();
+  const bool kept = values != nullptr || keys != nullptr;
+  if (values != nullptr) request->set_allocated_values(values.release());
+  if (keys != nullptr) request->set_allocated_keys(keys.release());
+  // A message without a payload would keep the empty one put back: it is parsed again as
+  // Deserialize would (from a copy of the slices: references, no bytes copied), so it reads
+  // as "no payload" exactly as before.
+  std::optional<grpc::ByteBuffer> again;
+  if (kept) again.emplace(*bytes);
+  grpc::Status result;
+  {
+    grpc::ProtoBufferReader reader(bytes);
+    if (!reader.status().ok()) return reader.status();
+    // Merge into the cleared request: ParseFromZeroCopyStream is Clear() and then this.
+    if (!request->MergeFromBoundedZeroCopyStream(&reader, static_cast<int>(bytes->Length()))) {
+      result = grpc::Status(grpc::StatusCode::INTERNAL, request->InitializationErrorString());
+    }
+  }
+  bytes->Clear();
+  const bool empty_payload =
+      (request->payload_case() == v1::IngestRequest::kValues && request->values().values_size() == 0) ||
+      (request->payload_case() == v1::IngestRequest::kKeys && request->keys().keys_size() == 0);
+  if (result.ok() && again.has_value() && empty_payload) {
+    return grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&*again, request);
+  }
+  return result;
 }
 
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,

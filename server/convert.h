@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "server/session.h"
 #include "streamstats/v1/streamstats.pb.h"
@@ -29,6 +30,14 @@ void FillExport(const Session& session, SessionExport e, v1::ExportSummaryRespon
 // id): `parts` requests with the batch's session, sequence, producer and event time, each with
 // its items in their order (with their weights and y); a part without items gets an empty one.
 std::vector<v1::IngestRequest> SplitByKey(const v1::IngestRequest& request, uint32_t parts);
+
+// Parses an Ingest stream's message into `request` as grpc::SerializationTraits' Deserialize
+// does (the same fields, the same failures, and `bytes` cleared after), except that a request
+// used for an earlier batch keeps its numeric payload's array and its capacity: protobuf's
+// Clear() deletes a oneof's message, so each batch's values or keys were parsed into a new
+// array grown by doubling (perf, one stream of 10^5 doubles on the 2-vCPU VM: the growth's
+// copies 3 % of the server's time, the parse's own copy 5 %).
+grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, v1::IngestRequest* request);
 
 // A batch viewing the request's arrays; string keys are copied into `strings`.
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,

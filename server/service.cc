@@ -898,9 +898,7 @@ class StreamStatsService::IngestReactor final
       }
     }
     parsed.length = bytes.Length();
-    if (grpc::Status s = grpc::SerializationTraits<v1::IngestRequest>::Deserialize(
-            &bytes, parsed.request.get());
-        !s.ok()) {
+    if (grpc::Status s = ParseIngestRequest(&bytes, parsed.request.get()); !s.ok()) {
       parsed.status = absl::InvalidArgumentError(absl::StrCat(
           "a message on the Ingest stream is not an IngestRequest: ", s.error_message()));
     }
