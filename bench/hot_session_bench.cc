@@ -9,6 +9,12 @@
 //                                            batch's slices to, as streamstatsd's ingest threads;
 //                                            0: none, the default; --slice_items=S, the
 //                                            fewest items in a slice, 16384)
+//                     [--data=zipf|uniform]   (zipf, the default: normal(1000, 100) doubles and
+//                                            Zipf(1.1) keys over 10^6; uniform: what
+//                                            `streamstats bench` sends by default, uniform [0, 1)
+//                                            doubles and uniform keys over 10^6)
+//                     [--validate]   (each batch passes Session::Validate first, as the server's
+//                                     Ingest does before Session::Ingest)
 //
 // Prints, per summary and thread count: items/s, the speedup over the first thread count, the batches that
 // went to parts, and where the parts' time went (updating parts with no lock held; waiting for
@@ -17,6 +23,7 @@
 #include <chrono>
 #include <memory>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,14 +41,22 @@ namespace {
 using namespace streamstats;
 
 struct Data {
-  std::vector<double> values;    // normal(1000, 100)
-  std::vector<uint64_t> keys;    // Zipf(1.1) over 10^6
+  std::vector<double> values;    // normal(1000, 100), or uniform [0, 1)
+  std::vector<uint64_t> keys;    // Zipf(1.1) over 10^6, or uniform over 10^6
 };
 
-Data Generate(size_t n) {
+Data Generate(size_t n, bool uniform) {
   Data d;
-  d.values = bench::NormalValues(n);
-  d.keys = bench::ZipfKeys(n, 1000000, 1.1);
+  if (uniform) {
+    d.values = bench::UniformValues(n);
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<uint64_t> key(0, 999999);
+    d.keys.resize(n);
+    for (uint64_t& k : d.keys) k = key(rng);
+  } else {
+    d.values = bench::NormalValues(n);
+    d.keys = bench::ZipfKeys(n, 1000000, 1.1);
+  }
   return d;
 }
 
@@ -51,6 +66,8 @@ int Run(int argc, char** argv) {
   size_t items = 20000000;
   std::vector<std::string> summaries;
   int slice_helpers = 0;
+  bool uniform = false;
+  bool validate = false;
   size_t slice_items = server::Session::kSliceItems;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
@@ -75,10 +92,16 @@ int Run(int argc, char** argv) {
       }
     } else if (absl::ConsumePrefix(&a, "--summary=")) {
       summaries.emplace_back(a);
+    } else if (absl::ConsumePrefix(&a, "--data=")) {
+      if (a != "zipf" && a != "uniform") return std::fprintf(stderr, "bad --data\n"), 2;
+      uniform = a == "uniform";
+    } else if (a == "--validate") {
+      validate = true;
     } else {
       std::fprintf(stderr,
                    "usage: hot_session_bench [--threads=1,2,4] [--batch=B] [--items=N] "
-                   "[--summary=SPEC]... [--slice_helpers=H] [--slice_items=S]\n");
+                   "[--summary=SPEC]... [--slice_helpers=H] [--slice_items=S] [--data=zipf|uniform] "
+                   "[--validate]\n");
       return 2;
     }
   }
@@ -88,10 +111,11 @@ int Run(int argc, char** argv) {
   }
   // Enough distinct batches that threads do not share cache lines of one batch's items.
   const size_t pool = std::max<size_t>(batch * 64, std::min<size_t>(items, batch * 256));
-  const Data data = Generate(pool);
+  const Data data = Generate(pool, uniform);
   const size_t batches_in_pool = pool / batch;
-  std::printf("hot_session_bench: %zu items per run, batches of %zu, %u hardware threads, %d slice helpers\n",
-              items, batch, std::thread::hardware_concurrency(), slice_helpers);
+  std::printf("hot_session_bench: %zu items per run, batches of %zu, %u hardware threads, %d slice helpers, %s data%s\n",
+              items, batch, std::thread::hardware_concurrency(), slice_helpers,
+              uniform ? "uniform" : "zipf", validate ? ", validated" : "");
   std::unique_ptr<server::Executor> helpers;
   if (slice_helpers > 0) helpers = std::make_unique<server::Executor>(slice_helpers, server::ThreadPriority{}, "slices");
   std::printf("| summary | threads | items/s | speedup | part batches | sliced | part update s | merge wait s | merge s |\n");
@@ -131,6 +155,7 @@ int Run(int argc, char** argv) {
               view.kind = core::ValueKind::kUint64;
               view.keys = absl::MakeConstSpan(data.keys).subspan(at, batch);
             }
+            if (validate && !(*session)->Validate(view).ok()) failed = true;
             if (!(*session)->Ingest(view, "", 0).ok()) failed = true;
           }
         });

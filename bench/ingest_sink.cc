@@ -36,6 +36,7 @@
 #include "core/common/sync.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/convert.h"
 #include "server/request_arena.h"
 #include "server/service.h"
 #include "server/tenants.h"
@@ -132,8 +133,8 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       Advance();  // room for the next read
       mu_.Unlock();
       const size_t length = bytes.Length();
-      grpc::Status parsed =
-          grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&bytes, arena_.Fresh());
+      grpc::Status parsed = server::ParseIngestRequest(&bytes, expect_keys_, arena_.Fresh());
+      expect_keys_ = parsed.ok() && arena_.request().payload_case() == v1::IngestRequest::kKeys;
       const uint64_t items = parsed.ok() ? Consume(arena_.request(), totals_) : 0;
       mu_.Lock();
       if (!parsed.ok()) {
@@ -198,7 +199,9 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   Totals* const totals_;
-  server::RequestArena arena_;  // its request is touched only by the thread with parsing_ set
+  // Parsed as streamstatsd parses (server/convert.h); touched only by the thread with parsing_ set.
+  server::RequestArena arena_;
+  bool expect_keys_ = false;
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer ack_bytes_ ABSL_GUARDED_BY(mu_);  // ack_ as written, kept until OnWriteDone

@@ -390,25 +390,63 @@ absl::StatusOr<std::unique_ptr<Summary>> DeserializeSummary(absl::string_view by
 namespace {
 
 // The index of the first value that is not within [-limit, limit] (NaN never is), or
-// values.size(). Blocks of 64 are tested without an early exit, two values an instruction; the
-// index is looked for only from a block that has one. Every batch of numbers passes here once.
+// values.size(). Blocks of 64 are tested without an early exit, several values an instruction;
+// the index is looked for only from a block that has one. Every batch of numbers passes here
+// once. With AVX2 four values an instruction (SSE2, every x86-64's, two): the SSE2 form was
+// 3.7 % of the server's time for doubles into quantiles on the 2-vCPU VM and 6 % at 16 x 16 on
+// the H200 host (perf); see FirstNotWithinAvx2 for the rate after.
+#if defined(__x86_64__)
+// The 32-byte vectors below never cross a call (FirstNotWithinAvx2 takes and returns scalars).
+#pragma GCC diagnostic ignored "-Wpsabi"
+using V4 = double __attribute__((vector_size(32)));
+using M4 = int64_t __attribute__((vector_size(32)));
+
+// The first block of 64 (from 0) that holds a value not within [-limit, limit], as a count of
+// values before it (a multiple of 64; n rounded down to 64 when none does).
+__attribute__((target("avx2"))) size_t WithinBlocksAvx2(const double* v, size_t n, double limit) {
+  constexpr size_t kBlock = 64;
+  const M4 abs_mask = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  const V4 bound = {limit, limit, limit, limit};
+  size_t begin = 0;
+  for (; begin + kBlock <= n; begin += kBlock) {
+    M4 within = {-1, -1, -1, -1};
+    for (size_t i = 0; i < kBlock; i += 4) {
+      V4 x;
+      __builtin_memcpy(&x, v + begin + i, sizeof(x));
+      within &= reinterpret_cast<V4>(reinterpret_cast<M4>(x) & abs_mask) <= bound;
+    }
+    if ((within[0] & within[1] & within[2] & within[3]) == 0) break;
+  }
+  return begin;
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
 size_t FirstNotWithin(absl::Span<const double> values, double limit) {
   constexpr size_t kBlock = 64;
   const size_t n = values.size();
   const double* v = values.data();
   size_t begin = 0;
-#if defined(__SSE2__)
-  // Two at a time (SSE2 is every x86-64's; the compiler does not vectorize the scalar form):
-  // |x| <= limit compares false for NaN, as the scalar test below does.
-  const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
-  const __m128d bound = _mm_set1_pd(limit);
-  for (; begin + kBlock <= n; begin += kBlock) {
-    __m128d within = _mm_castsi128_pd(_mm_set1_epi64x(-1));
-    for (size_t i = 0; i < kBlock; i += 2) {
-      const __m128d x = _mm_and_pd(_mm_loadu_pd(v + begin + i), abs_mask);
-      within = _mm_and_pd(within, _mm_cmple_pd(x, bound));
+#if defined(__x86_64__)
+  if (HasAvx2()) {
+    begin = WithinBlocksAvx2(v, n, limit);
+  } else {
+    // Two at a time (the compiler does not vectorize the scalar form): |x| <= limit compares
+    // false for NaN, as the scalar test below does.
+    const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
+    const __m128d bound = _mm_set1_pd(limit);
+    for (; begin + kBlock <= n; begin += kBlock) {
+      __m128d within = _mm_castsi128_pd(_mm_set1_epi64x(-1));
+      for (size_t i = 0; i < kBlock; i += 2) {
+        const __m128d x = _mm_and_pd(_mm_loadu_pd(v + begin + i), abs_mask);
+        within = _mm_and_pd(within, _mm_cmple_pd(x, bound));
+      }
+      if (_mm_movemask_pd(within) != 3) break;
     }
-    if (_mm_movemask_pd(within) != 3) break;
   }
 #endif
   for (size_t i = begin; i < n; ++i) {

@@ -1,8 +1,15 @@
 #include "server/convert.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
 #include "server/split_session.h"
@@ -367,6 +374,170 @@ void FillExport(const Session& session, SessionExport e, v1::ExportSummaryRespon
     out->set_bytes(s.bytes);
     out->set_merges(s.merges);
   }
+}
+
+namespace {
+
+// A varint at p (< end) into *out: the byte after it, or nullptr where it does not end within
+// nine bytes (values from 2^63 up, and malformed bytes, are left to protobuf).
+inline const uint8_t* ReadVarint(const uint8_t* p, const uint8_t* end, uint64_t* out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 63 && p < end; shift += 7) {
+    const uint64_t b = *p++;
+    v |= (b & 0x7f) << shift;
+    if (b < 0x80) {
+      *out = v;
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+// Uint64Keys' bytes [p, end) appended to `keys`: field 1, packed or not, and nothing else
+// (another field, a 10-byte varint, anything malformed: false, and protobuf parses the batch).
+bool DecodeKeys(const uint8_t* p, const uint8_t* end, google::protobuf::RepeatedField<uint64_t>* keys) {
+  while (p < end) {
+    uint64_t tag;
+    if ((p = ReadVarint(p, end, &tag)) == nullptr) return false;
+    if (tag == ((1 << 3) | 0)) {  // one key, not packed
+      uint64_t v;
+      if ((p = ReadVarint(p, end, &v)) == nullptr) return false;
+      keys->Add(v);
+      continue;
+    }
+    if (tag != ((1 << 3) | 2)) return false;
+    uint64_t len;
+    if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
+    const uint8_t* q = p;
+    const uint8_t* const q_end = p + len;
+    p = q_end;
+    if (len == 0) continue;
+    if (q_end[-1] & 0x80) return false;  // the last varint does not end
+    // One key per byte without the continuation bit, counted eight bytes at a time: the array
+    // is sized once.
+    constexpr uint64_t kHigh = 0x8080808080808080ULL;
+    size_t count = 0;
+    const uint8_t* b = q;
+    for (; q_end - b >= 8; b += 8) {
+      uint64_t w;
+      std::memcpy(&w, b, sizeof w);
+      count += (((~w & kHigh) >> 7) * 0x0101010101010101ULL) >> 56;
+    }
+    for (; b < q_end; ++b) count += *b < 0x80;
+    if (keys->size() + count > static_cast<size_t>(std::numeric_limits<int>::max())) return false;
+    keys->Reserve(keys->size() + static_cast<int>(count));
+    uint64_t* out = keys->AddNAlreadyReserved(static_cast<int>(count));
+    // Keys of up to four bytes (up to 2^28) inline, byte by byte with constant shifts: the
+    // branches follow the keys' lengths, which a stream's keys mostly share, so they predict
+    // and the next key's start is known before this one's bytes arrive.
+    for (size_t i = 0; i < count; ++i) {
+      if (q_end - q >= 4) {
+        const uint64_t b0 = q[0];
+        if (b0 < 0x80) {
+          out[i] = b0;
+          q += 1;
+          continue;
+        }
+        const uint64_t b1 = q[1];
+        uint64_t v = (b0 & 0x7f) | ((b1 & 0x7f) << 7);
+        if (b1 < 0x80) {
+          out[i] = v;
+          q += 2;
+          continue;
+        }
+        const uint64_t b2 = q[2];
+        v |= (b2 & 0x7f) << 14;
+        if (b2 < 0x80) {
+          out[i] = v;
+          q += 3;
+          continue;
+        }
+        const uint64_t b3 = q[3];
+        v |= (b3 & 0x7f) << 21;
+        if (b3 < 0x80) {
+          out[i] = v;
+          q += 4;
+          continue;
+        }
+      }
+      if ((q = ReadVarint(q, q_end, &out[i])) == nullptr) return false;
+    }
+    if (q != q_end) return false;  // cannot happen: one end per key
+  }
+  return true;
+}
+
+// An IngestRequest whose payload is uint64 keys, from its contiguous bytes, into `request`
+// (cleared, its payload message kept): the keys decoded here, every other field by protobuf
+// (their bytes gathered into `rest`). False, with `request` in any state, for anything else
+// (another payload or none, the keys field twice, an unknown field inside the keys), so that
+// protobuf parses the batch as ever. Protobuf decodes a packed varint of more than two bytes
+// through an out-of-line call each: with keys over 10^6 (three bytes) its parse was 18.5 % of
+// the server's time for uint64 at 16 x 16 on the H200 host.
+bool ParseKeysRequest(const uint8_t* p, const uint8_t* end, v1::IngestRequest* request,
+                      std::string* rest) {
+  rest->clear();
+  bool seen_keys = false;
+  while (p < end) {
+    const uint8_t* const field_start = p;
+    uint64_t tag;
+    if ((p = ReadVarint(p, end, &tag)) == nullptr) return false;
+    const uint64_t field = tag >> 3;
+    if (field == 0 || field > (uint64_t{1} << 29) - 1) return false;
+    if (field == 3 || field == 5) return false;  // values or strings: the oneof is protobuf's
+    if (field == 4) {
+      uint64_t len;
+      if ((tag & 7) != 2 || seen_keys) return false;
+      if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
+      if (!DecodeKeys(p, p + len, request->mutable_keys()->mutable_keys())) return false;
+      p += len;
+      seen_keys = true;
+      continue;
+    }
+    switch (tag & 7) {
+      case 0: {
+        uint64_t v;
+        if ((p = ReadVarint(p, end, &v)) == nullptr) return false;
+        break;
+      }
+      case 1:
+        if (end - p < 8) return false;
+        p += 8;
+        break;
+      case 2: {
+        uint64_t len;
+        if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
+        p += len;
+        break;
+      }
+      case 5:
+        if (end - p < 4) return false;
+        p += 4;
+        break;
+      default:
+        return false;
+    }
+    rest->append(reinterpret_cast<const char*>(field_start), p - field_start);
+  }
+  return seen_keys && request->MergeFromString(*rest);
+}
+
+}  // namespace
+
+grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
+                                v1::IngestRequest* request) {
+  if (expect_keys && bytes->Length() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+    grpc::Slice slice;
+    if (bytes->TrySingleSlice(&slice).ok() || bytes->DumpToSingleSlice(&slice).ok()) {
+      thread_local std::string rest;
+      if (ParseKeysRequest(slice.begin(), slice.end(), request, &rest)) {
+        bytes->Clear();
+        return grpc::Status::OK;
+      }
+    }
+    request->Clear();  // not a keys batch, or not one this decoder takes: protobuf parses it
+  }
+  return grpc::SerializationTraits<v1::IngestRequest>::Deserialize(bytes, request);
 }
 
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,

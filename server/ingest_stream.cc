@@ -119,9 +119,10 @@ class StreamStatsService::IngestReactor final
       }
     }
     parsed.length = bytes.Length();
-    if (grpc::Status s = grpc::SerializationTraits<v1::IngestRequest>::Deserialize(
-            &bytes, parsed.request->Fresh());
-        !s.ok()) {
+    v1::IngestRequest* request = parsed.request->Fresh();
+    grpc::Status s = ParseIngestRequest(&bytes, expect_keys_, request);
+    expect_keys_ = s.ok() && request->payload_case() == v1::IngestRequest::kKeys;
+    if (!s.ok()) {
       parsed.status = absl::InvalidArgumentError(absl::StrCat(
           "a message on the Ingest stream is not an IngestRequest: ", s.error_message()));
     }
@@ -370,6 +371,7 @@ class StreamStatsService::IngestReactor final
   std::deque<grpc::ByteBuffer> read_ ABSL_GUARDED_BY(mu_);  // read, not yet parsed, in order
   std::deque<Parsed> parsed_ ABSL_GUARDED_BY(mu_);          // parsed, not yet applied, in order
   std::vector<std::unique_ptr<RequestArena>> spare_ ABSL_GUARDED_BY(mu_);  // for reuse
+  bool expect_keys_ = false;  // the last batch parsed held uint64 keys; only ParseNext's thread
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool parsing_ ABSL_GUARDED_BY(mu_) = false;   // a ParseNext runs on the executor
   bool applying_ ABSL_GUARDED_BY(mu_) = false;  // an ApplyNext runs on the executor

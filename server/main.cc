@@ -4,6 +4,9 @@
 //
 // SIGTERM / SIGINT: stop accepting, finish the RPCs in flight (everything acknowledged is
 // applied), write snapshots to --data_dir, exit 0.
+#if __has_include(<malloc.h>)
+#include <malloc.h>  // mallopt, where the C library is glibc
+#endif
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -278,8 +281,32 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
 
 }  // namespace
 
+namespace {
+
+// glibc's malloc gives the free top of a thread's arena back to the kernel (MADV_DONTNEED) once
+// it passes the trim threshold, which it sets by itself to twice the largest block it last
+// served with mmap (a few MB here): every batch's receive and parse buffers, freed and
+// allocated again, then met fresh pages. Measured (perf stat, one stream of 10^5 doubles on the
+// 2-vCPU VM): ~60 000 page faults a second (44 trims of 3-7 MB a second, strace), ~10 % of the
+// server's time on the 16-core host with the kernel's copies; with these settings ~2 000, and
+// 69 -> 75 M items/s. An arena keeps at most kKeepFreeBytes free at its top (the threads that
+// allocate are the gRPC and ingest threads, so at most a few hundred MB on the 16-core host);
+// blocks up to kHeapBlockBytes come from the arenas, so they are reused rather than mapped and
+// unmapped per batch (fixing one threshold stops glibc from moving the other).
+void KeepFreedMemoryForReuse() {
+#if defined(__GLIBC__) && defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
+  constexpr int kKeepFreeBytes = 16 << 20;
+  constexpr int kHeapBlockBytes = 32 << 20;  // glibc's largest mmap threshold on 64-bit
+  mallopt(M_MMAP_THRESHOLD, kHeapBlockBytes);
+  mallopt(M_TRIM_THRESHOLD, kKeepFreeBytes);
+#endif
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace streamstats::server;
+  KeepFreedMemoryForReuse();
   absl::SetProgramUsageMessage("streamstatsd: the streamstats gRPC server");
   absl::ParseCommandLine(argc, argv);
 

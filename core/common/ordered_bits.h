@@ -4,6 +4,7 @@
 #ifndef STREAMSTATS_CORE_COMMON_ORDERED_BITS_H_
 #define STREAMSTATS_CORE_COMMON_ORDERED_BITS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +25,13 @@ STREAMSTATS_HOST_DEVICE inline double FromOrderedBits(uint64_t bits) {
   std::memcpy(&v, &bits, sizeof v);
   return v;
 }
+
+#if !defined(__CUDACC__)
+// out[i] = ToOrderedBits(in[i]) for i in [0, n): the same bits for every input (NaN, ±0,
+// ±inf and subnormals included), without ToOrderedBits' branch and four at a time where the
+// CPU has AVX2 (ordered_bits.cc).
+void ToOrderedBitsBatch(const double* in, size_t n, uint64_t* out);
+#endif
 
 }  // namespace streamstats::core
 

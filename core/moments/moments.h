@@ -32,7 +32,11 @@
 //   result does not depend on how batches were cut beyond a few ulps of M2 and sum.
 // NaN and ±Inf never arrive: core::ValidateBatch refuses the whole batch first.
 // Space: 72 bytes. Update: two passes over a batch of a few flops per item, no division (one
-// per batch): about 4 ns an item on one core of the shared 2-vCPU VM, in 8192-item chunks.
+// per batch); an unweighted batch of 64 items or more runs in eight interleaved lanes (each
+// lane its own Neumaier pairs and sums, combined in lane order: the bounds above hold as
+// stated, the bits are not those of item order): ~0.9 ns an item in 8192-item chunks inside
+// the server on one core of the shared 2-vCPU VM (perf share at one stream of 10^5 doubles;
+// item by item it was ~2.3 ns).
 // Not thread-safe; the owning Session serializes access.
 #ifndef STREAMSTATS_CORE_MOMENTS_MOMENTS_H_
 #define STREAMSTATS_CORE_MOMENTS_MOMENTS_H_

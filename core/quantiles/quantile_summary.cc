@@ -315,8 +315,7 @@ void QuantileSummary::CopyStreamKeys(const Batch& batch, size_t begin, size_t fr
   const size_t at = begin + (from + k - have);
   const size_t rest = count - k;
   if (value_kind_ == ValueKind::kNumeric) {
-    const double* in = batch.values.data() + at;
-    for (size_t j = 0; j < rest; ++j) out[k + j] = ToOrderedBits(in[j]);
+    ToOrderedBitsBatch(batch.values.data() + at, rest, out + k);
   } else {
     std::copy_n(batch.keys.data() + at, rest, out + k);
   }
@@ -392,8 +391,7 @@ absl::Status QuantileSummary::Update(const Batch& batch) {
     pending_keys_.resize(have + take);
     uint64_t* out = pending_keys_.data() + have;
     if (value_kind_ == ValueKind::kNumeric) {
-      const double* in = batch.values.data() + i;
-      for (size_t k = 0; k < take; ++k) out[k] = ToOrderedBits(in[k]);
+      ToOrderedBitsBatch(batch.values.data() + i, take, out);
     } else {
       std::copy_n(batch.keys.data() + i, take, out);
     }
