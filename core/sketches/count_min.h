@@ -61,10 +61,10 @@
 //    its heap equal the CPU's bit for bit. For uint64 keys they are made while the next batch
 //    is on the device (FlushOffers; the level sent with that batch is then the one before
 //    them, lower, so a superset: still exact); every reader of the candidates flushes first.
-//    Measured (issue 14, bench/E2E_RESULTS.md "Session 14"): ~73 % of Zipf(1.1) items come
-//    back at C = 2000; one stream 15.8 -> 50.4 M items/s on an H200 host, still 0.77x the CPU
-//    backend there (0.57x at 4 streams, 0.49x at 16), so the pool keeps Count-Min on the host
-//    by default.
+//    Measured (issue 14, bench/E2E_RESULTS.md "Session 14", 16-core H200 host, Zipf(1.1) keys,
+//    batches of 10^5, C = 2000): ~73 % of the items come back; ~31 ns of host CPU an item at one
+//    stream (was ~74); 0.77x / 0.57x / 0.49x the CPU backend at 1 / 4 / 16 streams (was 0.29x),
+//    so the pool keeps Count-Min on the host by default.
 // Not thread-safe for writers; const methods may run concurrently (the owning session's shared
 // lock).
 #ifndef STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
