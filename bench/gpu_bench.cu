@@ -1,8 +1,9 @@
 // GPU benchmark (issue 4): our sorting network vs CUB, sketch kernels, the pool path, and the
 // measured ceilings. Prints one table; results recorded in bench/GPU_RESULTS.md.
-// Usage: gpu_bench [--quick | --sort | --pbf | --fcm]   (--sort / --pbf: the D2D ceiling and the
-// single-window sort rows / the PBF rows only; --fcm: the ceilings, the Count-Min rows (the
-// baseline) and the FCM rows)
+// Usage: gpu_bench [--quick | --sort | --pbf | --fcm | --cm-session]   (--sort / --pbf: the D2D
+// ceiling and the single-window sort rows / the PBF rows only; --fcm: the ceilings, the Count-Min
+// rows (the baseline) and the FCM rows; --cm-session: the Count-Min session path at 1, 4 and 16
+// host threads only, CmSessionRows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -123,6 +125,77 @@ void Row(const char* section, const std::string& what, double ms, double items, 
                 gitems, gbs, note.c_str());
   }
   std::fflush(stdout);
+}
+
+// Issue 14 item 4: the server's Count-Min session path without the server. T host threads (as T
+// sessions), each with its own GpuCountMin (d x w = 5 x 2719, a stream of its own), add batches of
+// 10^5 Zipf(1.1) keys over 10^6 through AddSelected (what core::CountMin calls through the pool)
+// for 2 s, at a level that returns ~3/4 of the items at the start (the share measured in the
+// server, bench/E2E_RESULTS.md "Session 14"; more later, as the tables fill). Per T: all threads'
+// items/s and the median and p90 batch. In the server a batch took ~1.9 ms at one session and
+// ~9 ms at 16 on half-idle cores: if the batch here grows the same way with T, the device or the
+// driver serializes the sessions (not the server's threads, protobuf or the candidate offers).
+void CmSessionRows() {
+  core::CountMinOptions o;
+  o.epsilon = 0.001;
+  o.delta = 0.01;
+  const size_t n = 100000;
+  std::vector<std::vector<uint64_t>> batches;
+  for (int b = 0; b < 8; ++b) batches.push_back(ZipfKeys(n, 1.1, 1000000, 40 + b));
+  uint64_t level = 0;
+  {
+    auto warm = gpu::GpuCountMin::Create(o, 0);
+    OK(warm.status());
+    std::vector<uint64_t> est;
+    for (const auto& b : batches) OK((*warm)->AddSequential(b, {}, &est));
+    std::sort(est.begin(), est.end());
+    level = est[est.size() / 4];
+  }
+  for (int threads : {1, 4, 16}) {
+    std::vector<std::unique_ptr<gpu::GpuCountMin>> cms;
+    for (int t = 0; t < threads; ++t) {
+      auto cm = gpu::GpuCountMin::Create(o, 0);
+      OK(cm.status());
+      cms.push_back(*std::move(cm));
+    }
+    std::atomic<bool> stop{false};
+    std::vector<std::vector<double>> lat(threads);
+    std::vector<uint64_t> selected(threads, 0);
+    std::vector<std::thread> workers;
+    const auto start = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        std::vector<uint32_t> pos;
+        std::vector<uint64_t> est;
+        for (size_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+          const auto s = std::chrono::steady_clock::now();
+          OK(cms[t]->AddSelected(batches[(k + t) % batches.size()], {}, level, &pos, &est));
+          lat[t].push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s)
+                  .count());
+          selected[t] += pos.size();
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    stop = true;
+    for (auto& w : workers) w.join();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::vector<double> all;
+    uint64_t sel = 0;
+    for (int t = 0; t < threads; ++t) {
+      all.insert(all.end(), lat[t].begin(), lat[t].end());
+      sel += selected[t];
+    }
+    std::sort(all.begin(), all.end());
+    const double items = static_cast<double>(all.size() * n);
+    char what[96], note[128];
+    std::snprintf(what, sizeof what, "AddSelected 10^5 zipf, 5x2719, %d thread(s)", threads);
+    std::snprintf(note, sizeof note, "batch median %.3f ms, p90 %.3f ms; %.0f %% selected",
+                  all[all.size() / 2], all[all.size() * 9 / 10], 100.0 * sel / items);
+    Row("cm-session", what, ms, items, items * 8, 0, note);
+  }
 }
 
 // Issue 15: single windows through the merge path alone (stage 0 off), with the range partition
@@ -327,6 +400,7 @@ int main(int argc, char** argv) {
   const bool sort_only = argc > 1 && std::strcmp(argv[1], "--sort") == 0;
   const bool fcm_only = argc > 1 && std::strcmp(argv[1], "--fcm") == 0;
   const bool pbf_only = argc > 1 && std::strcmp(argv[1], "--pbf") == 0;
+  const bool cm_session_only = argc > 1 && std::strcmp(argv[1], "--cm-session") == 0;
   const int reps = quick ? 3 : 7;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -339,6 +413,10 @@ int main(int argc, char** argv) {
               devices);
   std::printf("| section    | case                                         |    time ms |  G items/s |     GB/s | of ceil | note |\n");
   std::printf("|---|---|---:|---:|---:|---:|---|\n");
+  if (cm_session_only) {
+    CmSessionRows();
+    return 0;
+  }
 
   // ---- ceilings ----
   const size_t big = size_t{1} << 27;  // 1 GiB of uint64

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cub/device/device_scan.cuh>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -94,44 +93,15 @@ __global__ void CmQuery(RowHashes rows, const uint64_t* ids, size_t n,
 
 // ---- Count-Min, sequential estimates (GpuCountMin::AddSequential) ----
 
-// keys[i] = (cell of item i in row r) << 32 | i: distinct keys, so an unstable sort leaves each
-// cell's items in arrival order and the low half says which item is where.
-__global__ void CmCellKeys(RowHashes rows, uint32_t r, const uint64_t* ids, size_t n,
-                           uint64_t* keys) {
+// keys[i*d + r] = (cell of item i in row r) << 32 | i << 1: SketchDevice::AddPairsInOrder's
+// pairs, every row part of the estimate.
+__global__ void CmPairKeys(RowHashes rows, const uint64_t* ids, size_t n, uint64_t* keys) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
-    keys[i] = (rows.Cell(r, ids[i]) << 32) | i;
-  }
-}
-
-__global__ void CmSplitKeys(const uint64_t* keys, const uint64_t* weights, size_t n,
-                            uint64_t* cells, uint64_t* sorted_weights) {
-  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
-       j += size_t{gridDim.x} * blockDim.x) {
-    cells[j] = keys[j] >> 32;
-    sorted_weights[j] = weights == nullptr ? 1 : weights[keys[j] & 0xFFFFFFFFu];
-  }
-}
-
-// prefix[j]: the weight of the cell's items up to and including j (in arrival order), so item
-// keys[j]'s counter right after its addition is table[cell] + prefix[j].
-__global__ void CmSequentialEstimates(const uint64_t* keys, const uint64_t* cells,
-                                      const uint64_t* prefix, size_t n, bool first_row,
-                                      const unsigned long long* table, uint64_t* estimates) {
-  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
-       j += size_t{gridDim.x} * blockDim.x) {
-    const uint64_t v = table[cells[j]] + prefix[j];
-    uint64_t& e = estimates[keys[j] & 0xFFFFFFFFu];
-    e = first_row ? v : min(e, v);
-  }
-}
-
-// The last item of each cell's run adds the run's total: one plain store per touched counter.
-__global__ void CmAddRunTotals(const uint64_t* cells, const uint64_t* prefix, size_t n,
-                               unsigned long long* table) {
-  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n;
-       j += size_t{gridDim.x} * blockDim.x) {
-    if (j + 1 == n || cells[j + 1] != cells[j]) table[cells[j]] += prefix[j];
+    const uint64_t id = ids[i];
+    for (uint32_t r = 0; r < rows.depth; ++r) {
+      keys[i * rows.depth + r] = (rows.Cell(r, id) << 32) | (uint64_t{i} << 1);
+    }
   }
 }
 
@@ -269,23 +239,14 @@ absl::Status GpuCountMin::Synchronize() {
 
 absl::Status GpuCountMin::Download(std::vector<uint64_t>* table) {
   table->assign(depth_ * width_, 0);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table->data(), table_,
-                                                   table->size() * sizeof(uint64_t),
-                                                   cudaMemcpyDeviceToHost, dev_->stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
-  return absl::OkStatus();
+  return detail::DownloadAll(*dev_, table_, absl::MakeSpan(*table));
 }
 
 absl::Status GpuCountMin::Load(absl::Span<const uint64_t> table, uint64_t count) {
   if (table.size() != depth_ * width_) {
     return absl::InvalidArgumentError("GPU Count-Min: the table to load has the wrong size");
   }
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table_, table.data(),
-                                                   table.size() * sizeof(uint64_t),
-                                                   cudaMemcpyHostToDevice, dev_->stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
+  STREAMSTATS_RETURN_IF_ERROR(detail::UploadAll(*dev_, table, table_));
   count_ = count;
   return absl::OkStatus();
 }
@@ -293,95 +254,69 @@ absl::Status GpuCountMin::Load(absl::Span<const uint64_t> table, uint64_t count)
 absl::Status GpuCountMin::AddSequential(absl::Span<const uint64_t> ids,
                                         absl::Span<const uint64_t> weights,
                                         std::vector<uint64_t>* estimates) {
-  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
   if (options_.conservative) {
     return absl::FailedPreconditionError("AddSequential is the plain update only");
   }
-  const size_t n = ids.size();
-  estimates->assign(n, 0);
-  if (n == 0) return absl::OkStatus();
-  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32)) {
-    return absl::InvalidArgumentError("AddSequential: batch or table too large");
-  }
-  SketchDevice& d = *dev_;
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_cells.Reserve(n));
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_prefix.Reserve(n));
-  STREAMSTATS_RETURN_IF_ERROR(d.sorted_weights.Reserve(n));
-  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
-  const RowHashes rows = MakeRows(options_.seed, depth_, width_);
-  auto* table = reinterpret_cast<unsigned long long*>(table_);
-  const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
-  const size_t offsets[2] = {0, n};
-  const unsigned grid = GridFor(n, 256, 8 * 65535);
-  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
-  d.timer.Begin(d.stream);
-  size_t temp = 0;
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
-      nullptr, temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
-      static_cast<int64_t>(n), cuda::std::equal_to<>{}, d.stream));
-  STREAMSTATS_RETURN_IF_ERROR(d.cub_temp.Reserve(temp));
-  for (uint32_t r = 0; r < depth_; ++r) {
-    CmCellKeys<<<grid, 256, 0, d.stream>>>(rows, r, d.ids.get(), n, d.seq_keys.get());
-    STREAMSTATS_CUDA_CHECK_LAUNCH();
-    STREAMSTATS_RETURN_IF_ERROR(d.sorter.Sort(d.seq_keys.get(), nullptr, offsets, 1, d.stream));
-    CmSplitKeys<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), w, n, d.seq_cells.get(),
-                                            d.sorted_weights.get());
-    STREAMSTATS_CUDA_CHECK_LAUNCH();
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
-        d.cub_temp.get(), temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
-        static_cast<int64_t>(n), cuda::std::equal_to<>{}, d.stream));
-    CmSequentialEstimates<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), d.seq_cells.get(),
-                                                      d.seq_prefix.get(), n, r == 0, table,
-                                                      d.out.get());
-    STREAMSTATS_CUDA_CHECK_LAUNCH();
-    CmAddRunTotals<<<grid, 256, 0, d.stream>>>(d.seq_cells.get(), d.seq_prefix.get(), n, table);
-    STREAMSTATS_CUDA_CHECK_LAUNCH();
-  }
-  return FinishBatch(ids, weights, estimates);
+  estimates->clear();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+  return ids.empty() ? absl::OkStatus() : dev_->FinishAll(ids.size(), estimates);
 }
 
 absl::Status GpuCountMin::AddConservativeBatch(absl::Span<const uint64_t> ids,
                                                absl::Span<const uint64_t> weights,
                                                std::vector<uint64_t>* estimates) {
-  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
   if (!options_.conservative) {
     return absl::FailedPreconditionError("AddConservativeBatch is the conservative update only");
   }
+  estimates->clear();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+  return ids.empty() ? absl::OkStatus() : dev_->FinishAll(ids.size(), estimates);
+}
+
+absl::Status GpuCountMin::AddSelected(absl::Span<const uint64_t> ids,
+                                      absl::Span<const uint64_t> weights, uint64_t least,
+                                      std::vector<uint32_t>* positions,
+                                      std::vector<uint64_t>* estimates,
+                                      absl::FunctionRef<void()> meanwhile) {
+  positions->clear();
+  estimates->clear();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+  return ids.empty() ? absl::OkStatus()
+                     : dev_->FinishSelected(ids.size(), least, positions, estimates, meanwhile);
+}
+
+absl::Status GpuCountMin::LaunchBatch(absl::Span<const uint64_t> ids,
+                                      absl::Span<const uint64_t> weights) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
   const size_t n = ids.size();
-  estimates->assign(n, 0);
   if (n == 0) return absl::OkStatus();
+  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
+    return absl::InvalidArgumentError("GPU Count-Min: batch or table too large");
+  }
   SketchDevice& d = *dev_;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
   STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
-  // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
   STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
-  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
+  const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
+  auto* table = reinterpret_cast<unsigned long long*>(table_);
+  d.bytes_copied += (weights.empty() ? 1 : 2) * n * sizeof(uint64_t);
   d.timer.Begin(d.stream);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
-                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToDevice,
-                                                   d.stream));
-  STREAMSTATS_RETURN_IF_ERROR(
-      UpdateInternal(d.ids.get(), weights.empty() ? nullptr : d.weights.get(), n, true));
-  STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(d.seq_keys.get(), n, d.out.get()));
-  return FinishBatch(ids, weights, estimates);
-}
-
-absl::Status GpuCountMin::FinishBatch(absl::Span<const uint64_t> ids,
-                                      absl::Span<const uint64_t> weights,
-                                      std::vector<uint64_t>* estimates) {
-  SketchDevice& d = *dev_;
-  const size_t n = ids.size();
-  d.timer.End(d.stream);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
-                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
-                                                   d.stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
-  d.timer.Collect();
-  std::memcpy(estimates->data(), d.host_a.get(), n * sizeof(uint64_t));
+  if (options_.conservative) {
+    // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
+    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
+                                                     n * sizeof(uint64_t),
+                                                     cudaMemcpyDeviceToDevice, d.stream));
+    STREAMSTATS_RETURN_IF_ERROR(UpdateInternal(d.ids.get(), w, n, true));
+    STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(d.seq_keys.get(), n, d.out.get()));
+  } else {
+    const size_t m = n * depth_;
+    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
+    CmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
+        MakeRows(options_.seed, depth_, width_), d.ids.get(), n, d.seq_keys.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_RETURN_IF_ERROR(d.AddPairsInOrder(m, n, w, depth_ * width_, table));
+  }
   count_ += SumWeights(ids, weights);
   return absl::OkStatus();
 }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <cub/device/device_scan.cuh>
 #include <vector>
 
 #include "core/sketches/fcm.h"
@@ -518,9 +517,9 @@ __global__ void __launch_bounds__(kPhasedSharedThreads) FcmAddPhased(FcmRows f, 
 // ---- the session path: sequential estimates (GpuFcm::AddSequential) ----
 
 // keys[i*slots + j] = (cell of item i's j-th walk row) << 32 | i << 1 | (j >= dh) for its r rows
-// (r = dh or dl by its phase), ~0 for the slots beyond r: distinct keys (an item's cells lie in
-// distinct rows), so an unstable sort leaves each cell's items in arrival order, and the unused
-// slots sort last (d*w < 2^32 - 1, so no cell is all ones).
+// (r = dh or dl by its phase), and (d*w) << 32 (no cell: sorts last) for the slots beyond r:
+// SketchDevice::AddPairsInOrder's pairs (an item's cells lie in distinct rows, so a cell holds at
+// most one pair of an item).
 __global__ void FcmPairKeys(FcmRows f, PhaseView phase, uint32_t slots, const uint64_t* ids,
                             size_t n, uint64_t* keys) {
   __shared__ core::PairwiseHash hs[kMaxRows];
@@ -536,47 +535,8 @@ __global__ void FcmPairKeys(FcmRows f, PhaseView phase, uint32_t slots, const ui
       row += gap;
       if (row >= f.rows.depth) row -= f.rows.depth;
     }
-    for (uint32_t j = r; j < slots; ++j) keys[i * slots + j] = ~uint64_t{0};
-  }
-}
-
-constexpr uint64_t kNoCell = 0xFFFFFFFFu;
-
-__global__ void FcmSplitKeys(const uint64_t* keys, const uint64_t* weights, size_t m,
-                             uint64_t* cells, uint64_t* sorted_weights) {
-  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < m;
-       j += size_t{gridDim.x} * blockDim.x) {
-    cells[j] = keys[j] >> 32;
-    sorted_weights[j] = cells[j] == kNoCell ? 0
-                        : weights == nullptr ? 1
-                                             : weights[(keys[j] & 0xFFFFFFFFu) >> 1];
-  }
-}
-
-// prefix[j]: the weight of the cell's pairs up to and including j (arrival order), so the item's
-// counter in that cell right after its own addition is table[cell] + prefix[j]; the item's
-// estimate is the minimum over its dh pairs (out[] starts at all ones).
-__global__ void FcmSequentialEstimates(const uint64_t* keys, const uint64_t* cells,
-                                       const uint64_t* prefix, size_t m,
-                                       const unsigned long long* table,
-                                       unsigned long long* out) {
-  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < m;
-       j += size_t{gridDim.x} * blockDim.x) {
-    if (cells[j] == kNoCell || (keys[j] & 1) != 0) continue;  // unused, or beyond the dh rows
-    const unsigned long long v = table[cells[j]] + prefix[j];
-    atomicMin(out + ((keys[j] & 0xFFFFFFFFu) >> 1), v);
-  }
-}
-
-// The last pair of each cell's run adds the run's total: one plain store per touched counter
-// (after every estimate read the table: the launches are ordered on the stream).
-__global__ void FcmAddRunTotals(const uint64_t* cells, const uint64_t* prefix, size_t m,
-                                unsigned long long* table) {
-  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < m;
-       j += size_t{gridDim.x} * blockDim.x) {
-    if (cells[j] != kNoCell && (j + 1 == m || cells[j + 1] != cells[j])) {
-      table[cells[j]] += prefix[j];
-    }
+    const uint64_t no_cell = f.rows.depth * f.rows.width;
+    for (uint32_t j = r; j < slots; ++j) keys[i * slots + j] = no_cell << 32;
   }
 }
 
@@ -752,12 +712,7 @@ absl::Status GpuFcm::Query(absl::Span<const uint64_t> ids, std::vector<uint64_t>
 
 absl::Status GpuFcm::Download(std::vector<uint64_t>* table) {
   table->assign(depth_ * width_, 0);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table->data(), table_,
-                                                   table->size() * sizeof(uint64_t),
-                                                   cudaMemcpyDeviceToHost, dev_->stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
-  return absl::OkStatus();
+  return detail::DownloadAll(*dev_, table_, absl::MakeSpan(*table));
 }
 
 absl::Status GpuFcm::Load(absl::Span<const uint64_t> state) {
@@ -768,12 +723,7 @@ absl::Status GpuFcm::Load(absl::Span<const uint64_t> state) {
   if (capacity_ > 0 && state[depth_ * width_ + 1] > capacity_) {
     return absl::InvalidArgumentError("GPU FCM: the phase detector has too many entries");
   }
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev_->device));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table_, state.data(),
-                                                   state.size() * sizeof(uint64_t),
-                                                   cudaMemcpyHostToDevice, dev_->stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(dev_->stream));
-  return absl::OkStatus();
+  return detail::UploadAll(*dev_, state, table_);
 }
 
 absl::Status GpuFcm::DownloadTo(absl::Span<uint64_t> state) {
@@ -844,118 +794,91 @@ absl::Status GpuFcm::LaunchPhaseFinish() {
 absl::Status GpuFcm::AddSequential(absl::Span<const uint64_t> ids,
                                    absl::Span<const uint64_t> weights,
                                    std::vector<uint64_t>* estimates) {
-  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
   if (options_.conservative) {
     return absl::FailedPreconditionError("GPU FCM: AddSequential is the plain update");
   }
-  const size_t n = ids.size();
-  estimates->assign(n, 0);
-  if (n == 0) return absl::OkStatus();
-  const size_t slots = dl_ > dh_ ? dl_ : dh_;  // pair slots per item
-  const size_t m = n * slots;
-  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
-    return absl::InvalidArgumentError("GPU FCM: AddSequential's batch or table is too large");
-  }
-  SketchDevice& d = *dev_;
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_cells.Reserve(m));
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_prefix.Reserve(m));
-  STREAMSTATS_RETURN_IF_ERROR(d.sorted_weights.Reserve(m));
-  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
-  const FcmRows rows = MakeFcmRows(options_, depth_, width_, dh_, dl_);
-  auto* table = reinterpret_cast<unsigned long long*>(table_);
-  const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
-  const size_t offsets[2] = {0, m};
-  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
-  d.timer.Begin(d.stream);
-  size_t temp = 0;
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
-      nullptr, temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
-      static_cast<int64_t>(m), cuda::std::equal_to<>{}, d.stream));
-  STREAMSTATS_RETURN_IF_ERROR(d.cub_temp.Reserve(temp));
-  // Phases from the detector before the batch (read by FcmPairKeys); the detector absorbs the
-  // batch only after every read (the launches are ordered on the stream).
-  FcmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
-      rows, MakePhase(PhaseWords(), options_.k), static_cast<uint32_t>(slots), d.ids.get(), n, d.seq_keys.get());
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseAbsorb(d.ids.get(), w, n));
-  STREAMSTATS_RETURN_IF_ERROR(d.sorter.Sort(d.seq_keys.get(), nullptr, offsets, 1, d.stream));
-  const unsigned grid = GridFor(m, 256, 8 * 65535);
-  FcmSplitKeys<<<grid, 256, 0, d.stream>>>(d.seq_keys.get(), w, m, d.seq_cells.get(),
-                                           d.sorted_weights.get());
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
-      d.cub_temp.get(), temp, d.seq_cells.get(), d.sorted_weights.get(), d.seq_prefix.get(),
-      static_cast<int64_t>(m), cuda::std::equal_to<>{}, d.stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(
-      cudaMemsetAsync(d.out.get(), 0xFF, n * sizeof(uint64_t), d.stream));
-  FcmSequentialEstimates<<<grid, 256, 0, d.stream>>>(
-      d.seq_keys.get(), d.seq_cells.get(), d.seq_prefix.get(), m, table,
-      reinterpret_cast<unsigned long long*>(d.out.get()));
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  FcmAddRunTotals<<<grid, 256, 0, d.stream>>>(d.seq_cells.get(), d.seq_prefix.get(), m, table);
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  return FinishBatch(ids, weights, estimates);
+  estimates->clear();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+  return ids.empty() ? absl::OkStatus() : dev_->FinishAll(ids.size(), estimates);
 }
 
 absl::Status GpuFcm::AddConservativeBatch(absl::Span<const uint64_t> ids,
                                           absl::Span<const uint64_t> weights,
                                           std::vector<uint64_t>* estimates) {
-  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
   if (!options_.conservative) {
     return absl::FailedPreconditionError(
         "GPU FCM: AddConservativeBatch is the conservative update");
   }
+  estimates->clear();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+  return ids.empty() ? absl::OkStatus() : dev_->FinishAll(ids.size(), estimates);
+}
+
+absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
+                                 absl::Span<const uint64_t> weights, uint64_t least,
+                                 std::vector<uint32_t>* positions,
+                                 std::vector<uint64_t>* estimates,
+                                 absl::FunctionRef<void()> meanwhile) {
+  positions->clear();
+  estimates->clear();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+  return ids.empty() ? absl::OkStatus()
+                     : dev_->FinishSelected(ids.size(), least, positions, estimates, meanwhile);
+}
+
+absl::Status GpuFcm::LaunchBatch(absl::Span<const uint64_t> ids,
+                                 absl::Span<const uint64_t> weights) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
   const size_t n = ids.size();
-  estimates->assign(n, 0);
   if (n == 0) return absl::OkStatus();
+  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
+    return absl::InvalidArgumentError("GPU FCM: the batch or the table is too large");
+  }
   SketchDevice& d = *dev_;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
   STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
-  // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
-  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
   STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
-  STREAMSTATS_RETURN_IF_ERROR(d.targets.Reserve(n));
   const FcmRows rows = MakeFcmRows(options_, depth_, width_, dh_, dl_);
   auto* table = reinterpret_cast<unsigned long long*>(table_);
-  d.bytes_copied += (weights.empty() ? 2 : 3) * n * sizeof(uint64_t);
+  const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
+  d.bytes_copied += (weights.empty() ? 1 : 2) * n * sizeof(uint64_t);
   d.timer.Begin(d.stream);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
-                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToDevice,
-                                                   d.stream));
-  // The batch's MG summary from the arrival order (before aggregation sorts it); the detector
-  // absorbs it after the phases were read.
-  STREAMSTATS_RETURN_IF_ERROR(
-      LaunchPhaseSummary(d.ids.get(), weights.empty() ? nullptr : d.weights.get(), n));
-  STREAMSTATS_RETURN_IF_ERROR(d.Aggregate(n, weights.empty() ? nullptr : d.weights.get()));
-  const uint64_t* runs = d.small.get();
-  FcmBatchTargets<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, d.unique.get(), d.totals.get(), n,
-                                                         runs, table, d.targets.get());
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  FcmBatchApply<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, MakePhase(PhaseWords(), options_.k), d.unique.get(),
-                                                       d.targets.get(), n, runs, table);
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseFinish());
-  FcmQuery<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, d.seq_keys.get(), n, table, d.out.get());
-  STREAMSTATS_CUDA_CHECK_LAUNCH();
-  return FinishBatch(ids, weights, estimates);
-}
-
-absl::Status GpuFcm::FinishBatch(absl::Span<const uint64_t> ids,
-                                 absl::Span<const uint64_t> weights,
-                                 std::vector<uint64_t>* estimates) {
-  SketchDevice& d = *dev_;
-  const size_t n = ids.size();
-  d.timer.End(d.stream);
-  STREAMSTATS_RETURN_IF_ERROR(d.host_a.Reserve(n));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_a.get(), d.out.get(),
-                                                   n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
-                                                   d.stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
-  d.timer.Collect();
-  std::memcpy(estimates->data(), d.host_a.get(), n * sizeof(uint64_t));
+  if (!options_.conservative) {
+    const size_t slots = dl_ > dh_ ? dl_ : dh_;  // pair slots per item
+    const size_t m = n * slots;
+    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
+    // Phases from the detector before the batch (read by FcmPairKeys); the detector absorbs the
+    // batch only after every read (the launches are ordered on the stream).
+    FcmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
+        rows, MakePhase(PhaseWords(), options_.k), static_cast<uint32_t>(slots), d.ids.get(), n,
+        d.seq_keys.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseAbsorb(d.ids.get(), w, n));
+    STREAMSTATS_RETURN_IF_ERROR(d.AddPairsInOrder(m, n, w, depth_ * width_, table));
+  } else {
+    // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
+    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
+    STREAMSTATS_RETURN_IF_ERROR(d.targets.Reserve(n));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
+                                                     n * sizeof(uint64_t),
+                                                     cudaMemcpyDeviceToDevice, d.stream));
+    // The batch's MG summary from the arrival order (before aggregation sorts it); the detector
+    // absorbs it after the phases were read.
+    STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseSummary(d.ids.get(), w, n));
+    STREAMSTATS_RETURN_IF_ERROR(d.Aggregate(n, w));
+    const uint64_t* runs = d.small.get();
+    FcmBatchTargets<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, d.unique.get(), d.totals.get(),
+                                                           n, runs, table, d.targets.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    FcmBatchApply<<<GridFor(n, 256), 256, 0, d.stream>>>(
+        rows, MakePhase(PhaseWords(), options_.k), d.unique.get(), d.targets.get(), n, runs,
+        table);
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseFinish());
+    FcmQuery<<<GridFor(n, 256), 256, 0, d.stream>>>(rows, d.seq_keys.get(), n, table,
+                                                    d.out.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+  }
   count_ += SumWeights(ids, weights);
   return absl::OkStatus();
 }

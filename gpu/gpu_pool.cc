@@ -280,6 +280,23 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     return s;
   }
 
+  // Count-Min and FCM select on the device; the others through the base class (Add, filtered).
+  absl::Status AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           uint64_t least, std::vector<uint32_t>* positions,
+                           std::vector<uint64_t>* estimates,
+                           absl::FunctionRef<void()> meanwhile) override {
+    if (cm_ == nullptr && fcm_ == nullptr) {
+      return core::DeviceSketch::AddSelected(ids, weights, least, positions, estimates,
+                                             meanwhile);
+    }
+    absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
+                     : fcm_ != nullptr
+                         ? fcm_->AddSelected(ids, weights, least, positions, estimates, meanwhile)
+                         : cm_->AddSelected(ids, weights, least, positions, estimates, meanwhile);
+    Account(s);
+    return s;
+  }
+
   absl::Status Download(absl::Span<uint64_t> state) override {
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
                      : fcm_ != nullptr   ? fcm_->DownloadTo(state)

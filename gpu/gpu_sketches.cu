@@ -2,16 +2,22 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
 #include <string>
+#include <thrust/iterator/counting_iterator.h>
 #include <vector>
 
 #include "core/common/hash.h"
 #include "gpu/detail/cuda_check.cuh"
 #include "gpu/detail/sketch_device.cuh"
 
-// What every sketch shares on the device (the buffers' gather and download) and the string
-// hashing; each sketch's kernels and host class are in gpu_count_min.cu, gpu_fcm.cu, gpu_pbf.cu.
+// What every sketch shares on the device (the buffers' gather, upload and download, the wait, the
+// plain update's sequential pass and the estimates' way home) and the string hashing; each sketch's kernels and host class are in gpu_count_min.cu, gpu_fcm.cu, gpu_pbf.cu.
 namespace streamstats::gpu {
 namespace detail {
 
@@ -20,13 +26,37 @@ namespace detail {
 absl::Status DownloadAll(SketchDevice& d, const uint64_t* device_words, absl::Span<uint64_t> out) {
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
   STREAMSTATS_RETURN_IF_ERROR(d.host_b.Reserve(out.size()));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(d.Wait());  // host_b may be in flight
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.host_b.get(), device_words,
                                                    out.size() * sizeof(uint64_t),
                                                    cudaMemcpyDeviceToHost, d.stream));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(d.Wait());
   d.bytes_copied += out.size() * sizeof(uint64_t);
   std::memcpy(out.data(), d.host_b.get(), out.size() * sizeof(uint64_t));
+  return absl::OkStatus();
+}
+
+absl::Status UploadAll(SketchDevice& d, absl::Span<const uint64_t> words, uint64_t* device_words) {
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.host_b.Reserve(words.size()));
+  STREAMSTATS_RETURN_IF_ERROR(d.Wait());  // host_b may be in flight
+  std::memcpy(d.host_b.get(), words.data(), words.size() * sizeof(uint64_t));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_words, d.host_b.get(),
+                                                   words.size() * sizeof(uint64_t),
+                                                   cudaMemcpyHostToDevice, d.stream));
+  return d.Wait();
+}
+
+absl::Status SketchDevice::Wait() {
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, stream));
+  // 50 us of polling: an idle stream, or a copy about to finish, answers without a wake-up.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  do {
+    const cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess) return absl::OkStatus();
+    if (q != cudaErrorNotReady) STREAMSTATS_CUDA_RETURN_IF_ERROR(q);
+  } while (std::chrono::steady_clock::now() < give_up);
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done));
   return absl::OkStatus();
 }
 
@@ -52,7 +82,153 @@ __global__ void HashStringsKernel(const char* bytes, const uint64_t* offsets, si
   }
 }
 
+// ---- the plain update's sequential pass (SketchDevice::AddPairsInOrder) ----
+
+__global__ void SplitPairs(const uint64_t* keys, const uint64_t* weights, size_t m,
+                           uint64_t no_cell, uint64_t* cells, uint64_t* sorted_weights) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < m;
+       j += size_t{gridDim.x} * blockDim.x) {
+    cells[j] = keys[j] >> 32;
+    sorted_weights[j] = cells[j] == no_cell ? 0
+                        : weights == nullptr ? 1
+                                             : weights[(keys[j] & 0xFFFFFFFFu) >> 1];
+  }
+}
+
+// prefix[j]: the weight of the cell's pairs up to and including j (arrival order), so the item's
+// counter in that cell right after its own addition is table[cell] + prefix[j]; the item's
+// estimate is the minimum over its b = 0 pairs (out[] starts at all ones).
+__global__ void PairEstimates(const uint64_t* keys, const uint64_t* cells, const uint64_t* prefix,
+                              size_t m, uint64_t no_cell, const unsigned long long* table,
+                              unsigned long long* out) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < m;
+       j += size_t{gridDim.x} * blockDim.x) {
+    if (cells[j] == no_cell || (keys[j] & 1) != 0) continue;  // unused, or not an estimate row
+    const unsigned long long v = table[cells[j]] + prefix[j];
+    atomicMin(out + ((keys[j] & 0xFFFFFFFFu) >> 1), v);
+  }
+}
+
+// The last pair of each cell's run adds the run's total: one plain store per touched counter
+// (after every estimate read the table: the launches are ordered on the stream).
+__global__ void AddRunTotals(const uint64_t* cells, const uint64_t* prefix, size_t m,
+                             uint64_t no_cell, unsigned long long* table) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < m;
+       j += size_t{gridDim.x} * blockDim.x) {
+    if (cells[j] != no_cell && (j + 1 == m || cells[j + 1] != cells[j])) {
+      table[cells[j]] += prefix[j];
+    }
+  }
+}
+
+struct AtLeast {
+  const uint64_t* values;
+  uint64_t least;
+  __device__ __forceinline__ bool operator()(uint32_t i) const { return values[i] >= least; }
+};
+
+// The selected items' positions and estimates into mapped pinned memory: est[0] = the count,
+// est[1 + k] and pos[k] for the k-th selected item.
+__global__ void PackSelected(const uint32_t* selected, const uint64_t* d_count,
+                             const uint64_t* values, uint64_t* est, uint32_t* pos) {
+  const uint64_t count = *d_count;
+  const size_t first = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
+  if (first == 0) est[0] = count;
+  for (size_t k = first; k < count; k += size_t{gridDim.x} * blockDim.x) {
+    const uint32_t i = selected[k];
+    pos[k] = i;
+    est[1 + k] = values[i];
+  }
+}
+
 }  // namespace
+
+absl::Status detail::SketchDevice::AddPairsInOrder(size_t m, size_t n, const uint64_t* w,
+                                                   uint64_t cells, unsigned long long* table) {
+  STREAMSTATS_RETURN_IF_ERROR(out.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(seq_alt.Reserve(m));
+  STREAMSTATS_RETURN_IF_ERROR(seq_cells.Reserve(m));
+  STREAMSTATS_RETURN_IF_ERROR(seq_prefix.Reserve(m));
+  STREAMSTATS_RETURN_IF_ERROR(sorted_weights.Reserve(m));
+  // The cell bits only (cells itself included: the unused slots sort last). A radix sort is
+  // stable, and a cell's pairs were written in item order, so they stay in arrival order.
+  int cell_bits = 1;
+  while (cell_bits < 32 && (uint64_t{1} << cell_bits) <= cells) ++cell_bits;
+  cub::DoubleBuffer<uint64_t> keys(seq_keys.get(), seq_alt.get());
+  size_t sort_temp = 0, scan_temp = 0;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortKeys(
+      nullptr, sort_temp, keys, static_cast<int64_t>(m), 32, 32 + cell_bits, stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
+      nullptr, scan_temp, seq_cells.get(), sorted_weights.get(), seq_prefix.get(),
+      static_cast<int64_t>(m), cuda::std::equal_to<>{}, stream));
+  STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(std::max(sort_temp, scan_temp)));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortKeys(
+      cub_temp.get(), sort_temp, keys, static_cast<int64_t>(m), 32, 32 + cell_bits, stream));
+  const uint64_t* sorted = keys.Current();
+  const unsigned grid = GridFor(m, 256, 8 * 65535);
+  SplitPairs<<<grid, 256, 0, stream>>>(sorted, w, m, cells, seq_cells.get(), sorted_weights.get());
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSumByKey(
+      cub_temp.get(), scan_temp, seq_cells.get(), sorted_weights.get(), seq_prefix.get(),
+      static_cast<int64_t>(m), cuda::std::equal_to<>{}, stream));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.get(), 0xFF, n * sizeof(uint64_t), stream));
+  PairEstimates<<<grid, 256, 0, stream>>>(sorted, seq_cells.get(), seq_prefix.get(), m, cells,
+                                          table, reinterpret_cast<unsigned long long*>(out.get()));
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  AddRunTotals<<<grid, 256, 0, stream>>>(seq_cells.get(), seq_prefix.get(), m, cells, table);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  return absl::OkStatus();
+}
+
+absl::Status detail::SketchDevice::FinishAll(size_t n, std::vector<uint64_t>* estimates) {
+  timer.End(stream);
+  STREAMSTATS_RETURN_IF_ERROR(host_a.Reserve(n));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_a.get(), out.get(), n * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToHost, stream));
+  STREAMSTATS_RETURN_IF_ERROR(Wait());
+  timer.Collect();
+  bytes_copied += n * sizeof(uint64_t);
+  estimates->assign(host_a.get(), host_a.get() + n);
+  return absl::OkStatus();
+}
+
+absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
+                                                  std::vector<uint32_t>* positions,
+                                                  std::vector<uint64_t>* estimates,
+                                                  absl::FunctionRef<void()> meanwhile) {
+  STREAMSTATS_RETURN_IF_ERROR(selected.Reserve(n));
+  STREAMSTATS_RETURN_IF_ERROR(small.Reserve(4));
+  STREAMSTATS_RETURN_IF_ERROR(host_selected_estimates.Reserve(n + 1));
+  STREAMSTATS_RETURN_IF_ERROR(host_selected_positions.Reserve(n));
+  uint64_t* est = nullptr;
+  uint32_t* pos = nullptr;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&est), host_selected_estimates.get(), 0));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&pos), host_selected_positions.get(), 0));
+  uint64_t* d_count = small.get() + 1;  // small[0] may hold Aggregate's run count
+  const thrust::counting_iterator<uint32_t> items(0);
+  const AtLeast keep{out.get(), least};
+  size_t temp = 0;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+      nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
+  STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+      cub_temp.get(), temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
+  PackSelected<<<GridFor(n, 256, 1024), 256, 0, stream>>>(selected.get(), d_count, out.get(), est,
+                                                          pos);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  timer.End(stream);
+  meanwhile();
+  STREAMSTATS_RETURN_IF_ERROR(Wait());
+  timer.Collect();
+  const uint64_t count = host_selected_estimates.get()[0];
+  if (count > n) return absl::InternalError("device selection returned too many items");
+  positions->assign(host_selected_positions.get(), host_selected_positions.get() + count);
+  estimates->assign(host_selected_estimates.get() + 1, host_selected_estimates.get() + 1 + count);
+  bytes_copied += count * (sizeof(uint64_t) + sizeof(uint32_t));
+  return absl::OkStatus();
+}
 
 absl::Status detail::SketchDevice::Gather(const uint64_t* w, size_t n) {
   GatherKernel<<<GridFor(n, 256), 256, 0, stream>>>(w, idx.get(), sorted_weights.get(), n);

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -83,9 +84,10 @@ class GpuCountMin {
   absl::Status Load(absl::Span<const uint64_t> table, uint64_t count);
   // Plain update with core::CountMinPlainAdd's semantics: adds the batch in order and returns
   // each item's minimum counter right after its own addition, bit-equal to the sequential CPU
-  // update. Per row: sort (cell << 32 | position) with our network, a segmented prefix sum of
-  // the weights per cell (CUB scan-by-key), estimates from the table before the batch plus the
-  // prefix, then one store per touched cell. What core::CountMin uses through the GPU pool.
+  // update. All d rows at once (SketchDevice::AddPairsInOrder, shared with FCM): one stable
+  // radix sort of the (cell << 32 | position) pairs by cell, a segmented prefix sum of the
+  // weights per cell (CUB scan-by-key), estimates from the table before the batch plus the
+  // prefix, then one store per touched cell.
   absl::Status AddSequential(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                              std::vector<uint64_t>* estimates);
   // Conservative update in core::CountMinConservativeBatchAdd's batch form (the one batch
@@ -94,6 +96,13 @@ class GpuCountMin {
   absl::Status AddConservativeBatch(absl::Span<const uint64_t> ids,
                                     absl::Span<const uint64_t> weights,
                                     std::vector<uint64_t>* estimates);
+  // AddSequential or AddConservativeBatch (by options().conservative), but only the items whose
+  // estimate is >= `least` come back, in order (core::DeviceSketch::AddSelected): selected on
+  // the device and written into mapped pinned memory, one wait per batch.
+  absl::Status AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           uint64_t least, std::vector<uint32_t>* positions,
+                           std::vector<uint64_t>* estimates,
+                           absl::FunctionRef<void()> meanwhile = [] {});
   const core::CountMinOptions& options() const { return options_; }
   // Kernel time and bytes of AddSequential, AddConservativeBatch and DownloadTo so far.
   GpuWorkStats work_stats() const;
@@ -102,10 +111,9 @@ class GpuCountMin {
   GpuCountMin() = default;
   absl::Status UpdateInternal(const uint64_t* d_ids, const uint64_t* d_weights, size_t n,
                               bool aggregate);
-  // Ends a timed batch whose estimates are in the device's `out` buffer: copies them home
-  // (waiting for the stream) and counts the batch.
-  absl::Status FinishBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
-                           std::vector<uint64_t>* estimates);
+  // Uploads a batch and launches its update (plain: AddPairsInOrder; conservative: the batch
+  // form), leaving each item's estimate in the device's `out` buffer; counts the batch.
+  absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
 
   core::CountMinOptions options_;
   uint64_t depth_ = 0, width_ = 0, count_ = 0;
@@ -206,12 +214,12 @@ class GpuFcm {
 
   // The session path. Plain update with core::FcmPlainAdd's semantics (with dl > dh, the phased
   // one): every item adds its weight to its dh or dl walk rows in order, and estimates[i] = its
-  // minimum over its dh query rows right after its own addition, bit-equal to the CPU. One sort
-  // of the batch's n*max(dh, dl) (cell << 32 | position << 1 | beyond-dh) keys with our network
-  // (an item's cells lie in distinct rows, so a cell holds at most one pair of an item; unused
-  // slots are all ones and sort last), a segmented prefix sum of the weights per cell (CUB
-  // scan-by-key), each query pair's counter before the batch plus its prefix min-reduced per item
-  // (atomicMin), then one store per touched cell.
+  // minimum over its dh query rows right after its own addition, bit-equal to the CPU. The
+  // batch's n*max(dh, dl) (cell << 32 | position << 1 | beyond-dh) pairs go through
+  // SketchDevice::AddPairsInOrder, shared with Count-Min: one stable radix sort by cell, a
+  // segmented prefix sum of the weights per cell (CUB scan-by-key), each query pair's counter
+  // before the batch plus its prefix min-reduced per item (atomicMin), then one store per
+  // touched cell.
   absl::Status AddSequential(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                              std::vector<uint64_t>* estimates);
   // Conservative update in core::FcmConservativeBatchAdd's batch form (aggregated on the device,
@@ -220,6 +228,12 @@ class GpuFcm {
   absl::Status AddConservativeBatch(absl::Span<const uint64_t> ids,
                                     absl::Span<const uint64_t> weights,
                                     std::vector<uint64_t>* estimates);
+  // Either of the two (by options().conservative), but only the items whose estimate is >=
+  // `least` come back, in order (core::DeviceSketch::AddSelected), selected on the device.
+  absl::Status AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           uint64_t least, std::vector<uint32_t>* positions,
+                           std::vector<uint64_t>* estimates,
+                           absl::FunctionRef<void()> meanwhile = [] {});
   // Plain update of ids already on the device (d_weights may be null), asynchronous on the
   // sketch's stream, no estimates; with dl > dh the phases and the detector's absorption too.
   // What gpu_bench times device-resident.
@@ -230,8 +244,9 @@ class GpuFcm {
 
  private:
   explicit GpuFcm(const core::FcmOptions& options);
-  absl::Status FinishBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
-                           std::vector<uint64_t>* estimates);
+  // Uploads a batch and launches its update (plain or the batch form), leaving each item's
+  // estimate in the device's `out` buffer; counts the batch.
+  absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // dl > dh: the batch's summary (per-block summaries and merges; nothing with dl = dh or an
   // empty batch), then its absorption into the detector; both on the stream, asynchronous.
   absl::Status LaunchPhaseSummary(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);

@@ -60,6 +60,24 @@ std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&)
 
 bool Accelerator::KeepsSketch(const DeviceSketchSpec&) const { return false; }
 
+absl::Status DeviceSketch::AddSelected(absl::Span<const uint64_t> ids,
+                                       absl::Span<const uint64_t> weights, uint64_t least,
+                                       std::vector<uint32_t>* positions,
+                                       std::vector<uint64_t>* estimates,
+                                       absl::FunctionRef<void()> meanwhile) {
+  meanwhile();
+  std::vector<uint64_t> all;
+  if (absl::Status s = Add(ids, weights, &all); !s.ok()) return s;
+  positions->clear();
+  estimates->clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i] < least) continue;
+    positions->push_back(static_cast<uint32_t>(i));
+    estimates->push_back(all[i]);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DeviceSketch::CountSetPositions(absl::Span<const uint64_t>, std::vector<uint64_t>*,
                                              uint64_t*) {
   return absl::UnimplementedError("this device sketch is not a PBF");

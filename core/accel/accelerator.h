@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 
@@ -57,6 +58,19 @@ class DeviceSketch {
   // (core/sketches/fcm.h).
   virtual absl::Status Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            std::vector<uint64_t>* estimates) = 0;
+  // Count-Min and FCM: Add, returning only the items whose estimate is >= `least`, in arrival
+  // order: (*positions)[k] is such an item's index in `ids`, (*estimates)[k] its estimate (Add's).
+  // The heavy-hitter candidates pass their admission level at the batch's start
+  // (HeavyHitterCandidates::LeastAdmitted), so what comes back over the bus is what can still
+  // change the set (core/sketches/count_min.h says why nothing else can). The default runs Add
+  // and filters on the host; a GPU selects on the device. `meanwhile` runs at most once, while
+  // the device works on the batch (a GPU: after every launch, before the wait), so the caller's
+  // host work overlaps the device's; it may not run at all (e.g. after an error).
+  virtual absl::Status AddSelected(absl::Span<const uint64_t> ids,
+                                   absl::Span<const uint64_t> weights, uint64_t least,
+                                   std::vector<uint32_t>* positions,
+                                   std::vector<uint64_t>* estimates,
+                                   absl::FunctionRef<void()> meanwhile);
   // Copies the state out: Count-Min's and FCM's row-major d x w counters, the PBF's bit words,
   // the HyperLogLog's 2^p registers, one a word, or AMS's d x w signed counters as 64-bit words.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;

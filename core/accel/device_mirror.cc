@@ -22,12 +22,36 @@ bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t
                        std::vector<uint64_t>* estimates) {
   std::lock_guard<std::mutex> lock(mu_);
   if (device_ == nullptr) return false;
-  if (!device_->Add(ids, weights, estimates).ok()) {
+  return AcceptedLocked(device_->Add(ids, weights, estimates), ids, weights);
+}
+
+bool DeviceMirror::AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                               uint64_t least, std::vector<uint32_t>* positions,
+                               std::vector<uint64_t>* estimates,
+                               absl::FunctionRef<void()> meanwhile) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ == nullptr) return false;
+  return AcceptedLocked(
+      device_->AddSelected(ids, weights, least, positions, estimates, meanwhile), ids, weights);
+}
+
+bool DeviceMirror::AcceptedLocked(const absl::Status& added, absl::Span<const uint64_t> ids,
+                                  absl::Span<const uint64_t> weights) {
+  if (!added.ok()) {
     // The device may hold part of this batch: drop it, rebuild the host copy from the journal.
     FailLocked();
     return false;
   }
   stale_ = true;
+  const size_t limit = std::max<size_t>(size_t{1} << 16, host_state_.size());
+  if (journal_ids_.size() + ids.size() >= limit && device_->Download(host_state_).ok()) {
+    // The journal would be full with this batch: the host copy is brought up to date now
+    // instead, and the download holds this batch too, so the batch is not copied in first (a
+    // batch of 10^5 ids was an 800 KB copy for nothing). A failed download journals the batch
+    // below and repairs as before.
+    ClearJournalLocked();
+    return true;
+  }
   if (!weights.empty() && !journal_weighted_) {
     journal_weights_.assign(journal_ids_.size(), 1);
     journal_weighted_ = true;
@@ -41,9 +65,7 @@ bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t
     }
   }
   journal_ends_.push_back(journal_ids_.size());
-  if (journal_ids_.size() >= std::max<size_t>(size_t{1} << 16, host_state_.size())) {
-    RefreshLocked();
-  }
+  if (journal_ids_.size() >= limit) RefreshLocked();
   return true;
 }
 
@@ -91,6 +113,10 @@ void DeviceMirror::RefreshLocked() const {
       begin = end;
     }
   }
+  ClearJournalLocked();
+}
+
+void DeviceMirror::ClearJournalLocked() const {
   if (refreshed_) refreshed_();
   stale_ = false;
   journal_ids_.clear();

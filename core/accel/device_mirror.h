@@ -5,8 +5,9 @@
 // the device accepted since the host copy was last brought up to date is kept in a journal, so a
 // device failure at any point is repaired by replaying the journal onto the host copy: no batch
 // is lost, and the table equals what the CPU alone would hold. The journal is bounded: once it
-// holds max(2^16, table words) items the host copy is refreshed (downloaded) and the journal
-// cleared, so it costs at most 16 bytes per table word.
+// would hold max(2^16, table words) items the host copy is refreshed (downloaded) and the journal
+// cleared (a batch that fills it is not copied in first unless the download fails), so it costs
+// at most 16 bytes per table word.
 //
 // Protocol for the owning summary:
 //  * Update: if !attached(), TryAttach() (uploads the host table); then Add(): true = done on the
@@ -61,6 +62,10 @@ class DeviceMirror {
   // Sends one batch to the device (see the protocol above).
   bool Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
            std::vector<uint64_t>* estimates);
+  // The same through DeviceSketch::AddSelected: only the items with an estimate >= `least`.
+  bool AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                   uint64_t least, std::vector<uint32_t>* positions,
+                   std::vector<uint64_t>* estimates, absl::FunctionRef<void()> meanwhile);
 
   // DeviceSketch::CountSetPositions on the device copy (see the protocol above).
   bool CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
@@ -76,8 +81,15 @@ class DeviceMirror {
   size_t MemoryBytes() const;
 
  private:
+  // Requires mu_. After the device's answer to a batch: journals the batch (true), or repairs a
+  // failure (false).
+  bool AcceptedLocked(const absl::Status& added, absl::Span<const uint64_t> ids,
+                      absl::Span<const uint64_t> weights);
   // Requires mu_. Downloads, or after a failed download replays the journal and detaches.
   void RefreshLocked() const;
+  // Requires mu_. After the host copy was brought up to date: runs `refreshed_`, empties the
+  // journal, clears stale_.
+  void ClearJournalLocked() const;
   // Requires mu_. After a failed device call: counts it, drops the device copy and rebuilds the
   // host copy from the journal.
   void FailLocked();

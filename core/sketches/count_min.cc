@@ -453,18 +453,58 @@ bool CountMin::UpdateOnDevice(const Batch& batch) {
     if (!mirror_.attached()) return false;
   }
   const size_t n = batch.size();
-  scratch_ids_.resize(n);
-  for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-  if (!mirror_.Add(scratch_ids_, batch.weights, &scratch_estimates_)) return false;
-  for (size_t i = 0; i < n; ++i) {
-    candidates_.Offer(scratch_ids_[i], scratch_estimates_[i], KeyStringAt(batch, i));
-    count_ += WeightAt(batch, i);
+  absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
+  if (batch.kind != ValueKind::kUint64) {
+    scratch_ids_.resize(n);
+    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+    ids = scratch_ids_;
+  }
+  std::lock_guard<std::mutex> lock(offers_mu_);
+  // Only the items whose estimate reaches the candidates' admission level come back (see the
+  // header): the others would be dropped by their offer anyway. The level is read before the
+  // previous batch's offers (still pending): a lower level, so a superset, still exact.
+  // Those offers run while this batch is on the device, in order before this batch's.
+  if (!mirror_.AddSelected(ids, batch.weights, candidates_.LeastAdmitted(), &scratch_positions_,
+                           &scratch_estimates_, [this] { FlushOffersLocked(); })) {
+    FlushOffersLocked();  // before the host applies (and offers) this batch
+    return false;
+  }
+  FlushOffersLocked();  // where `meanwhile` did not run
+  const size_t m = scratch_positions_.size();
+  if (batch.kind == ValueKind::kString) {
+    // String keys are offered now: a pending offer would need a copy of every selected string.
+    candidates_.OfferGrowingSelected(
+        ids.data(), scratch_positions_.data(), scratch_estimates_.data(), m,
+        [&](size_t i) { return absl::string_view(batch.strings[i]); });
+  } else {
+    pending_ids_.resize(m);
+    for (size_t k = 0; k < m; ++k) pending_ids_[k] = ids[scratch_positions_[k]];
+    pending_estimates_.swap(scratch_estimates_);
+  }
+  if (batch.weights.empty()) {
+    count_ += n;
+  } else {
+    for (const uint64_t w : batch.weights) count_ += w;
   }
   return true;
 }
 
+void CountMin::FlushOffers() const {
+  std::lock_guard<std::mutex> lock(offers_mu_);
+  FlushOffersLocked();
+}
+
+void CountMin::FlushOffersLocked() const {
+  if (pending_ids_.empty()) return;
+  candidates_.OfferGrowingSelected(pending_ids_.data(), nullptr, pending_estimates_.data(),
+                                   pending_ids_.size(), [](size_t) { return absl::string_view(); });
+  pending_ids_.clear();
+  pending_estimates_.clear();
+}
+
 absl::Status CountMin::Update(const Batch& batch) {
   if (batch.size() != 0 && UpdateOnDevice(batch)) return absl::OkStatus();
+  FlushOffers();  // the last device batch's offers come before this batch's
   const size_t n = batch.size();
   const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
   // The table first, a chunk at a time (its estimates in order), then the candidates in the
@@ -513,6 +553,7 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
 }
 
 void CountMin::ExpectPart(uint64_t weight) {
+  FlushOffers();
   candidates_.set_floor(CandidateFloor(options_.epsilon, candidates_.capacity(), weight));
 }
 
@@ -530,6 +571,8 @@ absl::Status CountMin::Merge(const Summary& other_summary) {
         ValueKindName(other->value_kind_), " ", other->Describe()));
   }
   mirror_.Detach();  // the host table changes below; the next Update uploads it again
+  FlushOffers();
+  other->FlushOffers();
   const std::vector<uint64_t>& other_table = other->table();
   for (size_t i = 0; i < table_.size(); ++i) table_[i] += other_table[i];
   count_ += other->count_;
@@ -538,10 +581,16 @@ absl::Status CountMin::Merge(const Summary& other_summary) {
 }
 
 size_t CountMin::MemoryBytes() const {
-  return sizeof(*this) + TableBytes() + rows_.capacity() * sizeof(PairwiseHash) +
+  FlushOffers();  // candidates_ below is read by concurrent readers only after this
+  size_t pending = 0;
+  {
+    std::lock_guard<std::mutex> lock(offers_mu_);
+    pending = (pending_ids_.capacity() + pending_estimates_.capacity()) * sizeof(uint64_t);
+  }
+  return pending + sizeof(*this) + TableBytes() + rows_.capacity() * sizeof(PairwiseHash) +
          candidates_.MemoryBytes() + mirror_.MemoryBytes() +
-         (scratch_ids_.capacity() + scratch_estimates_.capacity()) *
-             sizeof(uint64_t);
+         (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t) +
+         scratch_positions_.capacity() * sizeof(uint32_t);
 }
 
 absl::StatusOr<std::vector<FrequencyAnswer>> CountMin::Frequencies(const Keys& keys) const {
@@ -556,6 +605,7 @@ absl::StatusOr<std::vector<FrequencyAnswer>> CountMin::Frequencies(const Keys& k
 
 absl::StatusOr<std::vector<HeavyHitter>> CountMin::HeavyHitters(double support) const {
   if (absl::Status s = CheckSupport(support); !s.ok()) return s;
+  FlushOffers();
   return CandidateHeavyHitters(
       candidates_, value_kind_, support, count_, [this](uint64_t id) { return EstimateId(id); },
       [this](uint64_t, uint64_t est) { return CountMinAnswer(est, options_.epsilon, count_); });
@@ -574,6 +624,7 @@ std::string CountMin::Serialize() const {
   w.Put<uint64_t>(count_);
   mirror_.Refresh();
   for (uint64_t c : table_) w.Put<uint64_t>(c);
+  FlushOffers();
   candidates_.Serialize(value_kind_ == ValueKind::kString, &w);
   return SealEnvelope(static_cast<uint16_t>(SummaryKind::kCountMin), w.bytes());
 }

@@ -383,13 +383,30 @@ bool Fcm::UpdateOnDevice(const Batch& batch) {
     if (!mirror_.attached()) return false;
   }
   const size_t n = batch.size();
-  scratch_ids_.resize(n);
-  for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-  if (!mirror_.Add(scratch_ids_, batch.weights, &scratch_estimates_)) return false;
+  absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
+  if (batch.kind != ValueKind::kUint64) {
+    scratch_ids_.resize(n);
+    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+    ids = scratch_ids_;
+  }
+  // Only the items whose estimate reaches the candidates' admission level at the batch's start
+  // come back: an FCM estimate never decreases (counters only grow, and Deserialize checks the
+  // stored ones), so the others would be dropped by their offer anyway.
+  if (!mirror_.AddSelected(ids, batch.weights, candidates_.LeastAdmitted(), &scratch_positions_,
+                           &scratch_estimates_, [] {})) {
+    return false;
+  }
+  candidates_.OfferGrowingSelected(
+      ids.data(), scratch_positions_.data(), scratch_estimates_.data(), scratch_positions_.size(),
+      [&](size_t i) {
+        return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[i])
+                                                : absl::string_view();
+      });
   uint64_t weight = 0;
-  for (size_t i = 0; i < n; ++i) {
-    candidates_.Offer(scratch_ids_[i], scratch_estimates_[i], KeyStringAt(batch, i));
-    weight += WeightAt(batch, i);
+  if (batch.weights.empty()) {
+    weight = n;
+  } else {
+    for (const uint64_t w : batch.weights) weight += w;
   }
   count_ += weight;
   if (!tracks_phase()) phase_.CountOnly(weight);  // else the device's detector counted it
@@ -494,7 +511,8 @@ absl::Status Fcm::Merge(const Summary& other_summary) {
 size_t Fcm::MemoryBytes() const {
   return sizeof(*this) + state_.size() * sizeof(uint64_t) + depth_ * sizeof(PairwiseHash) + phase_.MemoryBytes() +
          candidates_.MemoryBytes() + mirror_.MemoryBytes() +
-         (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t);
+         (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t) +
+         scratch_positions_.capacity() * sizeof(uint32_t);
 }
 
 absl::StatusOr<std::vector<FrequencyAnswer>> Fcm::Frequencies(const Keys& keys) const {
@@ -613,6 +631,14 @@ absl::StatusOr<std::unique_ptr<Summary>> Fcm::Deserialize(absl::string_view payl
   if (!sketch->candidates_.Deserialize(value_kind == ValueKind::kString, &r)) {
     return Corrupt("fcm heavy-hitter candidates");
   }
+  // A candidate's stored estimate is one the table gave earlier, and counters never decrease:
+  // so it is at most the key's estimate now. The device path's selected offers rely on it
+  // (HeavyHitterCandidates::OfferGrowingSelected), as Count-Min's do.
+  bool stale_ok = true;
+  sketch->candidates_.ForEach([&](uint64_t id, uint64_t estimate, absl::string_view) {
+    stale_ok = stale_ok && estimate <= sketch->EstimateId(id);
+  });
+  if (!stale_ok) return Corrupt("fcm candidate estimate exceeds the table's estimate");
   if (r.remaining() != 0) return Corrupt("fcm: trailing bytes");
   return std::unique_ptr<Summary>(std::move(sketch));
 }

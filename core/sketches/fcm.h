@@ -106,6 +106,11 @@
 //    the phased FcmPlainAdd, bit-equal to the host's; conservative: the phased
 //    FcmConservativeBatchAdd. A detector above kFcmDevicePhaseCapacity entries stays on the host
 //    (GetSession says so).
+//  * As Count-Min's (core/sketches/count_min.h gives the argument), only the items whose
+//    estimate reaches the candidates' admission level at the batch's start come back from the
+//    device (DeviceSketch::AddSelected) and are offered, in order: the same set and heap. FCM's
+//    estimates never decrease either; Deserialize refuses a stored candidate estimate above the
+//    table's. (Offers are made at once here, not while the next batch is on the device.)
 //
 // Why the batch rule is also the CPU's (issue 15): a device cannot run the paper's per-item rule
 // (each item's phase depends on every item before it) without doing the detector item by item;
@@ -373,6 +378,7 @@ class Fcm final : public Summary {
   HeavyHitterCandidates candidates_;
   DeviceMirror mirror_;
   std::vector<uint64_t> scratch_ids_, scratch_estimates_;  // whole batches
+  std::vector<uint32_t> scratch_positions_;                // the items the device selected
 };
 
 }  // namespace streamstats::core

@@ -132,6 +132,30 @@ class HeavyHitterCandidates {
     }
   }
 
+  // OfferGrowingAll over the items a device returned (DeviceSketch::AddSelected: those with an
+  // estimate >= LeastAdmitted() at the batch's start, in order): item positions[k] of the batch,
+  // id ids[positions[k]], estimate estimates[k], string str(positions[k]), for k in [0, m). The
+  // items left out would have been dropped by their own offer (OfferGrowingAll's argument: the
+  // level only grows while a batch is offered), so the set and heap equal offering every item.
+  // `positions` null: the k-th item is ids[k] (already gathered), str(k) its string.
+  template <typename StrFn>
+  void OfferGrowingSelected(const uint64_t* ids, const uint32_t* positions,
+                            const uint64_t* estimates, size_t m, StrFn str) {
+    constexpr size_t kChunk = 64;
+    uint64_t chunk_ids[kChunk];
+    uint8_t scratch[kChunk];
+    for (size_t begin = 0; begin < m; begin += kChunk) {
+      const size_t len = std::min(kChunk, m - begin);
+      for (size_t j = 0; j < len; ++j) {
+        chunk_ids[j] = ids[positions == nullptr ? begin + j : positions[begin + j]];
+        Prefetch(chunk_ids[j]);
+      }
+      OfferGrowingAll(chunk_ids, estimates + begin, len, scratch, [&](size_t j) {
+        return str(positions == nullptr ? begin + j : positions[begin + j]);
+      });
+    }
+  }
+
   // Whether Offer would drop an estimate at once (before any lookup): the set is full and the
   // estimate is below the smallest stored one, or it is below the floor. Count Sketch asks it
   // with an upper bound of an item's estimate before computing the estimate (a median).

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -29,18 +31,22 @@ struct SketchDevice {
   cudaStream_t stream = nullptr;
   SegmentedSorter sorter;
   DeviceBuffer<uint64_t> ids, weights, sorted_weights, unique, totals, targets, small, out;
-  DeviceBuffer<uint64_t> seq_keys, seq_cells, seq_prefix;  // GpuCountMin::AddSequential
-  DeviceBuffer<uint32_t> idx;
+  DeviceBuffer<uint64_t> seq_keys, seq_alt, seq_cells, seq_prefix;  // AddPairsInOrder
+  DeviceBuffer<uint32_t> idx, selected;
   DeviceBuffer<uint8_t> flags;
   DeviceBuffer<unsigned char> cub_temp;
   PinnedBuffer<uint64_t> host_a, host_b;
+  PinnedBuffer<uint64_t> host_selected_estimates;  // FinishSelected: [0] the count, then the
+  PinnedBuffer<uint32_t> host_selected_positions;  // estimates; written by a kernel (mapped)
   PinnedBuffer<uint8_t> host_flags;
   KernelTimer timer;
   uint64_t bytes_copied = 0;
+  cudaEvent_t done = nullptr;  // Wait()'s: blocking sync, no timing
 
   ~SketchDevice() {
     if (stream != nullptr) {
       cudaSetDevice(device);
+      if (done != nullptr) cudaEventDestroy(done);
       cudaStreamDestroy(stream);
     }
   }
@@ -63,15 +69,22 @@ struct SketchDevice {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     smem_optin = static_cast<size_t>(optin);
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&done, cudaEventBlockingSync | cudaEventDisableTiming));
     return absl::OkStatus();
   }
+
+  // Waits until the stream's work so far is done: polls for 50 microseconds (a short wait
+  // costs no wake-up), then sleeps in the driver instead of spinning a core (cudaStreamSynchronize
+  // spins by default, which with 16 sessions' streams took the cores the ingest threads need).
+  absl::Status Wait();
 
   // Uploads host ids (and weights) into `ids` / `weights` through pinned staging.
   absl::Status Upload(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights) {
     const size_t n = h_ids.size();
     STREAMSTATS_RETURN_IF_ERROR(ids.Reserve(n));
     STREAMSTATS_RETURN_IF_ERROR(host_a.Reserve(n));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // host_a may be in flight
+    STREAMSTATS_RETURN_IF_ERROR(Wait());  // host_a may be in flight
     std::memcpy(host_a.get(), h_ids.data(), n * sizeof(uint64_t));
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), host_a.get(), n * sizeof(uint64_t),
                                                      cudaMemcpyHostToDevice, stream));
@@ -119,7 +132,31 @@ struct SketchDevice {
   }
 
   absl::Status Gather(const uint64_t* w, size_t n);
+
+  // The plain update's sequential pass, shared by Count-Min and FCM. seq_keys[0, m) hold one
+  // pair key per (item, row) the item adds to: (cell << 32) | (i << 1) | b, i the item's
+  // position in the batch (n items, n < 2^31), b = 1 for a row that is added to but not part of
+  // the estimate (FCM's rows beyond dh); a pair key with cell = `cells` (the table's size, < 2^32
+  // - 1) is an unused slot. Adds weights[i] (null: 1) of every pair to table[cell] in arrival
+  // order and leaves in out[i] the minimum over item i's b = 0 cells right after its own
+  // addition: core::CountMinPlainAdd's estimates. One stable radix sort of the pairs by cell
+  // (only the bits of `cells`: 2 passes for a 5 x 2719 table), a scan by cell of the weights,
+  // the estimates from the table before the batch plus the scan, then one store per touched
+  // counter. Asynchronous on the stream; seq_keys is overwritten.
+  absl::Status AddPairsInOrder(size_t m, size_t n, const uint64_t* weights, uint64_t cells,
+                               unsigned long long* table);
+  // Ends a timed batch whose n estimates are in out: copies them into `estimates`, waits.
+  absl::Status FinishAll(size_t n, std::vector<uint64_t>* estimates);
+  // The same, but only the items with out[i] >= least come back, in order (selected on the
+  // device, written straight into mapped pinned memory: one wait). `meanwhile` runs after the
+  // last launch, before the wait (core::DeviceSketch::AddSelected).
+  absl::Status FinishSelected(size_t n, uint64_t least, std::vector<uint32_t>* positions,
+                              std::vector<uint64_t>* estimates,
+                              absl::FunctionRef<void()> meanwhile);
 };
+
+// Copies `words` into device memory at `device_words` (a sketch's Load) and waits.
+absl::Status UploadAll(SketchDevice& d, absl::Span<const uint64_t> words, uint64_t* device_words);
 
 // Copies n = out.size() words from device memory into `out` through pinned staging, writing
 // `out` only once the copy succeeded (core/accel/device_mirror.h replays onto it after a failure).

@@ -1,0 +1,203 @@
+// Issue 14 item 4: Count-Min and FCM batches on the GPU pool return only the items whose
+// estimate reaches the heavy-hitter candidates' admission level (DeviceSketch::AddSelected),
+// selected on the device. Bit for bit against the CPU: the selected positions and estimates are
+// exactly the CPU estimates filtered at the level, the tables equal, and summaries kept on the
+// pool serialize to the same bytes (table, candidate heap, count) as CPU-built ones.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "core/accel/accelerator.h"
+#include "core/common/hash.h"
+#include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
+#include "core/summary.h"
+#include "gpu/gpu_pool.h"
+#include "gpu/gpu_sketches.h"
+#include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace streamstats::gpu {
+namespace {
+
+// The CPU estimates filtered as AddSelected promises.
+void Filter(const std::vector<uint64_t>& all, uint64_t least, std::vector<uint32_t>* positions,
+            std::vector<uint64_t>* estimates) {
+  positions->clear();
+  estimates->clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i] < least) continue;
+    positions->push_back(static_cast<uint32_t>(i));
+    estimates->push_back(all[i]);
+  }
+}
+
+// Levels that select everything, nothing, and parts in between (from the batch's own estimates).
+std::vector<uint64_t> Levels(const std::vector<uint64_t>& estimates) {
+  std::vector<uint64_t> sorted = estimates;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<uint64_t> out = {0, std::numeric_limits<uint64_t>::max()};
+  if (!sorted.empty()) {
+    out.push_back(sorted[sorted.size() / 2]);
+    out.push_back(sorted[sorted.size() * 9 / 10]);
+    out.push_back(sorted.back());
+    out.push_back(sorted.back() + 1);
+  }
+  return out;
+}
+
+TEST(GpuCountMin, AddSelectedReturnsExactlyTheCpuEstimatesAtOrAboveTheLevel) {
+  REQUIRE_GPU();
+  for (bool conservative : {false, true}) {
+    SCOPED_TRACE(conservative ? "conservative" : "plain");
+    core::CountMinOptions o;
+    o.epsilon = 0.001;
+    o.delta = 0.01;
+    o.conservative = conservative;
+    const uint64_t d = o.Depth(), w = o.Width();
+    std::vector<core::PairwiseHash> rows;
+    for (uint64_t r = 0; r < d; ++r) rows.push_back(core::MakePairwiseHash(o.seed, r));
+    std::vector<uint64_t> table(d * w, 0);
+    auto gpu = GpuCountMin::Create(o, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    int b = 0;
+    for (Pattern p : kPatterns) {
+      for (size_t n : {size_t{1}, size_t{4097}, size_t{100000}}) {
+        const std::vector<uint64_t> ids =
+            b % 2 ? ZipfIds(n, 1.1, 1000000, b) : MakeKeys(n, p, b + 50);
+        const std::vector<uint64_t> wt =
+            b % 3 == 2 ? MakeWeights(n, b) : std::vector<uint64_t>{};
+        // Each level on its own copy of the table: the batch is applied once per level.
+        const std::vector<uint64_t> before = table;
+        std::vector<uint64_t> cpu_est;
+        if (conservative) {
+          core::CountMinConservativeBatchAdd(rows, w, ids, wt, absl::MakeSpan(table), &cpu_est);
+        } else {
+          core::CountMinPlainAdd(rows, w, ids, wt, absl::MakeSpan(table), &cpu_est);
+        }
+        for (const uint64_t least : Levels(cpu_est)) {
+          ASSERT_TRUE((*gpu)->Load(before, 0).ok());
+          std::vector<uint32_t> want_pos, got_pos = {7};
+          std::vector<uint64_t> want_est, got_est = {7};
+          Filter(cpu_est, least, &want_pos, &want_est);
+          ASSERT_TRUE((*gpu)->AddSelected(ids, wt, least, &got_pos, &got_est).ok());
+          ASSERT_EQ(got_pos, want_pos) << "batch " << b << " level " << least;
+          ASSERT_EQ(got_est, want_est) << "batch " << b << " level " << least;
+          std::vector<uint64_t> down(d * w, 1);
+          ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+          ASSERT_EQ(down, table) << "batch " << b;
+        }
+        ++b;
+      }
+    }
+  }
+}
+
+TEST(GpuFcm, AddSelectedReturnsExactlyTheCpuEstimatesAtOrAboveTheLevel) {
+  REQUIRE_GPU();
+  for (bool conservative : {false, true}) {
+    SCOPED_TRACE(conservative ? "conservative" : "plain");
+    core::FcmOptions o;
+    o.epsilon = 0.001;
+    o.delta = 0.02;
+    o.conservative = conservative;
+    const core::FcmWalk walk(o);
+    const uint64_t dh = o.EffectiveDh();
+    std::vector<uint64_t> table(o.Depth() * o.Width(), 0);
+    auto gpu = GpuFcm::Create(o, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_EQ((*gpu)->state_words(), table.size());  // dl = dh: the table alone
+    for (int b = 0; b < 6; ++b) {
+      const size_t n = b == 0 ? 1 : 30000 * b;
+      const std::vector<uint64_t> ids = ZipfIds(n, 1.1, 1000000, b + 90);
+      const std::vector<uint64_t> wt = b % 3 == 2 ? MakeWeights(n, b) : std::vector<uint64_t>{};
+      const std::vector<uint64_t> before = table;
+      std::vector<uint64_t> cpu_est;
+      if (conservative) {
+        core::FcmConservativeBatchAdd(walk, dh, ids, wt, absl::MakeSpan(table), &cpu_est);
+      } else {
+        core::FcmPlainAdd(walk, dh, ids, wt, absl::MakeSpan(table), &cpu_est);
+      }
+      for (const uint64_t least : Levels(cpu_est)) {
+        ASSERT_TRUE((*gpu)->Load(before).ok());
+        std::vector<uint32_t> want_pos, got_pos;
+        std::vector<uint64_t> want_est, got_est;
+        Filter(cpu_est, least, &want_pos, &want_est);
+        ASSERT_TRUE((*gpu)->AddSelected(ids, wt, least, &got_pos, &got_est).ok());
+        ASSERT_EQ(got_pos, want_pos) << "batch " << b << " level " << least;
+        ASSERT_EQ(got_est, want_est) << "batch " << b << " level " << least;
+        std::vector<uint64_t> down(table.size(), 1);
+        ASSERT_TRUE((*gpu)->DownloadTo(absl::MakeSpan(down)).ok());
+        ASSERT_EQ(down, table) << "batch " << b;
+      }
+    }
+  }
+}
+
+core::Batch StringBatch(const std::vector<std::string>& keys) {
+  core::Batch batch;
+  batch.kind = core::ValueKind::kString;
+  batch.strings = keys;
+  return batch;
+}
+
+// Plain Count-Min and plain FCM kept on the pool serialize to the CPU-built summary's bytes after
+// Zipf batches of 10^5 with a small candidate set (full after the first batch, so most items fall
+// below its level and stay on the device), uint64 and string keys, with and without weights.
+TEST(GpuPool, CountMinAndFcmWithDeviceSelectedOffersEqualCpuBuiltOnes) {
+  REQUIRE_GPU();
+  auto pool = GpuPool::Create(GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (core::SummaryKind kind : {core::SummaryKind::kCountMin, core::SummaryKind::kFcm}) {
+    for (core::ValueKind value_kind : {core::ValueKind::kUint64, core::ValueKind::kString}) {
+      SCOPED_TRACE(absl::StrCat(core::SummaryKindName(kind), " ",
+                                core::ValueKindName(value_kind)));
+      core::SummaryOptions so;
+      so.kind = kind;
+      so.count_min.epsilon = 0.001;
+      so.count_min.heavy_hitter_capacity = 64;
+      so.fcm.epsilon = 0.001;
+      so.fcm.heavy_hitter_capacity = 64;
+      auto cpu = core::CreateSummary(so, value_kind, nullptr);
+      auto gpu = core::CreateSummary(so, value_kind, pool->get());
+      ASSERT_TRUE(cpu.ok() && gpu.ok());
+      for (int b = 0; b < 8; ++b) {
+        const std::vector<uint64_t> ids = ZipfIds(100000, 1.1, 1000000, b + 500);
+        const std::vector<uint64_t> wt =
+            b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
+        if (value_kind == core::ValueKind::kUint64) {
+          ASSERT_TRUE((*cpu)->Update(U64Batch(ids, wt)).ok());
+          ASSERT_TRUE((*gpu)->Update(U64Batch(ids, wt)).ok());
+        } else {
+          std::vector<std::string> keys;
+          keys.reserve(ids.size());
+          for (uint64_t id : ids) keys.push_back(absl::StrCat("flow-", id));
+          core::Batch batch = StringBatch(keys);
+          batch.weights = wt;
+          ASSERT_TRUE((*cpu)->Update(batch).ok());
+          ASSERT_TRUE((*gpu)->Update(batch).ok());
+        }
+      }
+      if (kind == core::SummaryKind::kCountMin) {
+        EXPECT_TRUE(dynamic_cast<const core::CountMin&>(**gpu).on_device());
+      }
+      EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize());
+      auto hc = (*cpu)->HeavyHitters(0.01);
+      auto hg = (*gpu)->HeavyHitters(0.01);
+      ASSERT_TRUE(hc.ok() && hg.ok());
+      EXPECT_FALSE(hc->empty());
+      ASSERT_EQ(hc->size(), hg->size());
+      for (size_t i = 0; i < hc->size(); ++i) {
+        EXPECT_EQ((*hc)[i].key, (*hg)[i].key);
+        EXPECT_EQ((*hc)[i].frequency.estimate, (*hg)[i].frequency.estimate);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamstats::gpu
