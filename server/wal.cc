@@ -267,6 +267,7 @@ absl::StatusOr<uint64_t> WriteAheadLog::Append(WalRecordType type, absl::string_
 // the lock; the others wait for it. So under load one hand-off of the lock covers many records,
 // and the checksums were taken by their own threads before they queued.
 void WriteAheadLog::WriteQueuedLocked() {
+  static_assert(sizeof(Pending::header) == kHeaderBytes, "a record's header, as Replay reads it");
   writing_ = true;
   std::vector<Pending*> group(queue_.begin(), queue_.end());
   queue_.clear();

@@ -100,7 +100,7 @@ class WriteAheadLog {
     WalRecordType type;
     absl::string_view payload;
     uint32_t payload_crc = 0;
-    char header[17];  // length | CRC | type | LSN, filled by the writer
+    char header[4 + 4 + 1 + 8];  // length | CRC | type | LSN (kHeaderBytes), by the writer
     uint64_t lsn = 0;
     bool done = false;  // written (status ok) or failed; guarded by mu_
     absl::Status status;
