@@ -99,8 +99,10 @@ ABSL_FLAG(std::string, cluster_stream, "STREAMSTATS", "the JetStream stream of t
 ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: only at shutdown");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
 ABSL_FLAG(int, ingest_threads, 0,
-          "threads applying batches; 0: one per core but one (at least one), which leaves gRPC's "
-          "threads and the questions they answer a core during full-speed ingest");
+          "threads applying batches; 0: one per core on hosts of more than 4 cores, else one per "
+          "core but one (at least one), which leaves gRPC's threads and the questions they answer "
+          "a core during full-speed ingest where a core is a large share (bench/E2E_RESULTS.md, "
+          "session 15)");
 ABSL_FLAG(bool, ingest_slices, true,
           "cut a large batch (at least 2 * --ingest_slice_items) into slices applied by idle "
           "ingest threads and merged, where the session's summaries merge within their bound: one "
@@ -630,15 +632,18 @@ int main(int argc, char** argv) {
 
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) {
-    // A core left to gRPC: on a 2-core server, one ingest thread kept every question's p99 under
-    // 5 ms (0.7-4.1) where two gave 3-9 ms (bench/E2E_RESULTS.md, session 4).
+    // A core left to gRPC on small hosts: on a 2-core server, one ingest thread kept every
+    // question's p99 under 5 ms (0.7-4.1) where two gave 3-9 ms (bench/E2E_RESULTS.md, session
+    // 4; 5.5-21 ms in session 15). On the 16-core host a 16th thread moved 8-10 % more items at
+    // 16 x 16 with the questions' p99 unchanged (3.7-5.3 ms against 4.1-5.0; session 15): there a
+    // core is a small share, and the ingest threads run below gRPC's (SCHED_IDLE) anyway.
     // The cores this process may run on (taskset, a container's cpuset), not the machine's.
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     const unsigned cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0
                                ? static_cast<unsigned>(CPU_COUNT(&allowed))
                                : std::thread::hardware_concurrency();
-    threads = static_cast<int>(cores > 1 ? cores - 1 : 1);
+    threads = static_cast<int>(cores > 4 ? cores : cores > 1 ? cores - 1 : 1);
   }
   const int ingest_nice = absl::GetFlag(FLAGS_ingest_nice);
   if (ingest_nice < 0 || ingest_nice > 19) {
