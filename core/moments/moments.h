@@ -104,6 +104,10 @@ class Moments {
   double max_ = 0;
 };
 
+// For tests and benchmarks: the widest lane code batches use, 0 generic, 1 AVX2, 2 AVX-512
+// (where the CPU has it; the default). Every width gives the same bits. Process-wide.
+void SetMomentsLanesForTesting(int widest);
+
 // The envelope tag of serialized moments: not a SummaryKind (moments are not a summary of the
 // spec; a session keeps them beside its summaries), chosen outside their range.
 inline constexpr uint16_t kMomentsTag = 0x4D4D;  // "MM"
