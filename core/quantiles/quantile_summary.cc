@@ -220,11 +220,23 @@ void MergeExactAndCompress(const GkSummary& a, absl::Span<const uint64_t> b, uin
       continue;
     }
     // The run b[j, k): items ordered before at[i] (ties: the summary's first).
-    // Runs are short on random input (about |b|/|a| items): a scan, not a binary search.
+    // Runs are short on random input (about |b|/|a| items): counted eight keys at a time (b is
+    // sorted, so the keys below at[i] among eight are a prefix of them), without the
+    // mispredicted exit of an item-by-item scan.
     size_t k = nb;
     if (i < na) {
       const uint64_t key = at[i].key;
-      for (k = j + 1; k < nb && b[k] < key;) ++k;
+      k = j + 1;
+      for (;;) {
+        if (k + 8 > nb) {
+          while (k < nb && b[k] < key) ++k;
+          break;
+        }
+        size_t below_key = 0;
+        for (size_t q = 0; q < 8; ++q) below_key += b[k + q] < key ? 1 : 0;
+        k += below_key;
+        if (below_key < 8) break;
+      }
     }
     const uint64_t below = i > 0 ? at[i - 1].rmin : 0;
     const uint64_t above = i < na ? at[i].rmax - 1 : a.n;
