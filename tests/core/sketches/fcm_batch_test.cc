@@ -25,6 +25,7 @@ using testing::AllDistributions;
 using testing::AllOrders;
 using testing::AsFcm;
 using testing::ExactCounts;
+using testing::ExpectGoldenAnswers;
 using testing::FcmOpts;
 using testing::Feed;
 using testing::KeyQuestion;
@@ -63,6 +64,44 @@ void FeedRandomBatches(const std::vector<uint64_t>& keys, bool strings, uint64_t
   }
 }
 
+// Feeds `keys` (or their "flow-" names) to both summaries in random batches, and after every
+// fourth batch asks both for the same probe keys (on the device a Download, which may fail):
+// the same estimates and lower bounds.
+void FeedBothAndCompareProbes(const std::vector<uint64_t>& keys, bool strings, ValueKind kind,
+                              Summary* dev, Summary* cpu) {
+  std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 1234567};
+  std::vector<std::string> probe_names;
+  for (uint64_t k : probe) probe_names.push_back("flow-" + std::to_string(k));
+  FeedRandomBatches(keys, strings, 30, {dev, cpu}, [&](int batch_no) {
+    if (batch_no % 4 != 0) return;
+    Keys q;
+    q.kind = kind;
+    q.keys = probe;
+    q.strings = probe_names;
+    auto a = cpu->Frequencies(q);
+    auto d = dev->Frequencies(q);
+    ASSERT_TRUE(a.ok() && d.ok());
+    for (size_t j = 0; j < probe.size(); ++j) {
+      ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after batch " << batch_no;
+      ASSERT_EQ((*a)[j].lower, (*d)[j].lower);
+    }
+  });
+}
+
+// The same heavy hitters (key or string, estimate) at `support`, and some.
+void ExpectSameHeavyHitters(const Summary& cpu, const Summary& dev, double support) {
+  auto ha = cpu.HeavyHitters(support);
+  auto hd = dev.HeavyHitters(support);
+  ASSERT_TRUE(ha.ok() && hd.ok());
+  EXPECT_FALSE(ha->empty());
+  ASSERT_EQ(ha->size(), hd->size());
+  for (size_t j = 0; j < ha->size(); ++j) {
+    EXPECT_EQ((*ha)[j].key, (*hd)[j].key);
+    EXPECT_EQ((*ha)[j].str, (*hd)[j].str);
+    EXPECT_EQ((*ha)[j].frequency.estimate, (*hd)[j].frequency.estimate);
+  }
+}
+
 // Issue 15: plain FCM on a device (the fake accelerator of core/accel/device_mirror.h's tests,
 // which applies FcmPlainAdd as the GPU does) keeps table, candidates, answers and bytes equal to
 // the CPU's, on every order, for uint64 and string keys, when an Add (holding half a batch) or a
@@ -85,39 +124,12 @@ TEST(Fcm, OnADeviceTheTableCandidatesAndAnswersEqualTheCpusDespiteFailures) {
       auto dev = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind, &device);  // 7 x 3106
       auto cpu = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind);
       const Fcm& dev_fcm = AsFcm(*dev);
-      std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 1234567};
-      std::vector<std::string> probe_names;
-      for (uint64_t k : probe) probe_names.push_back("flow-" + std::to_string(k));
-      FeedRandomBatches(keys, strings, 30, {dev.get(), cpu.get()}, [&](int batch_no) {
-        if (batch_no % 4 != 0) return;
-        Keys q;
-        q.kind = kind;
-        q.keys = probe;
-        q.strings = probe_names;
-        auto a = cpu->Frequencies(q);
-        auto d = dev->Frequencies(q);  // a Download (which may fail)
-        ASSERT_TRUE(a.ok() && d.ok());
-        for (size_t j = 0; j < probe.size(); ++j) {
-          ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after batch " << batch_no;
-          ASSERT_EQ((*a)[j].lower, (*d)[j].lower);
-        }
-      });
+      FeedBothAndCompareProbes(keys, strings, kind, dev.get(), cpu.get());
       EXPECT_EQ(device.stats.attaches, 1);
       EXPECT_EQ(dev_fcm.on_device(), fail_add < 0 && fail_download < 0);
       EXPECT_EQ(dev_fcm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
       EXPECT_EQ(dev->Serialize(), cpu->Serialize());
-      for (double support : {0.005, 0.02}) {
-        auto ha = cpu->HeavyHitters(support);
-        auto hd = dev->HeavyHitters(support);
-        ASSERT_TRUE(ha.ok() && hd.ok());
-        EXPECT_FALSE(ha->empty());
-        ASSERT_EQ(ha->size(), hd->size());
-        for (size_t j = 0; j < ha->size(); ++j) {
-          EXPECT_EQ((*ha)[j].key, (*hd)[j].key);
-          EXPECT_EQ((*ha)[j].str, (*hd)[j].str);
-          EXPECT_EQ((*ha)[j].frequency.estimate, (*hd)[j].frequency.estimate);
-        }
-      }
+      for (double support : {0.005, 0.02}) ExpectSameHeavyHitters(*cpu, *dev, support);
       // A merge moves the table to the host; the next batch attaches it again.
       auto other = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind);
       FeedRandomBatches(MakeKeys(testing::Distribution::kUniform, order, 5000, 31), strings, 32,
@@ -346,21 +358,8 @@ TEST(Fcm, VersionThreePayloadsWithDlAboveDhLoadAndAnswerAsTheyDid) {
   EXPECT_EQ(fcm.phase().items(), 3000u);
   EXPECT_GT(fcm.phase().size(), 0u);
   EXPECT_GT(fcm.phase().CountOf(7), 0u);  // the key of a fifth of the stream
-  Keys q;
-  q.kind = ValueKind::kUint64;
-  q.keys = golden::kFcmV3Probe;
-  auto answers = (*back)->Frequencies(q);
-  ASSERT_TRUE(answers.ok());
-  for (size_t i = 0; i < std::size(golden::kFcmV3Probe); ++i) {
-    EXPECT_EQ((*answers)[i].estimate, golden::kFcmV3Estimates[i]) << golden::kFcmV3Probe[i];
-  }
-  auto hh = (*back)->HeavyHitters(0.05);
-  ASSERT_TRUE(hh.ok());
-  ASSERT_EQ(hh->size(), std::size(golden::kFcmV3HeavyKeys));
-  for (size_t i = 0; i < hh->size(); ++i) {
-    EXPECT_EQ((*hh)[i].key, golden::kFcmV3HeavyKeys[i]);
-    EXPECT_EQ((*hh)[i].frequency.estimate, golden::kFcmV3HeavyEstimates[i]);
-  }
+  ExpectGoldenAnswers(**back, golden::kFcmV3Probe, golden::kFcmV3Estimates, golden::kFcmV3HeavyKeys,
+                      golden::kFcmV3HeavyEstimates);
   const std::string v4 = (*back)->Serialize();
   auto env = OpenEnvelope(v4);
   ASSERT_TRUE(env.ok());
@@ -400,22 +399,7 @@ TEST(Fcm, WithDlAboveDhTheTableAndDetectorGoOnTheDeviceAndComeBackDespiteFailure
       auto dev = *CreateSummary(o, kind, &device);
       auto cpu = *CreateSummary(o, kind);
       const Fcm& dev_fcm = AsFcm(*dev);
-      std::vector<uint64_t> probe = {keys.front(), keys.back(), keys[keys.size() / 2], 1234567};
-      std::vector<std::string> probe_names;
-      for (uint64_t k : probe) probe_names.push_back("flow-" + std::to_string(k));
-      FeedRandomBatches(keys, strings, 30, {dev.get(), cpu.get()}, [&](int batch_no) {
-        if (batch_no % 4 != 0) return;
-        Keys q;
-        q.kind = kind;
-        q.keys = probe;
-        q.strings = probe_names;
-        auto a = cpu->Frequencies(q);
-        auto d = dev->Frequencies(q);  // a Download (which may fail)
-        ASSERT_TRUE(a.ok() && d.ok());
-        for (size_t j = 0; j < probe.size(); ++j) {
-          ASSERT_EQ((*a)[j].estimate, (*d)[j].estimate) << "after batch " << batch_no;
-        }
-      });
+      FeedBothAndCompareProbes(keys, strings, kind, dev.get(), cpu.get());
       EXPECT_EQ(device.stats.attaches, 1);
       EXPECT_GT(device.stats.adds, 0);
       EXPECT_EQ(dev_fcm.on_device(), fail_add < 0 && fail_download < 0);
@@ -423,15 +407,7 @@ TEST(Fcm, WithDlAboveDhTheTableAndDetectorGoOnTheDeviceAndComeBackDespiteFailure
       EXPECT_GT(dev_fcm.phase().size(), 0u);
       EXPECT_EQ(dev_fcm.phase().entries(), AsFcm(*cpu).phase().entries());
       EXPECT_EQ(dev->Serialize(), cpu->Serialize());
-      auto ha = cpu->HeavyHitters(0.005);
-      auto hd = dev->HeavyHitters(0.005);
-      ASSERT_TRUE(ha.ok() && hd.ok());
-      EXPECT_FALSE(ha->empty());
-      ASSERT_EQ(ha->size(), hd->size());
-      for (size_t j = 0; j < ha->size(); ++j) {
-        EXPECT_EQ((*ha)[j].key, (*hd)[j].key);
-        EXPECT_EQ((*ha)[j].frequency.estimate, (*hd)[j].frequency.estimate);
-      }
+      ExpectSameHeavyHitters(*cpu, *dev, 0.005);
       auto other = *CreateSummary(o, kind);
       FeedRandomBatches(MakeKeys(testing::Distribution::kUniform, order, 5000, 31), strings, 32,
                         {other.get()}, [](int) {});

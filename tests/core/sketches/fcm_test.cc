@@ -23,6 +23,7 @@ using testing::AllDistributions;
 using testing::AllOrders;
 using testing::AsFcm;
 using testing::ExactCounts;
+using testing::ExpectGoldenAnswers;
 using testing::FcmOpts;
 using testing::Feed;
 using testing::KeyQuestion;
@@ -433,21 +434,8 @@ TEST(Fcm, VersionTwoPayloadsKeepTheirRoundedUpTableAndAnswers) {
   EXPECT_EQ(fcm.count(), 3000u);
   EXPECT_EQ(fcm.phase().size(), 0u);
   EXPECT_EQ(fcm.phase().items(), 3000u);
-  Keys q;
-  q.kind = ValueKind::kUint64;
-  q.keys = golden::kFcmV2Probe;
-  auto answers = (*back)->Frequencies(q);
-  ASSERT_TRUE(answers.ok());
-  for (size_t i = 0; i < std::size(golden::kFcmV2Probe); ++i) {
-    EXPECT_EQ((*answers)[i].estimate, golden::kFcmV2Estimates[i]) << golden::kFcmV2Probe[i];
-  }
-  auto hh = (*back)->HeavyHitters(0.05);
-  ASSERT_TRUE(hh.ok());
-  ASSERT_EQ(hh->size(), std::size(golden::kFcmV2HeavyKeys));
-  for (size_t i = 0; i < hh->size(); ++i) {
-    EXPECT_EQ((*hh)[i].key, golden::kFcmV2HeavyKeys[i]);
-    EXPECT_EQ((*hh)[i].frequency.estimate, golden::kFcmV2HeavyEstimates[i]);
-  }
+  ExpectGoldenAnswers(**back, golden::kFcmV2Probe, golden::kFcmV2Estimates, golden::kFcmV2HeavyKeys,
+                      golden::kFcmV2HeavyEstimates);
   const std::string v3 = (*back)->Serialize();
   auto again = DeserializeSummary(v3);
   ASSERT_TRUE(again.ok()) << again.status();
