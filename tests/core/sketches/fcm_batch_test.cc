@@ -64,6 +64,18 @@ void FeedRandomBatches(const std::vector<uint64_t>& keys, bool strings, uint64_t
   }
 }
 
+// The device tests' six plans: nothing fails; the fake device's Add fails at its first, fourth or
+// tenth call; its Download at its first or third (-1: never); odd plans feed string keys.
+struct Failures {
+  int fail_add;
+  int fail_download;
+  bool strings;
+};
+Failures FailurePlan(int plan) {
+  return {plan == 1 ? 0 : plan == 2 ? 3 : plan == 3 ? 9 : -1, plan == 4 ? 0 : plan == 5 ? 2 : -1,
+          plan % 2 == 1};
+}
+
 // Feeds `keys` (or their "flow-" names) to both summaries in random batches, and after every
 // fourth batch asks both for the same probe keys (on the device a Download, which may fail):
 // the same estimates and lower bounds.
@@ -111,9 +123,7 @@ TEST(Fcm, OnADeviceTheTableCandidatesAndAnswersEqualTheCpusDespiteFailures) {
   for (auto order : AllOrders()) {
     const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11, order, 40000, 29);
     for (int plan = 0; plan < 6; ++plan) {
-      const int fail_add = plan == 1 ? 0 : plan == 2 ? 3 : plan == 3 ? 9 : -1;
-      const int fail_download = plan == 4 ? 0 : plan == 5 ? 2 : -1;
-      const bool strings = plan % 2 == 1;
+      const auto [fail_add, fail_download, strings] = FailurePlan(plan);
       SCOPED_TRACE(::testing::Message() << testing::Name(order) << " add " << fail_add
                                         << " download " << fail_download << " strings "
                                         << strings);
@@ -386,9 +396,7 @@ TEST(Fcm, WithDlAboveDhTheTableAndDetectorGoOnTheDeviceAndComeBackDespiteFailure
   for (auto order : AllOrders()) {
     const std::vector<uint64_t> keys = MakeKeys(testing::Distribution::kZipf11, order, 40000, 29);
     for (int plan = 0; plan < 6; ++plan) {
-      const int fail_add = plan == 1 ? 0 : plan == 2 ? 3 : plan == 3 ? 9 : -1;
-      const int fail_download = plan == 4 ? 0 : plan == 5 ? 2 : -1;
-      const bool strings = plan % 2 == 1;
+      const auto [fail_add, fail_download, strings] = FailurePlan(plan);
       SCOPED_TRACE(::testing::Message() << testing::Name(order) << " add " << fail_add
                                         << " download " << fail_download << " strings "
                                         << strings);
