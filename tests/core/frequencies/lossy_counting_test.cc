@@ -180,13 +180,16 @@ TEST(LossyCounting, WeightedBatchesMatchTheirUnweightedExpansion) {
   }
 }
 
-// uint64 keys live in lossy_counting.cc's own open-addressing map, string keys in abseil's:
-// the same stream as keys and as their decimal strings must give the same table and answers
-// (issue 14: the uint64 map's Compress re-homes entries in place). Keys spread over 2^64 and
-// keys packed in a few ids, many windows, fixed seeds.
-TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
+// The key whose hash in lossy_counting.cc's IdMap ((k ^ k >> 32) * 0x9E3779B97F4A7C15) is
+// `mixed`: the table's home slot is the hash's top bits and its control tag the 7 below them.
+uint64_t KeyWithIdMapHash(uint64_t mixed) {
+  const uint64_t y = mixed * 0xF1DE83E19937733DULL;  // 0x9E3779B97F4A7C15^-1 mod 2^64
+  return y ^ (y >> 32);
+}
+
+void ExpectUint64TableAnswersAsTheStringTableDoes() {
   std::mt19937_64 rng(1414);
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 6; ++variant) {
     std::vector<uint64_t> keys(60000);
     for (size_t i = 0; i < keys.size(); ++i) {
       const uint64_t r = rng();
@@ -194,6 +197,11 @@ TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
       if (variant == 1) keys[i] = (r % 100) * (r % 7 == 0 ? 1 : 97);          // few, skewed
       if (variant == 2) keys[i] = (r % 5000) << 40;                           // high bits only
       if (variant == 3) keys[i] = i % 3 == 0 ? r % 50 : (r % 20000) * 0x100000001ULL;
+      if (variant == 4) {
+        keys[i] = i % 2 == 0 ? KeyWithIdMapHash((uint64_t{0xFFFFA5} << 40) | (r % 700) << 7)
+                             : r % 3000;
+      }
+      if (variant == 5) keys[i] = KeyWithIdMapHash((uint64_t{0x3FF} << 54) | (r % 6000) << 40);
     }
     // Weighted too: the uint64 fold has a loop of its own for weights (IdMap::AddAllOf).
     std::vector<uint64_t> weights(keys.size());
@@ -245,7 +253,22 @@ TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
   }
 }
 
-// String windows are folded item by item (lossy_counter.h AddOnHost): the table's accounting
+// uint64 keys live in lossy_counting.cc's own open-addressing map, string keys in abseil's:
+// the same stream as keys and as their decimal strings must give the same table and answers
+// (issue 14: the uint64 map's Compress re-homes entries in place, and its fold picks a slot
+// from 16 control bytes at once). Keys spread over 2^64, keys packed in a few ids, and keys
+// whose hashes share their top 24 bits (one home and one tag in every table here: probe runs
+// of hundreds, every tag matched by other keys) or their top 10 (runs across the table's
+// end, tags shared within a run); many windows, fixed seeds; the compression in vectors
+// (where the CPU has them) and one slot at a time.
+TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
+  for (const bool vectors : {true, false}) {
+    SCOPED_TRACE(vectors ? "vectors" : "scalar");
+    SetLossyCountingVectorsForTesting(vectors);
+    ExpectUint64TableAnswersAsTheStringTableDoes();
+  }
+  SetLossyCountingVectorsForTesting(true);
+}// String windows are folded item by item (lossy_counter.h AddOnHost): the table's accounting
 // still counts each kept key's heap bytes. The same 25 windows (no item pending after them) as
 // short keys (held inside the string) and as 41-byte ones: equal tables, and the long keys'
 // summary reports one heap block (41 to 64 bytes) more per kept key.
