@@ -118,6 +118,19 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
                                        (1ull << 28) - 1, 1ull << 28, (1ull << 56) - 1, 1ull << 62,
                                        (1ull << 63) - 1, 1ull << 63, ~0ull};
   const std::vector<uint64_t> short_keys = {(1ull << 28) - 1, 1ull << 28, 5, (1ull << 62)};
+  // Where the decoder takes 16 keys of up to four bytes a step (convert.cc): keys of each
+  // length from 1 to 4 bytes alone and mixed, and longer keys (5 to 10 bytes) among 3-byte ones
+  // at every position of a step, alone and in runs.
+  std::vector<std::vector<uint64_t>> stepped(6);
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const uint64_t r = (i * 0x9E3779B97F4A7C15ull) ^ (i >> 3);
+    stepped[0].push_back(r % 128);
+    stepped[1].push_back((1ull << 21) + r % ((1ull << 28) - (1ull << 21)));
+    stepped[2].push_back(r >> (64 - 7 * (1 + i % 4)));  // 1, 2, 3, 4 bytes in turn
+    stepped[3].push_back(i % 17 == 16 ? r >> (1 + i % 7) : (1ull << 14) + r % 1000000);
+    stepped[4].push_back(i % 97 < 5 ? (1ull << 28) + r % 1000 : (1ull << 14) + r % 1000000);
+    stepped[5].push_back(i % 23 == 0 ? r >> 1 : r % 1000000);
+  }
   std::string header = Delimited(1, "session") + Field(2, 0);
   Varint(77, &header);
   std::string weights = Field(6, 2);
@@ -154,6 +167,12 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
       {"unknown field in the keys", header + Delimited(4, unknown_in_keys)},
       {"unknown top-level field", header + unknown_top + Delimited(4, PackedKeys({5}))},
       {"many keys again", header + Delimited(4, PackedKeys(many))},
+      {"1-byte keys", header + Delimited(4, PackedKeys(stepped[0]))},
+      {"4-byte keys", header + Delimited(4, PackedKeys(stepped[1]))},
+      {"1 to 4 bytes in turn", header + Delimited(4, PackedKeys(stepped[2]))},
+      {"a long key every 17", header + Delimited(4, PackedKeys(stepped[3]))},
+      {"runs of five 5-byte keys", header + Delimited(4, PackedKeys(stepped[4]))},
+      {"a 9-byte key every 23", header + Delimited(4, PackedKeys(stepped[5]))},
   };
   RequestArena arena;  // every batch expects keys, as after a stream's keys batch
   for (const auto& [name, wire] : wires) {
@@ -168,6 +187,19 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
     EXPECT_EQ(reused.payload_case(), fresh.payload_case());
     EXPECT_EQ(reused.SerializeAsString(), fresh.SerializeAsString());
   }
+  // The decoder itself takes keys of up to nine bytes in any mix (a batch it gave back to
+  // protobuf would parse the same, only slower), and leaves 10-byte ones to protobuf.
+  auto decoded_here = [&](const std::string& wire) {
+    grpc::ByteBuffer b = Raw(wire);
+    const uint64_t before = KeysBatchesDecodedHere();
+    EXPECT_TRUE(ParseIngestRequest(&b, true, arena.Fresh()).ok());
+    return KeysBatchesDecodedHere() == before + 1;
+  };
+  for (const std::vector<uint64_t>& keys : stepped) {
+    EXPECT_TRUE(decoded_here(header + Delimited(4, PackedKeys(keys))));
+  }
+  EXPECT_TRUE(decoded_here(header + Delimited(4, PackedKeys(many))));
+  EXPECT_FALSE(decoded_here(header + Delimited(4, PackedKeys(edges))));
   // Malformed keys: a truncated varint, a length past the end.
   for (const std::string& wire : {header + Delimited(4, Delimited(1, std::string("\x80", 1))),
                                   header + Field(4, 2) + std::string("\x10\x0a\x05", 3)}) {
