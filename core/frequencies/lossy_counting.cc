@@ -353,11 +353,18 @@ class IdMap {
       size_t size = size_;
       // Each item inserts at most one entry, so none of these can pass the growth limit.
       const size_t end = i + std::min(n - i, grow_at_ - size);
+      // The items' mixed keys, computed kAhead items early (their slots prefetched then).
+      uint64_t ahead[kAhead];
+      for (size_t a = i; a < i + kAhead && a < n; ++a) ahead[a % kAhead] = Mix(keys[a]);
       for (; i < end; ++i) {
-        if (i + kAhead < n) __builtin_prefetch(&slots[HomeOf(keys[i + kAhead], shift)]);
+        const uint64_t mixed = ahead[i % kAhead];
+        if (i + kAhead < n) {
+          const uint64_t later = Mix(keys[i + kAhead]);
+          ahead[i % kAhead] = later;
+          __builtin_prefetch(&slots[later >> shift]);
+        }
         const uint64_t key = keys[i];
         const uint64_t w = kWeighted ? weights[i] : 1;
-        const uint64_t mixed = Mix(key);
         const size_t home = static_cast<size_t>(mixed >> shift);
         const uint8_t tag = TagOf(mixed, shift);
         uint32_t empty = 0;
