@@ -85,13 +85,13 @@ __attribute__((target("avx512f,bmi2"))) size_t DropAtMostAvx512(uint64_t* words,
 }
 #endif
 
-std::atomic<bool> drop_vectors{true};  // SetLossyCountingVectorsForTesting
+std::atomic<bool> vectors_allowed{true};  // SetLossyCountingVectorsForTesting
 
 size_t DropAtMost(uint64_t* words, uint8_t* ctrl, size_t slots, uint64_t t) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool has =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2");
-  if (has && slots % 8 == 0 && drop_vectors.load(std::memory_order_relaxed)) {
+  if (has && slots % 8 == 0 && vectors_allowed.load(std::memory_order_relaxed)) {
     return DropAtMostAvx512(words, ctrl, slots, t);
   }
 #endif
@@ -338,7 +338,6 @@ class IdMap {
 
   template <bool kWeighted>
   void AddAllOf(const uint64_t* keys, const uint64_t* weights, size_t n, uint64_t delta) {
-    constexpr size_t kAhead = 8;  // the slot of an item a few ahead is fetched meanwhile
     size_t i = 0;
     while (i < n) {
       if (n_slots_ == 0 || size_ >= grow_at_) {  // Add grows the table first
@@ -346,55 +345,107 @@ class IdMap {
         ++i;
         continue;
       }
-      value_type* const slots = slots_.data();
-      uint8_t* const ctrl = ctrl_.data();
-      const size_t mask = mask_;
-      const unsigned shift = shift_;
-      size_t size = size_;
       // Each item inserts at most one entry, so none of these can pass the growth limit.
-      const size_t end = i + std::min(n - i, grow_at_ - size);
-      // The items' mixed keys, computed kAhead items early (their slots prefetched then).
-      uint64_t ahead[kAhead];
-      for (size_t a = i; a < i + kAhead && a < n; ++a) ahead[a % kAhead] = Mix(keys[a]);
-      for (; i < end; ++i) {
-        const uint64_t mixed = ahead[i % kAhead];
-        if (i + kAhead < n) {
-          const uint64_t later = Mix(keys[i + kAhead]);
-          ahead[i % kAhead] = later;
-          __builtin_prefetch(&slots[later >> shift]);
-        }
-        const uint64_t key = keys[i];
-        const uint64_t w = kWeighted ? weights[i] : 1;
-        const size_t home = static_cast<size_t>(mixed >> shift);
-        const uint8_t tag = TagOf(mixed, shift);
-        uint32_t empty = 0;
-        uint32_t match = 0;
-        GroupMasks(ctrl + home, tag, &empty, &match);
-        const uint32_t first_empty = empty & (0u - empty);
-        const uint32_t candidates = match & (first_empty - 1);
-        const size_t j = (home + static_cast<size_t>(__builtin_ctz(candidates | first_empty |
-                                                                   (1u << kGroup)))) &
-                         mask;
-        value_type& slot = slots[j];
-        const bool hit = (candidates != 0) & (slot.first == key);
-        // A tag shared with another key, or no empty byte among the kGroup: Add probes.
-        if (__builtin_expect(((candidates != 0) != hit) | (empty == 0), 0)) break;
-        // Without a branch on hit, which on Zipf keys is a coin toss (a branch there cost 30 %).
-        const uint64_t old_delta = uint64_t{0} - static_cast<uint64_t>(hit);
-        slot.first = key;
-        slot.second.f += w;  // an empty slot's f is 0
-        slot.second.delta = (slot.second.delta & old_delta) | (delta & ~old_delta);
-        ctrl[j] = tag;
-        ctrl[((j - kGroup) & mask) + kGroup] = tag;
-        size += !hit;
-      }
-      size_ = size;
+      const size_t end = i + std::min(n - i, grow_at_ - size_);
+      Run run{slots_.data(), ctrl_.data(), mask_, shift_, size_};
+      i = RunFast() ? FoldRunAvx2<kWeighted>(run, keys, weights, i, end, n, delta)
+                    : FoldRunBase<kWeighted>(run, keys, weights, i, end, n, delta);
+      size_ = run.size;
       if (i < end) {
         Add(keys[i], kWeighted ? weights[i] : 1, delta);
         ++i;
       }
     }
   }
+
+  // The table's fields for FoldRun, in locals (a store to a slot, which the compiler must assume
+  // may alias a member, would otherwise reload them).
+  struct Run {
+    value_type* slots;
+    uint8_t* ctrl;
+    size_t mask;
+    unsigned shift;
+    size_t size;
+  };
+
+  // AddAllOf's items [i, end) (n: all of them, for the prefetch) while none needs Add: a tag
+  // shared with another key, or no empty byte among the kGroup from a home. Returns where it
+  // stopped (end, or the item Add must take).
+  template <bool kWeighted>
+  __attribute__((always_inline)) static inline size_t FoldRun(Run& run, const uint64_t* keys,
+                                                              const uint64_t* weights, size_t i,
+                                                              size_t end, size_t n,
+                                                              uint64_t delta) {
+    constexpr size_t kAhead = 8;  // the slot of an item a few ahead is fetched meanwhile
+    value_type* const slots = run.slots;
+    uint8_t* const ctrl = run.ctrl;
+    const size_t mask = run.mask;
+    const unsigned shift = run.shift;
+    size_t size = run.size;
+    // The items' mixed keys, computed kAhead items early (their slots prefetched then).
+    uint64_t ahead[kAhead];
+    for (size_t a = i; a < i + kAhead && a < n; ++a) ahead[a % kAhead] = Mix(keys[a]);
+    for (; i < end; ++i) {
+      const uint64_t mixed = ahead[i % kAhead];
+      if (i + kAhead < n) {
+        const uint64_t later = Mix(keys[i + kAhead]);
+        ahead[i % kAhead] = later;
+        __builtin_prefetch(&slots[later >> shift]);
+      }
+      const uint64_t key = keys[i];
+      const uint64_t w = kWeighted ? weights[i] : 1;
+      const size_t home = static_cast<size_t>(mixed >> shift);
+      const uint8_t tag = TagOf(mixed, shift);
+      uint32_t empty = 0;
+      uint32_t match = 0;
+      GroupMasks(ctrl + home, tag, &empty, &match);
+      const uint32_t first_empty = empty & (0u - empty);
+      const uint32_t candidates = match & (first_empty - 1);
+      const size_t j =
+          (home + static_cast<size_t>(__builtin_ctz(candidates | first_empty | (1u << kGroup)))) &
+          mask;
+      value_type& slot = slots[j];
+      const bool hit = (candidates != 0) & (slot.first == key);
+      if (__builtin_expect(((candidates != 0) != hit) | (empty == 0), 0)) break;
+      // Without a branch on hit, which on Zipf keys is a coin toss (a branch there cost 30 %).
+      const uint64_t old_delta = uint64_t{0} - static_cast<uint64_t>(hit);
+      slot.first = key;
+      slot.second.f += w;  // an empty slot's f is 0
+      slot.second.delta = (slot.second.delta & old_delta) | (delta & ~old_delta);
+      ctrl[j] = tag;
+      ctrl[((j - kGroup) & mask) + kGroup] = tag;
+      size += !hit;
+    }
+    run.size = size;
+    return i;
+  }
+  template <bool kWeighted>
+  static size_t FoldRunBase(Run& run, const uint64_t* keys, const uint64_t* weights, size_t i,
+                            size_t end, size_t n, uint64_t delta) {
+    return FoldRun<kWeighted>(run, keys, weights, i, end, n, delta);
+  }
+  // The same code where the CPU has AVX2 and BMI2: the tag's broadcast is one instruction
+  // instead of four (SSE2's), and the variable shifts need no count register.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  template <bool kWeighted>
+  __attribute__((target("avx2,bmi,bmi2"))) static size_t FoldRunAvx2(
+      Run& run, const uint64_t* keys, const uint64_t* weights, size_t i, size_t end, size_t n,
+      uint64_t delta) {
+    return FoldRun<kWeighted>(run, keys, weights, i, end, n, delta);
+  }
+  static bool RunFast() {
+    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+                            __builtin_cpu_supports("bmi2");
+    return has && vectors_allowed.load(std::memory_order_relaxed);
+  }
+#else
+  template <bool kWeighted>
+  static size_t FoldRunAvx2(Run& run, const uint64_t* keys, const uint64_t* weights, size_t i,
+                            size_t end, size_t n, uint64_t delta) {
+    return FoldRun<kWeighted>(run, keys, weights, i, end, n, delta);
+  }
+  static bool RunFast() { return false; }
+#endif
 
   void Rehash(size_t slots) {
     std::vector<value_type> old(slots, value_type(0, Entry{}));
@@ -528,7 +579,7 @@ class FlatTable {
 }  // namespace
 
 void SetLossyCountingVectorsForTesting(bool on) {
-  drop_vectors.store(on, std::memory_order_relaxed);
+  vectors_allowed.store(on, std::memory_order_relaxed);
 }
 
 template <typename Key>

@@ -259,8 +259,8 @@ void ExpectUint64TableAnswersAsTheStringTableDoes() {
 // from 16 control bytes at once). Keys spread over 2^64, keys packed in a few ids, and keys
 // whose hashes share their top 24 bits (one home and one tag in every table here: probe runs
 // of hundreds, every tag matched by other keys) or their top 10 (runs across the table's
-// end, tags shared within a run); many windows, fixed seeds; the compression in vectors
-// (where the CPU has them) and one slot at a time.
+// end, tags shared within a run); many windows, fixed seeds; with the CPU's vector and AVX2
+// code (where it has them) and with x86-64's base only.
 TEST(LossyCounting, Uint64TableAnswersAsTheStringTableDoes) {
   for (const bool vectors : {true, false}) {
     SCOPED_TRACE(vectors ? "vectors" : "scalar");
