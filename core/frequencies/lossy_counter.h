@@ -262,17 +262,7 @@ class Counter {
   // Appends items; every window they complete is flushed. All accelerator work happens before
   // the first change, so an error leaves the counter unchanged.
   absl::Status Add(const Segment<Key>& in, Accelerator* accelerator) {
-    if constexpr (std::is_same_v<Key, uint64_t>) {
-      // Also where the accelerator would sort windows of this size on the CPU anyway (the GPU
-      // pool below --gpu_cpu_threshold): the same table, without the sort (measured on the
-      // 16-core H100 host: Lossy Counting under --gpus=auto was 0.6-0.74x --gpus=none).
-      if (accelerator == CpuAcceleratorInstance() || window_ < accelerator->DeviceWindowKeys()) {
-        AddOnHost(in);
-        return absl::OkStatus();
-      }
-    } else {
-      // String windows never go to an accelerator: sorting them into a histogram was half of a
-      // string stream's time (std::sort's string compares, perf on the 2-vCPU VM).
+    if (FoldsOnHost(accelerator)) {
       AddOnHost(in);
       return absl::OkStatus();
     }
@@ -290,14 +280,23 @@ class Counter {
       return Merge(copy, accelerator);
     }
     const Segment<Key> in{other.pending_keys_, other.pending_weights_};
+    // Where Add folds on the host, so does the merge (the same table, AddOnHost says why): a
+    // hot session merges parts under its lock, and sorting their windows there held it longer.
+    const bool on_host = FoldsOnHost(accelerator);
     Plan plan;
-    if (absl::Status s = PlanWindows(in, accelerator, &plan); !s.ok()) return s;
+    if (!on_host) {
+      if (absl::Status s = PlanWindows(in, accelerator, &plan); !s.ok()) return s;
+    }
     const uint64_t own_threshold = threshold_;
     table_.Union(other.table_, own_threshold, other.threshold_);
     n_summarized_ += other.n_summarized_;
     threshold_ = own_threshold + other.threshold_;
     table_.Compress(threshold_);
-    Apply(plan, in);
+    if (on_host) {
+      AddOnHost(in);
+    } else {
+      Apply(plan, in);
+    }
     return absl::OkStatus();
   }
 
@@ -387,6 +386,21 @@ class Counter {
   };
 
   absl::Status Fail(absl::string_view what) const { return Corrupt(absl::StrCat(name_, " ", what)); }
+
+  // Whether windows are folded item by item (AddOnHost) rather than sorted into histograms on
+  // the accelerator: string windows always (sorting them was half of a string stream's time,
+  // std::sort's string compares, perf on the 2-vCPU VM); uint64 windows on the CPU accelerator
+  // and where the accelerator would sort windows of this size on the CPU anyway (the GPU pool
+  // below --gpu_cpu_threshold; measured on the 16-core H100 host: Lossy Counting under
+  // --gpus=auto was 0.6-0.74x --gpus=none).
+  bool FoldsOnHost(Accelerator* accelerator) const {
+    if constexpr (std::is_same_v<Key, uint64_t>) {
+      return accelerator == CpuAcceleratorInstance() ||
+             window_ < accelerator->DeviceWindowKeys();
+    } else {
+      return true;
+    }
+  }
 
   absl::Status PlanWindows(const Segment<Key>& in, Accelerator* accelerator, Plan* plan) const {
     const size_t p = pending_keys_.size();

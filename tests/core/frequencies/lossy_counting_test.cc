@@ -436,6 +436,49 @@ TEST(LossyCounting, MergingASummaryWithItselfDoublesEveryCount) {
   EXPECT_TRUE(SatisfiesGuarantee(lc, exact));
 }
 
+// A merge folds the other side's pending items on the host where Add does (the CPU
+// accelerator), and sorts them into histograms on a device otherwise: the same summary either
+// way, byte for byte, on every kind of stream, with weights, merged in either direction and
+// into itself, for pending windows that complete none, one or several windows.
+TEST(LossyCounting, MergesFoldingOnTheHostEqualMergesSortingOnADevice) {
+  FlakyAccelerator device(/*fail_on_call=*/-1);  // never fails; sorts every window
+  const std::vector<std::vector<uint64_t>> streams = {
+      ZipfKeys(30'000, 5'000, 1.1, 5), UniformKeys(30'000, 100'000, 6), UniformKeys(30'000, 40, 7)};
+  for (size_t s = 0; s < streams.size(); ++s) {
+    for (const size_t cut : {size_t{150}, size_t{10'037}, size_t{29'999}}) {
+      for (const bool weighted : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("stream ", s, " cut ", cut, weighted ? " weighted" : ""));
+        const auto keys = absl::MakeConstSpan(streams[s]);
+        std::vector<uint64_t> weights;
+        for (size_t i = 0; i < keys.size(); ++i) weights.push_back(weighted ? 1 + i % 3 : 1);
+        auto batch = [&](size_t from, size_t to) {
+          return MakeBatch(keys.subspan(from, to - from),
+                           weighted ? absl::MakeConstSpan(weights).subspan(from, to - from)
+                                    : absl::Span<const uint64_t>());
+        };
+        LossyCounting host_a(Options(0.01, 100), ValueKind::kUint64, nullptr);
+        LossyCounting host_b(Options(0.01, 100), ValueKind::kUint64, nullptr);
+        LossyCounting dev_a(Options(0.01, 100), ValueKind::kUint64, &device);
+        LossyCounting dev_b(Options(0.01, 100), ValueKind::kUint64, &device);
+        for (LossyCounting* lc : {&host_a, &dev_a}) LC_ASSERT_OK(lc->Update(batch(0, cut)));
+        for (LossyCounting* lc : {&host_b, &dev_b}) {
+          LC_ASSERT_OK(lc->Update(batch(cut, keys.size())));
+        }
+        ASSERT_EQ(host_a.Serialize(), dev_a.Serialize());
+        LC_ASSERT_OK(host_a.Merge(host_b));
+        LC_ASSERT_OK(dev_a.Merge(dev_b));
+        EXPECT_EQ(host_a.Serialize(), dev_a.Serialize());
+        LC_ASSERT_OK(host_b.Merge(host_a));
+        LC_ASSERT_OK(dev_b.Merge(dev_a));
+        EXPECT_EQ(host_b.Serialize(), dev_b.Serialize());
+        LC_ASSERT_OK(host_b.Merge(host_b));
+        LC_ASSERT_OK(dev_b.Merge(dev_b));
+        EXPECT_EQ(host_b.Serialize(), dev_b.Serialize());
+      }
+    }
+  }
+}
+
 TEST(LossyCounting, RejectsMergesWithDifferentParameters) {
   LossyCounting lc(Options(0.01, 100), ValueKind::kUint64, nullptr);
   const std::vector<uint64_t> keys = UniformKeys(1'000, 10, 121);
