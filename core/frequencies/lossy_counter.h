@@ -262,6 +262,7 @@ class Counter {
   // Appends items; every window they complete is flushed. All accelerator work happens before
   // the first change, so an error leaves the counter unchanged.
   absl::Status Add(const Segment<Key>& in, Accelerator* accelerator) {
+    if (absl::Status s = CheckRoomFor(in.TotalWeight()); !s.ok()) return s;
     if (FoldsOnHost(accelerator)) {
       AddOnHost(in);
       return absl::OkStatus();
@@ -279,6 +280,7 @@ class Counter {
       const Counter copy(*this);
       return Merge(copy, accelerator);
     }
+    if (absl::Status s = CheckRoomFor(other.count()); !s.ok()) return s;
     const Segment<Key> in{other.pending_keys_, other.pending_weights_};
     // Where Add folds on the host, so does the merge (the same table, AddOnHost says why): a
     // hot session merges parts under its lock, and sorting their windows there held it longer.
@@ -385,6 +387,16 @@ class Counter {
     size_t rest = 0;  // incoming items from here on stay pending
   };
 
+  // N stays at most 2^62 (what Load accepts, and far below where a count could wrap): more
+  // weight is refused with nothing changed.
+  absl::Status CheckRoomFor(uint64_t weight) const {
+    const uint64_t n = count();
+    if (AddWouldOverflow(n, weight) || n + weight > (uint64_t{1} << 62)) {
+      return absl::OutOfRangeError(absl::StrCat(name_, ": N would pass 2^62 (it is ", n,
+                                                "; this adds ", weight, ")"));
+    }
+    return absl::OkStatus();
+  }
   absl::Status Fail(absl::string_view what) const { return Corrupt(absl::StrCat(name_, " ", what)); }
 
   // Whether windows are folded item by item (AddOnHost) rather than sorted into histograms on

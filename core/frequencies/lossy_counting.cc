@@ -246,7 +246,8 @@ class IdMap {
   // Removes every entry with f + delta <= t (the sum wrapping as in a scalar test), in two
   // passes. The first empties each such slot (f and control byte), in any order: eight slots
   // a step in 512-bit vectors where the CPU has them (DropAtMost). The second walks the full
-  // slots in cyclic order from an empty one and moves each entry not at its home to the first
+  // slots in cyclic order from one empty before the first pass (so that no probe run crosses
+  // it) and moves each entry not at its home to the first
   // empty slot from its home: when slot i is reached every slot before it in the walk is
   // final, so that slot lies in [home, i] and every kept entry stays reachable from its home
   // (no tombstones). The slots end as a single pass that did both would leave them: its search
@@ -258,6 +259,11 @@ class IdMap {
   void EraseAtMost(uint64_t t) {
     if (size_ == 0) return;
     uint8_t* const ctrl = ctrl_.data();
+    // The walk starts at a slot empty BEFORE the drop, so no probe run crosses it: a slot the
+    // drop empties inside a run across the table's end would let an entry move into it after
+    // the walk had passed it, and a later move back toward its home cut it off (session 17).
+    size_t start = 0;
+    while (ctrl[start] < kEmpty) ++start;  // the table is never full (at most 7/8)
     size_ -= DropAtMost(reinterpret_cast<uint64_t*>(slots_.data()), ctrl, n_slots_, t);
     std::memcpy(ctrl + n_slots_, ctrl, kGroup);
     if (size_ == 0) return;
@@ -265,8 +271,6 @@ class IdMap {
     const size_t mask = mask_;
     const size_t n_slots = n_slots_;
     const unsigned shift = shift_;
-    size_t start = 0;
-    while (ctrl[start] < kEmpty) ++start;
     for (size_t k = 1; k < n_slots; k += kGroup) {
       const size_t base = (start + k) & mask;
       uint32_t empty = 0;
