@@ -179,6 +179,15 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (duplicate != nullptr) *duplicate = false;
   if (batch.size() == 0) return absl::InvalidArgumentError("a batch needs at least one item");
   if (absl::Status s = Validate(batch); !s.ok()) return s;
+  uint64_t weight = batch.size();
+  if (!batch.weights.empty()) {  // at most 2^48 (ValidateBatch)
+    weight = 0;
+    for (uint64_t w : batch.weights) weight += w;
+  }
+  if (absl::Status s = Reserve(weight); !s.ok()) return s;
+  absl::Cleanup release = [this, weight] {
+    reserved_.fetch_sub(weight, std::memory_order_acq_rel);
+  };
   gate_.Enter();
   absl::Cleanup exit_gate = [this] { gate_.Exit(); };
   // Batches being applied, this one included: the first goes to the session's summaries, the
@@ -204,6 +213,27 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   if (duplicate != nullptr) *duplicate = is_duplicate;
   if (lsn_out != nullptr) *lsn_out = lsn;
   return absl::OkStatus();
+}
+
+absl::Status Session::Reserve(uint64_t weight) {
+  uint64_t reserved = reserved_.load(std::memory_order_acquire);
+  do {
+    const uint64_t counted = counted_.load(std::memory_order_acquire);
+    if (counted + reserved + weight > kMaxCount) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "session '", config_.name, "' holds N = ", counted, " (", reserved,
+          " more being applied); a batch of weight ", weight,
+          " would take it past 2^62, the most a session counts"));
+    }
+  } while (!reserved_.compare_exchange_weak(reserved, reserved + weight,
+                                            std::memory_order_acq_rel));
+  return absl::OkStatus();
+}
+
+void Session::NoteCount() {
+  uint64_t n = 0;
+  for (const auto& summary : summaries_) n = std::max(n, summary->count());
+  counted_.store(n, std::memory_order_release);
 }
 
 absl::Status Session::Validate(const core::Batch& batch) const {
@@ -322,6 +352,7 @@ absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>
       if (absl::Status s = summary->Update(chunk); !s.ok()) return s;
     }
     if (keeps_moments_) moments_.AddBatch(chunk);
+    NoteCount();
     chunks_applied_.fetch_add(1, std::memory_order_release);
   }
   return absl::OkStatus();
@@ -435,6 +466,7 @@ absl::Status Session::MergeParts(const std::vector<Parts*>& parts, uint64_t lsn)
   ++batches_;
   ++part_batches_;
   applied_lsn_ = std::max(applied_lsn_, lsn);
+  NoteCount();
   return absl::OkStatus();
 }
 
@@ -586,6 +618,14 @@ absl::Status Session::MergeFrom(Session* source, const LogFn& log, uint64_t* lsn
   MutexLock source_lock(&source->mu_);  // the source is this call's alone
   MutexLock lock(&mu_);
   if (absl::Status s = CheckMergeable(*source); !s.ok()) return s;
+  const uint64_t mine = counted_.load(std::memory_order_acquire) +
+                        reserved_.load(std::memory_order_acquire);
+  const uint64_t theirs = source->counted_.load(std::memory_order_acquire);
+  if (mine > kMaxCount || theirs > kMaxCount - mine) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "session '", config_.name, "' holds N = ", mine, " and the merge adds ", theirs,
+        ": more than 2^62, the most a session counts"));
+  }
   // The session's summaries are merged into the source's, which then replace them: a failure
   // before the swap leaves the session as it was. Every summary that merges here merges
   // symmetrically (cells and counts add; GK rank bounds add; candidates are the union
@@ -600,6 +640,7 @@ absl::Status Session::MergeFrom(Session* source, const LogFn& log, uint64_t* lsn
     lsn = *logged;
   }
   summaries_.swap(source->summaries_);
+  NoteCount();
   if (keeps_moments_) {
     moments_.Merge(source->moments_);
     moments_complete_ = moments_complete_ && source->moments_complete_;
@@ -678,6 +719,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Deserialize(absl::string_view 
     }
   }
   if (r.remaining() != 0) return core::Corrupt("trailing bytes after the session");
+  s.NoteCount();
   return session;
 }
 

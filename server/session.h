@@ -387,6 +387,10 @@ class Session {
   // ingest threads (ApplySliced).
   absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // Adds `weight` to reserved_ unless the session's N could pass kMaxCount (OUT_OF_RANGE).
+  absl::Status Reserve(uint64_t weight);
+  // Sets counted_ to the largest summary's count.
+  void NoteCount() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunk loop of ApplyDirect without its bookkeeping; what it leaves to a part is built in
   // *rest for the caller to merge.
   absl::Status ApplyChunks(const core::Batch& batch, std::optional<Parts>* rest);
@@ -443,6 +447,13 @@ class Session {
   const size_t slice_scale_;  // Count-Min and FCM sessions slice at twice slice_items
   std::atomic<uint64_t> sliced_batches_{0};
   std::atomic<int> in_flight_{0};  // batches inside Ingest past validation
+  // N is capped at kMaxCount, where every summary's count stays exact and its snapshot loads:
+  // the largest summary's count after the last change under mu_ (NoteCount), and the weight of
+  // the batches inside Ingest (Reserve), which a batch that would take their sum past the cap
+  // is refused on, before anything changes.
+  static constexpr uint64_t kMaxCount = uint64_t{1} << 62;
+  std::atomic<uint64_t> counted_{0};
+  std::atomic<uint64_t> reserved_{0};
   std::atomic<uint64_t> chunks_applied_{0};
   // Every batch is inside from before it is logged until it is applied; Serialize closes it.
   mutable BatchGate gate_;

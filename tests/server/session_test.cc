@@ -117,6 +117,63 @@ TEST(Session, KeysSentToANumericSessionAndValuesToAKeysSessionAreRejected) {
   EXPECT_TRUE(keys->Ingest(kb, "", 1).ok());
 }
 
+// A session counts at most 2^62 (every summary's count stays exact and its snapshot loads): the
+// batch that would pass it is refused, OUT_OF_RANGE, with nothing changed, as is a merge, and a
+// restored session keeps the cap.
+TEST(Session, RefusesWeightThatWouldTakeItsNPast2To62) {
+  auto s = *Session::Create(Config("n", {"count_min", "lossy_counting:epsilon=0.01"},
+                                   v1::VALUE_KIND_UINT64),
+                            nullptr);
+  const std::vector<uint64_t> keys(256, 7);
+  const std::vector<uint64_t> heavy(256, uint64_t{1} << 40);  // 2^48 a batch, the most allowed
+  core::Batch b;
+  b.kind = core::ValueKind::kUint64;
+  b.keys = keys;
+  b.weights = heavy;
+  for (int i = 0; i < (1 << 14) - 1; ++i) ASSERT_TRUE(s->Ingest(b, "", 0).ok()) << i;
+  const std::vector<uint64_t> one = {9};
+  core::Batch small;
+  small.kind = core::ValueKind::kUint64;
+  small.keys = one;
+  ASSERT_TRUE(s->Ingest(small, "", 0).ok());  // 2^62 - 2^48 + 1: the last full batch no longer fits
+  absl::Status refused = s->Ingest(b, "", 0);
+  EXPECT_EQ(refused.code(), StatusCode::kOutOfRange) << refused;
+  EXPECT_NE(refused.message().find("2^62"), std::string::npos) << refused;
+  const std::string before = s->Serialize();
+  EXPECT_EQ(s->count(), (uint64_t{1} << 62) - (uint64_t{1} << 48) + 1);
+  // What fits still goes in, up to 2^62 exactly.
+  std::vector<uint64_t> rest(255, uint64_t{1} << 40);
+  rest.push_back((uint64_t{1} << 40) - 1);
+  std::vector<uint64_t> rest_keys(256, 8);
+  core::Batch last = b;
+  last.keys = rest_keys;
+  last.weights = rest;
+  ASSERT_TRUE(s->Ingest(last, "", 0).ok());
+  EXPECT_EQ(s->count(), uint64_t{1} << 62);
+  EXPECT_EQ(s->Ingest(small, "", 0).code(), StatusCode::kOutOfRange);
+  const std::string full = s->Serialize();
+  EXPECT_NE(full, before);
+  EXPECT_EQ(s->Serialize(), full);  // the refusal changed nothing
+  // Restored, it keeps the cap; a merge that would pass it is refused and changes nothing.
+  auto restored = Session::Deserialize(full, ConfigFromSpecBytes, nullptr);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ((*restored)->Ingest(small, "", 0).code(), StatusCode::kOutOfRange);
+  auto other = *Session::Create(Config("n", {"count_min", "lossy_counting:epsilon=0.01"},
+                                       v1::VALUE_KIND_UINT64),
+                                nullptr);
+  ASSERT_TRUE(other->Ingest(small, "", 0).ok());
+  EXPECT_EQ((*restored)->MergeFrom(other.get()).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ((*restored)->Serialize(), full);
+  // A Count-Min alone (which has no cap of its own) is refused the merge by the session.
+  auto cm = *Session::Create(Config("m", {"count_min"}, v1::VALUE_KIND_UINT64), nullptr);
+  for (int i = 0; i < (1 << 14); ++i) ASSERT_TRUE(cm->Ingest(b, "", 0).ok()) << i;
+  auto cm_other = *Session::Create(Config("m", {"count_min"}, v1::VALUE_KIND_UINT64), nullptr);
+  ASSERT_TRUE(cm_other->Ingest(small, "", 0).ok());
+  const std::string cm_full = cm->Serialize();
+  EXPECT_EQ(cm->MergeFrom(cm_other.get()).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(cm->Serialize(), cm_full);
+}
+
 TEST(Session, WeightsMustBeOnePerItemAndPositive) {
   auto s = *Session::Create(Config("w", {"quantiles"}), nullptr);
   std::vector<double> v = {1, 2};
