@@ -187,6 +187,25 @@ uint64_t KeyWithIdMapHash(uint64_t mixed) {
   return y ^ (y >> 32);
 }
 
+// The uint64 summary answers every key as the string summary answers its decimal rendering.
+void ExpectSameFrequencies(const Summary& ints, const Summary& strs,
+                           absl::Span<const uint64_t> keys,
+                           absl::Span<const std::string> names) {
+  Keys ik;
+  ik.kind = ValueKind::kUint64;
+  ik.keys = keys;
+  Keys sk;
+  sk.kind = ValueKind::kString;
+  sk.strings = names;
+  auto fi = ints.Frequencies(ik);
+  auto fs = strs.Frequencies(sk);
+  ASSERT_TRUE(fi.ok() && fs.ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ((*fi)[i].lower, (*fs)[i].lower) << keys[i];
+    ASSERT_EQ((*fi)[i].upper, (*fs)[i].upper) << keys[i];
+  }
+}
+
 void ExpectUint64TableAnswersAsTheStringTableDoes() {
   std::mt19937_64 rng(1414);
   for (int variant = 0; variant < 6; ++variant) {
@@ -232,19 +251,7 @@ void ExpectUint64TableAnswersAsTheStringTableDoes() {
       const auto& ls = dynamic_cast<const LossyCounting&>(**strs);
       ASSERT_EQ(li.table_size(), ls.table_size()) << variant << " " << epsilon << " " << weighted;
       ASSERT_EQ(li.count(), ls.count());
-      Keys ik;
-      ik.kind = ValueKind::kUint64;
-      ik.keys = keys;
-      Keys sk;
-      sk.kind = ValueKind::kString;
-      sk.strings = names;
-      auto fi = (*ints)->Frequencies(ik);
-      auto fs = (*strs)->Frequencies(sk);
-      ASSERT_TRUE(fi.ok() && fs.ok());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        ASSERT_EQ((*fi)[i].lower, (*fs)[i].lower) << keys[i];
-        ASSERT_EQ((*fi)[i].upper, (*fs)[i].upper) << keys[i];
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectSameFrequencies(**ints, **strs, keys, names));
       auto hi = (*ints)->HeavyHitters(2 * epsilon);
       auto hs = (*strs)->HeavyHitters(2 * epsilon);
       ASSERT_TRUE(hi.ok() && hs.ok());
@@ -339,19 +346,8 @@ TEST(LossyCounting, SmallTablesKeepEveryEntryReachableAcrossManyCompressions) {
         }
         LC_ASSERT_OK((*ints)->Update(MakeBatch(absl::MakeConstSpan(keys), {})));
         LC_ASSERT_OK((*strs)->Update(MakeBatch(absl::MakeConstSpan(strings), {})));
-        Keys ik;
-        ik.kind = ValueKind::kUint64;
-        ik.keys = pool;
-        Keys sk;
-        sk.kind = ValueKind::kString;
-        sk.strings = names;
-        auto fi = (*ints)->Frequencies(ik);
-        auto fs = (*strs)->Frequencies(sk);
-        ASSERT_TRUE(fi.ok() && fs.ok());
-        for (size_t i = 0; i < pool.size(); ++i) {
-          ASSERT_EQ((*fi)[i].lower, (*fs)[i].lower) << "round " << round << " batch " << b;
-          ASSERT_EQ((*fi)[i].upper, (*fs)[i].upper) << "round " << round << " batch " << b;
-        }
+        SCOPED_TRACE(absl::StrCat("round ", round, " batch ", b));
+        ASSERT_NO_FATAL_FAILURE(ExpectSameFrequencies(**ints, **strs, pool, names));
         ASSERT_EQ(dynamic_cast<const LossyCounting&>(**ints).table_size(),
                   dynamic_cast<const LossyCounting&>(**strs).table_size());
       }
