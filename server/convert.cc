@@ -488,10 +488,22 @@ bool HasVarintVectors() {
 #endif
 
 std::atomic<uint64_t> keys_batches_decoded_here{0};  // KeysBatchesDecodedHere
+std::atomic<bool> vectors_allowed{true};               // SetConvertVectorsForTesting
+
+// Whether DecodeKeys may call DecodeShortVarintsVbmi2: the CPU has it and no test turned it off.
+bool VarintVectorsAllowed() {
+#if defined(STREAMSTATS_VARINT_VECTORS)
+  return HasVarintVectors() && vectors_allowed.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
 
 // Uint64Keys' bytes [p, end) appended to `keys`: field 1, packed or not, and nothing else
 // (another field, a 10-byte varint, anything malformed: false, and protobuf parses the batch).
-bool DecodeKeys(const uint8_t* p, const uint8_t* end, google::protobuf::RepeatedField<uint64_t>* keys) {
+// `allow_vectors`: VarintVectorsAllowed(), read once per request.
+bool DecodeKeys(const uint8_t* p, const uint8_t* end, bool allow_vectors,
+                google::protobuf::RepeatedField<uint64_t>* keys) {
   while (p < end) {
     uint64_t tag;
     if ((p = ReadVarint(p, end, &tag)) == nullptr) return false;
@@ -525,7 +537,9 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end, google::protobuf::Repeated
     uint64_t* out = keys->AddNAlreadyReserved(static_cast<int>(count));
 #if defined(STREAMSTATS_VARINT_VECTORS)
     // Not where most keys take one byte: 16 a step is slower than one a byte.
-    const bool vectors = HasVarintVectors() && 2 * len >= 3 * count;
+    const bool vectors = allow_vectors && 2 * len >= 3 * count;
+#else
+    static_cast<void>(allow_vectors);
 #endif
     // Keys of up to four bytes (up to 2^28) inline, byte by byte with constant shifts: the
     // branches follow the keys' lengths, which a stream's keys mostly share, so they predict
@@ -578,8 +592,8 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end, google::protobuf::Repeated
 // `rest`). False, with `request` in any state, for anything else (another payload or none, the
 // keys field twice, an unknown field inside the keys), so that protobuf parses the batch as ever
 // (ParseIngestRequest in convert.h says why).
-bool ParseKeysRequest(const uint8_t* p, const uint8_t* end, v1::IngestRequest* request,
-                      std::string* rest) {
+bool ParseKeysRequest(const uint8_t* p, const uint8_t* end, bool allow_vectors,
+                      v1::IngestRequest* request, std::string* rest) {
   rest->clear();
   bool seen_keys = false;
   while (p < end) {
@@ -593,7 +607,9 @@ bool ParseKeysRequest(const uint8_t* p, const uint8_t* end, v1::IngestRequest* r
       uint64_t len;
       if ((tag & 7) != 2 || seen_keys) return false;
       if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
-      if (!DecodeKeys(p, p + len, request->mutable_keys()->mutable_keys())) return false;
+      if (!DecodeKeys(p, p + len, allow_vectors, request->mutable_keys()->mutable_keys())) {
+        return false;
+      }
       p += len;
       seen_keys = true;
       continue;
@@ -632,13 +648,17 @@ uint64_t KeysBatchesDecodedHere() {
   return keys_batches_decoded_here.load(std::memory_order_relaxed);
 }
 
+void SetConvertVectorsForTesting(bool on) {
+  vectors_allowed.store(on, std::memory_order_relaxed);
+}
+
 grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
                                 v1::IngestRequest* request) {
   if (expect_keys && bytes->Length() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
     grpc::Slice slice;
     if (bytes->TrySingleSlice(&slice).ok() || bytes->DumpToSingleSlice(&slice).ok()) {
       thread_local std::string rest;
-      if (ParseKeysRequest(slice.begin(), slice.end(), request, &rest)) {
+      if (ParseKeysRequest(slice.begin(), slice.end(), VarintVectorsAllowed(), request, &rest)) {
         keys_batches_decoded_here.fetch_add(1, std::memory_order_relaxed);
         bytes->Clear();
         return grpc::Status::OK;

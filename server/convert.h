@@ -44,6 +44,10 @@ grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
 // For tests: how many keys batches ParseIngestRequest has decoded itself (not through
 // protobuf) in this process.
 uint64_t KeysBatchesDecodedHere();
+// For tests and benchmarks: whether ParseIngestRequest may decode keys with the 512-bit vectors
+// where the CPU has them (the default), or only byte by byte. Both ways give the same request.
+// Process-wide; read once per request.
+void SetConvertVectorsForTesting(bool on);
 
 // A batch viewing the request's arrays; string keys are copied into `strings`.
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,

@@ -4,11 +4,12 @@
 // prefixes in a trie. Internal to core/frequencies; not part of the summary interface.
 //
 // The stream is cut into windows of W items and the current window is kept exactly ("pending").
-// A full window is turned into a histogram (sorted on the accelerator for uint64 keys, on the CPU
-// for strings) and folded into the table, whose new entries start with delta = T; then N grows,
-// T = floor(epsilon * N), and when T moved the table drops whatever cannot exceed it. On the CPU
-// accelerator uint64 windows are folded item by item instead (no sort): the table, T and every
-// answer come out the same, since T only changes after a whole window.
+// A full window of uint64 keys is turned into a histogram on a device accelerator and folded
+// into the table, whose new entries start with delta = T; then N grows, T = floor(epsilon * N),
+// and when T moved the table drops whatever cannot exceed it. String keys, the CPU accelerator
+// and windows below the device's size fold item by item instead (FoldsOnHost; no sort), in Add
+// and in Merge alike: the table, T and every answer come out the same, since T only changes
+// after a whole window.
 //
 // A Table provides (Key is uint64_t or std::string; Counted is KeyOps<Key>::Counted):
 //   void Fold(const Segment<Key>& items, uint64_t threshold);          // item by item

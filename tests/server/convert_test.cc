@@ -1,7 +1,11 @@
 // server/convert.h: ParseIngestRequest against grpc's own Deserialize, into a stream's arena.
 #include "server/convert.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -23,9 +27,21 @@ grpc::ByteBuffer Raw(const std::string& text) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+// Runs `check` with ParseIngestRequest's 512-bit decoder allowed (where the CPU has it) and
+// with keys decoded byte by byte only, leaving the decoder allowed whatever `check` asserts.
+template <typename Check>
+void WithVectorsAndWithout(Check check) {
+  for (const bool vectors : {true, false}) {
+    SCOPED_TRACE(vectors ? "vectors" : "byte by byte");
+    SetConvertVectorsForTesting(vectors);
+    check();
+  }
+  SetConvertVectorsForTesting(true);
+}
+
 // Issue 14: a stream's batches, each parsed into its arena's fresh request and expecting keys
 // after a keys batch (as the reactor does), parse to what a fresh Deserialize gives (payload case
-// included: a batch without one has none).
+// included: a batch without one has none), with the keys decoder's vectors and without.
 TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
   std::vector<v1::IngestRequest> batches;
   v1::IngestRequest doubles;
@@ -63,23 +79,25 @@ TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
   batches.push_back(doubles);
   batches.push_back(fewer);
 
-  RequestArena arena;
-  bool expect_keys = false;
-  for (int round = 0; round < 2; ++round) {
-    for (size_t i = 0; i < batches.size(); ++i) {
-      SCOPED_TRACE(::testing::Message() << "round " << round << " batch " << i);
-      grpc::ByteBuffer a = Wire(batches[i]), b = Wire(batches[i]);
-      v1::IngestRequest fresh;
-      ASSERT_TRUE(grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh).ok());
-      v1::IngestRequest* parsed = arena.Fresh();
-      ASSERT_TRUE(ParseIngestRequest(&b, expect_keys, parsed).ok());
-      expect_keys = parsed->payload_case() == v1::IngestRequest::kKeys;
-      EXPECT_EQ(b.Length(), 0u);  // cleared, as Deserialize clears it
-      EXPECT_EQ(parsed->payload_case(), fresh.payload_case());
-      EXPECT_EQ(parsed->has_values(), fresh.has_values());
-      EXPECT_EQ(parsed->SerializeAsString(), fresh.SerializeAsString());
+  WithVectorsAndWithout([&] {
+    RequestArena arena;
+    bool expect_keys = false;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < batches.size(); ++i) {
+        SCOPED_TRACE(::testing::Message() << "round " << round << " batch " << i);
+        grpc::ByteBuffer a = Wire(batches[i]), b = Wire(batches[i]);
+        v1::IngestRequest fresh;
+        ASSERT_TRUE(grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh).ok());
+        v1::IngestRequest* parsed = arena.Fresh();
+        ASSERT_TRUE(ParseIngestRequest(&b, expect_keys, parsed).ok());
+        expect_keys = parsed->payload_case() == v1::IngestRequest::kKeys;
+        EXPECT_EQ(b.Length(), 0u);  // cleared, as Deserialize clears it
+        EXPECT_EQ(parsed->payload_case(), fresh.payload_case());
+        EXPECT_EQ(parsed->has_values(), fresh.has_values());
+        EXPECT_EQ(parsed->SerializeAsString(), fresh.SerializeAsString());
+      }
     }
-  }
+  });
 }
 
 // Appends a varint.
@@ -106,9 +124,36 @@ std::string PackedKeys(const std::vector<uint64_t>& keys) {
   return Delimited(1, body);
 }
 
+// `wire`, expecting keys, parses as a fresh Deserialize parses it, or is refused with its status,
+// with the keys decoder's vectors and without; both ways give the same request.
+void ExpectParsesAsDeserialize(const std::string& wire, RequestArena* arena) {
+  grpc::ByteBuffer a = Raw(wire);
+  v1::IngestRequest fresh;
+  const grpc::Status expected =
+      grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh);
+  std::vector<std::string> outcomes;
+  WithVectorsAndWithout([&] {
+    grpc::ByteBuffer b = Raw(wire);
+    v1::IngestRequest& reused = *arena->Fresh();
+    const grpc::Status status = ParseIngestRequest(&b, true, &reused);
+    EXPECT_EQ(b.Length(), 0u);
+    ASSERT_EQ(status.ok(), expected.ok());
+    EXPECT_EQ(status.error_code(), expected.error_code());
+    EXPECT_EQ(status.error_message(), expected.error_message());
+    if (status.ok()) {
+      EXPECT_EQ(reused.payload_case(), fresh.payload_case());
+      EXPECT_EQ(reused.SerializeAsString(), fresh.SerializeAsString());
+    }
+    outcomes.push_back(status.ok() ? reused.SerializeAsString() : status.error_message());
+  });
+  if (outcomes.size() == 2) {
+    EXPECT_EQ(outcomes[0], outcomes[1]);
+  }
+}
+
 // Issue 14: keys batches are decoded by ParseIngestRequest itself once a stream has sent keys;
 // every wire form protobuf accepts (or refuses) parses as a fresh Deserialize does, whether or
-// not the decoder takes it.
+// not the decoder takes it, with its vectors and without.
 TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
   std::vector<uint64_t> many;
   for (uint64_t i = 0; i < 100000; ++i) many.push_back((i * 2654435761u) % 1000000);
@@ -177,15 +222,7 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
   RequestArena arena;  // every batch expects keys, as after a stream's keys batch
   for (const auto& [name, wire] : wires) {
     SCOPED_TRACE(name);
-    grpc::ByteBuffer a = Raw(wire), b = Raw(wire);
-    v1::IngestRequest fresh;
-    const bool fresh_ok = grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh).ok();
-    v1::IngestRequest& reused = *arena.Fresh();
-    ASSERT_EQ(ParseIngestRequest(&b, true, &reused).ok(), fresh_ok);
-    EXPECT_EQ(b.Length(), 0u);
-    if (!fresh_ok) continue;
-    EXPECT_EQ(reused.payload_case(), fresh.payload_case());
-    EXPECT_EQ(reused.SerializeAsString(), fresh.SerializeAsString());
+    ExpectParsesAsDeserialize(wire, &arena);
   }
   // The decoder itself takes keys of up to nine bytes in any mix (a batch it gave back to
   // protobuf would parse the same, only slower), and leaves 10-byte ones to protobuf.
@@ -195,29 +232,186 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
     EXPECT_TRUE(ParseIngestRequest(&b, true, arena.Fresh()).ok());
     return KeysBatchesDecodedHere() == before + 1;
   };
-  for (const std::vector<uint64_t>& keys : stepped) {
-    EXPECT_TRUE(decoded_here(header + Delimited(4, PackedKeys(keys))));
-  }
-  EXPECT_TRUE(decoded_here(header + Delimited(4, PackedKeys(many))));
-  EXPECT_FALSE(decoded_here(header + Delimited(4, PackedKeys(edges))));
+  WithVectorsAndWithout([&] {
+    for (const std::vector<uint64_t>& keys : stepped) {
+      EXPECT_TRUE(decoded_here(header + Delimited(4, PackedKeys(keys))));
+    }
+    EXPECT_TRUE(decoded_here(header + Delimited(4, PackedKeys(many))));
+    EXPECT_FALSE(decoded_here(header + Delimited(4, PackedKeys(edges))));
+  });
   // Malformed keys: a truncated varint, a length past the end.
   for (const std::string& wire : {header + Delimited(4, Delimited(1, std::string("\x80", 1))),
                                   header + Field(4, 2) + std::string("\x10\x0a\x05", 3)}) {
-    grpc::ByteBuffer a = Raw(wire), b = Raw(wire);
-    v1::IngestRequest fresh;
-    EXPECT_EQ(ParseIngestRequest(&b, true, arena.Fresh()).ok(),
-              grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh).ok());
+    ExpectParsesAsDeserialize(wire, &arena);
   }
   // A batch of many slices (as a large message arrives) parses as one.
   const std::string wire = header + Delimited(4, PackedKeys(many)) + producer;
   std::vector<grpc::Slice> slices;
   for (size_t at = 0; at < wire.size(); at += 4093) slices.emplace_back(wire.substr(at, 4093));
-  grpc::ByteBuffer sliced(slices.data(), slices.size()), whole = Raw(wire);
+  grpc::ByteBuffer whole = Raw(wire);
   v1::IngestRequest fresh;
   ASSERT_TRUE(grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&whole, &fresh).ok());
-  v1::IngestRequest* reused = arena.Fresh();
-  ASSERT_TRUE(ParseIngestRequest(&sliced, true, reused).ok());
-  EXPECT_EQ(reused->SerializeAsString(), fresh.SerializeAsString());
+  WithVectorsAndWithout([&] {
+    grpc::ByteBuffer sliced(slices.data(), slices.size());
+    v1::IngestRequest* reused = arena.Fresh();
+    ASSERT_TRUE(ParseIngestRequest(&sliced, true, reused).ok());
+    EXPECT_EQ(reused->SerializeAsString(), fresh.SerializeAsString());
+  });
+}
+
+// `v` in exactly `bytes` bytes (at least its own length; more pads it with zero groups, an
+// overlong encoding protobuf accepts up to 10 bytes).
+std::string VarintOfLength(uint64_t v, int bytes) {
+  std::string s;
+  for (int i = 0; i < bytes; ++i) {
+    s.push_back(static_cast<char>((v & 0x7f) | (i + 1 < bytes ? 0x80 : 0)));
+    v >>= 7;
+  }
+  return s;
+}
+// `n` keys of `bytes` bytes each (1 to 9), canonical, from `seed`.
+std::string KeysOfLength(int n, int bytes, uint64_t seed) {
+  const uint64_t low = bytes == 1 ? 0 : uint64_t{1} << (7 * (bytes - 1));
+  const uint64_t span = (uint64_t{1} << (7 * bytes)) - low;
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    Varint(low + (seed + i * 0x9E3779B97F4A7C15ull) % span, &s);
+  }
+  return s;
+}
+
+// The 512-bit decoder (convert.cc) takes 64 bytes a step and at most 16 keys of up to four
+// bytes: packed runs of exactly 64 and 65 bytes, a step's last key ending at its byte 63 or one
+// past it, overlong keys (zero groups padding a value, as protobuf accepts) inside a step,
+// 10-byte keys among 1-byte ones, a truncated last varint and packed lengths past the end all
+// parse, or are refused, as a fresh Deserialize does, with the vectors and without.
+TEST(ParseIngestRequest, KeysAtTheEdgesOfAVectorStepParseAsDeserializeDoes) {
+  std::string header = Delimited(1, "session") + Field(2, 0);
+  Varint(78, &header);
+  const std::string producer = Delimited(7, "producer");
+  const std::string four16 = KeysOfLength(16, 4, 1);  // 64 bytes, the 16th ending at byte 63
+  ASSERT_EQ(four16.size(), 64u);
+  std::string overlong;  // 52 bytes of 1 to 4 bytes each: 3 canonical keys between any two
+  for (const std::string& k :
+       {std::string("\x80\x80\x00", 3), std::string("\xff\xff\xff\x7f", 4),
+        std::string("\x81\x80\x80\x00", 4), std::string("\x80\x00", 2),
+        std::string("\xff\x80\x00", 3), VarintOfLength(127, 4), VarintOfLength(16383, 3)}) {
+    overlong += k + KeysOfLength(1, 3, k.size()) + KeysOfLength(1, 2, k.size());
+  }
+  std::string max_and_small;  // 10-byte keys (2^64 - 1) between 1-byte keys
+  std::string nine_and_small;  // the same with 9-byte keys (2^63 - 1), which are decoded here
+  for (int i = 0; i < 40; ++i) {
+    Varint(i % 3 == 0 ? ~uint64_t{0} : i, &max_and_small);
+    Varint(i % 3 == 0 ? ~uint64_t{0} >> 1 : i, &nine_and_small);
+  }
+  std::string long_ones;  // 5 to 11 bytes, canonical and overlong, between 3-byte keys
+  for (const std::string& k :
+       {std::string("\xff\xff\xff\xff\x00", 5), VarintOfLength(5, 9), VarintOfLength(0, 10),
+        std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 10), VarintOfLength(1, 11)}) {
+    long_ones += KeysOfLength(7, 3, k.size()) + k;
+  }
+  long_ones += KeysOfLength(20, 3, 5);
+  const std::vector<std::pair<std::string, std::string>> bodies = {
+      {"64 bytes: 16 4-byte keys", four16},
+      {"64 bytes: 32 2-byte keys", KeysOfLength(32, 2, 2)},
+      {"64 bytes: 21 3-byte keys and a 1-byte key", KeysOfLength(21, 3, 3) + "\x05"},
+      {"64 bytes: a 1-byte key and 21 3-byte keys", "\x05" + KeysOfLength(21, 3, 4)},
+      {"64 bytes: 8 overlong 8-byte zeros", [] {
+         std::string s;
+         for (int i = 0; i < 8; ++i) s += VarintOfLength(0, 8);
+         return s;
+       }()},
+      {"65 bytes: 16 4-byte keys and a 1-byte key", four16 + "\x7f"},
+      {"65 bytes: a 1-byte key and 16 4-byte keys", std::string(1, '\0') + four16},
+      {"65 bytes: 13 5-byte keys", KeysOfLength(13, 5, 6)},
+      {"65 bytes: a 2-byte key and 21 3-byte keys", KeysOfLength(1, 2, 7) +
+                                                      KeysOfLength(21, 3, 8)},
+      {"a step ending at a key's last byte, then more", four16 + four16 + KeysOfLength(9, 3, 9)},
+      {"a key ending one past a step, then more",
+       KeysOfLength(1, 1, 10) + KeysOfLength(40, 4, 11)},
+      {"a 5-byte key at bytes 59 to 63", KeysOfLength(16, 3, 12) + KeysOfLength(11, 1, 13) +
+                                             KeysOfLength(1, 5, 14) + KeysOfLength(20, 3, 15)},
+      {"a 5-byte key across byte 63", KeysOfLength(20, 3, 16) + KeysOfLength(1, 5, 17) +
+                                          KeysOfLength(20, 3, 18)},
+      {"overlong keys in a step", overlong + overlong + overlong},
+      {"overlong keys after a 1-byte key", "\x01" + overlong + overlong},
+      {"10-byte keys between 1-byte keys", max_and_small},
+      {"9-byte keys between 1-byte keys", nine_and_small},
+      {"a 10-byte key ending at byte 63", KeysOfLength(18, 3, 19) + VarintOfLength(~0ull, 10) +
+                                              KeysOfLength(20, 3, 20)},
+      {"a 10-byte key at the end", KeysOfLength(30, 3, 21) + VarintOfLength(~0ull, 10)},
+      {"long and overlong keys among 3-byte keys", long_ones},
+      // Refused: the last varint does not end.
+      {"truncated: 63 bytes and a continuation byte", KeysOfLength(21, 3, 22) + "\x80"},
+      {"truncated: 64 bytes and a continuation byte", four16 + "\xff"},
+      {"truncated: the 16th 4-byte key cut at byte 62", four16.substr(0, 63)},
+      {"truncated: 64 bytes and 3 continuation bytes", four16 + "\xff\xff\xff"},
+      {"truncated: 65 bytes and a 9-byte key's first 8",
+       four16 + "\x01" + VarintOfLength(~0ull >> 1, 9).substr(0, 8)},
+  };
+  RequestArena arena;
+  for (const auto& [name, body] : bodies) {
+    SCOPED_TRACE(name);
+    ExpectParsesAsDeserialize(header + Delimited(4, Delimited(1, body)), &arena);
+    ExpectParsesAsDeserialize(header + Delimited(4, Delimited(1, body)) + producer, &arena);
+    // The same keys after unpacked ones, and followed by another packed run.
+    ExpectParsesAsDeserialize(
+        header + Delimited(4, Field(1, 0) + "\x05" + Delimited(1, body) + PackedKeys({1, 300})),
+        &arena);
+  }
+  // A truncated varint inside the packed run, the keys message going on after it.
+  ExpectParsesAsDeserialize(
+      header + Delimited(4, Delimited(1, four16 + "\x80") + Field(1, 0) + "\x05"), &arena);
+  // Packed lengths past the end: of the keys message (the producer follows it), of the whole
+  // message, and by far; and the keys message's own length past the end.
+  std::string past_keys = Field(1, 2);
+  Varint(four16.size() + 10, &past_keys);
+  past_keys += four16 + four16.substr(0, 5);
+  ExpectParsesAsDeserialize(header + Delimited(4, past_keys) + producer, &arena);
+  for (const uint64_t claimed : {uint64_t{129}, uint64_t{1} << 20, uint64_t{1} << 62}) {
+    std::string keys = Field(1, 2);
+    Varint(claimed, &keys);
+    keys += four16 + four16;
+    ExpectParsesAsDeserialize(header + Delimited(4, keys), &arena);
+    ExpectParsesAsDeserialize(header + Delimited(4, keys) + producer, &arena);
+  }
+  std::string keys_past = header + Field(4, 2);
+  Varint(2 + 2 * four16.size() + 50, &keys_past);
+  keys_past += "\x0a\x80\x01" + four16 + four16;
+  ExpectParsesAsDeserialize(keys_past, &arena);
+  std::string whole_past = header + Field(4, 2);
+  Varint(4 + 2 * four16.size(), &whole_past);
+  whole_past += "\x0a\x80\x01" + four16 + four16.substr(0, 30);
+  ExpectParsesAsDeserialize(whole_past, &arena);
+}
+
+// Packed runs of random keys of every length (canonical, and overlong up to 11 bytes), some cut
+// short, in runs of every length around a step's 64 bytes: each parses, or is refused, as a
+// fresh Deserialize does, with the decoder's vectors and without.
+TEST(ParseIngestRequest, RandomPackedKeysParseAsDeserializeDoes) {
+  std::mt19937_64 rng(1414);
+  std::string header = Delimited(1, "session") + Field(2, 0);
+  Varint(79, &header);
+  RequestArena arena;
+  for (int round = 0; round < 3000; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    const int keys = static_cast<int>(rng() % 80);
+    const int max_bytes = 1 + static_cast<int>(rng() % 10);  // most keys of up to this many
+    std::string body;
+    for (int i = 0; i < keys; ++i) {
+      const int bytes = 1 + static_cast<int>(rng() % max_bytes);
+      const uint64_t r = rng();
+      uint64_t v = bytes == 10 ? r | (uint64_t{1} << 63) : r >> (64 - 7 * bytes);
+      if (bytes > 1 && bytes < 10) v |= uint64_t{1} << (7 * (bytes - 1));  // takes `bytes`
+      const int r100 = static_cast<int>(rng() % 100);
+      body += r100 < 90 ? VarintOfLength(v, bytes)
+                        : VarintOfLength(v, std::min(11, bytes + 1 + r100 % 3));
+    }
+    if (!body.empty() && rng() % 10 == 0) body.resize(body.size() - 1 - rng() % body.size());
+    std::string wire = header + Delimited(4, Delimited(1, body));
+    if (rng() % 4 == 0) wire += Delimited(7, "p");
+    ExpectParsesAsDeserialize(wire, &arena);
+  }
 }
 
 TEST(ParseIngestRequest, BytesThatAreNoIngestRequestFailAsDeserializeFails) {

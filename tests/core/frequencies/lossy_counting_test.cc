@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -690,6 +691,184 @@ TEST(LossyCounting, DescribesItsParameters) {
             "epsilon=0.01,window=800");
   EXPECT_EQ(LossyCounting(Options(0.001, 0), ValueKind::kString, nullptr).Describe(),
             "epsilon=0.001,window=4096");
+}
+
+// ---- String merges of pending windows. ----
+
+// What a string summary's Serialize() writes when it holds what the uint64 summary serialized
+// in `ints` holds, each key as its decimal string: the same header, N, T, entries (now ascending
+// as strings), pending keys in their order and pending weights. Empty where `ints` is not a
+// uint64 Lossy Counting summary's bytes.
+std::string AsStringSummaryBytes(const std::string& ints) {
+  auto envelope = OpenEnvelope(ints);
+  if (!envelope.ok()) return "";
+  ByteReader r(envelope->payload);
+  ByteWriter w;
+  uint8_t kind = 0;
+  double epsilon = 0;
+  uint64_t window = 0, n_summarized = 0, threshold = 0, entries = 0;
+  if (!r.Get(&kind) || kind != static_cast<uint8_t>(ValueKind::kUint64) || !r.Get(&epsilon) ||
+      !r.Get(&window) || !r.Get(&n_summarized) || !r.Get(&threshold) || !r.Get(&entries)) {
+    return "";
+  }
+  w.Put<uint8_t>(static_cast<uint8_t>(ValueKind::kString));
+  w.Put<double>(epsilon);
+  w.Put<uint64_t>(window);
+  w.Put<uint64_t>(n_summarized);
+  w.Put<uint64_t>(threshold);
+  struct Entry {
+    std::string key;
+    uint64_t f, delta;
+  };
+  std::vector<Entry> table(entries);
+  for (Entry& e : table) {
+    uint64_t key = 0;
+    if (!r.Get(&key) || !r.Get(&e.f) || !r.Get(&e.delta)) return "";
+    e.key = absl::StrCat(key);
+  }
+  std::sort(table.begin(), table.end(),
+            [](const Entry& x, const Entry& y) { return x.key < y.key; });
+  w.Put<uint64_t>(entries);
+  for (const Entry& e : table) {
+    w.PutString(e.key);
+    w.Put<uint64_t>(e.f);
+    w.Put<uint64_t>(e.delta);
+  }
+  uint64_t pending = 0, weights = 0;
+  if (!r.Get(&pending)) return "";
+  w.Put<uint64_t>(pending);
+  for (uint64_t i = 0; i < pending; ++i) {
+    uint64_t key = 0;
+    if (!r.Get(&key)) return "";
+    w.PutString(absl::StrCat(key));
+  }
+  if (!r.Get(&weights)) return "";
+  w.Put<uint64_t>(weights);
+  for (uint64_t i = 0; i < weights; ++i) {
+    uint64_t weight = 0;
+    if (!r.Get(&weight)) return "";
+    w.Put<uint64_t>(weight);
+  }
+  if (r.remaining() != 0) return "";
+  return SealEnvelope(static_cast<uint16_t>(SummaryKind::kLossyCounting), w.bytes());
+}
+
+// `strs` (string keys) answers as `ints` (the same keys as uint64) does, every key of `keys` and
+// `absent` as its decimal string: the same bytes, count, table, Frequencies and heavy hitters;
+// and `strs` holds the guarantee against the exact counts of its concatenated stream.
+void ExpectSameMergedSummary(const LossyCounting& ints, const LossyCounting& strs,
+                             absl::Span<const uint64_t> keys, const Exact<std::string>& exact,
+                             const std::vector<std::string>& absent) {
+  ASSERT_EQ(strs.Serialize(), AsStringSummaryBytes(ints.Serialize()));
+  ASSERT_EQ(strs.count(), ints.count());
+  ASSERT_EQ(strs.table_size(), ints.table_size());
+  std::vector<std::string> names;
+  for (uint64_t k : keys) names.push_back(absl::StrCat(k));
+  ASSERT_NO_FATAL_FAILURE(ExpectSameFrequencies(ints, strs, keys, names));
+  for (const double support : {0.011, 0.02, 0.1}) {
+    auto hi = ints.HeavyHitters(support);
+    auto hs = strs.HeavyHitters(support);
+    ASSERT_TRUE(hi.ok() && hs.ok());
+    // Ties are ordered by key, which orders uint64 keys and their strings differently.
+    using Hit = std::tuple<std::string, uint64_t, uint64_t, uint64_t>;
+    std::vector<Hit> from_ints, from_strs;
+    for (const HeavyHitter& h : *hi) {
+      from_ints.emplace_back(absl::StrCat(h.key), h.frequency.estimate, h.frequency.lower,
+                             h.frequency.upper);
+    }
+    for (const HeavyHitter& h : *hs) {
+      from_strs.emplace_back(h.str, h.frequency.estimate, h.frequency.lower, h.frequency.upper);
+    }
+    std::sort(from_ints.begin(), from_ints.end());
+    std::sort(from_strs.begin(), from_strs.end());
+    ASSERT_EQ(from_ints, from_strs) << "support " << support;
+  }
+  ASSERT_TRUE(SatisfiesGuarantee(strs, exact, absent));
+}
+
+// 6f1e2a1: a merge folds the other side's pending string items into the table item by item on
+// the host (where they were std::sorted into a histogram before). String summaries of batches
+// smaller than a window, cut at several points, with weights on both sides, one or none, merged
+// into an empty summary, a non-empty one and themselves while their windows are still pending
+// (windows of 100 and 1,000 items and 4,096, longer than either side), end exactly as the same
+// merges of the keys as uint64 on a device that sorts every window into a histogram: byte for
+// byte (keys rendered in decimal), answer for answer, and within the bound for the concatenated
+// stream.
+TEST(LossyCounting, StringMergesOfPendingWindowsEqualUint64MergesSortingOnADevice) {
+  FlakyAccelerator device(/*fail_on_call=*/-1);  // never fails; sorts every window
+  const std::vector<std::vector<uint64_t>> streams = {ZipfKeys(3'000, 500, 1.1, 131),
+                                                      UniformKeys(3'000, 100'000, 132),
+                                                      UniformKeys(3'000, 40, 133)};
+  const std::vector<std::string> absent = {absl::StrCat(ScrambledKey(1'000'003)), "",
+                                           "not a number"};
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const auto keys = absl::MakeConstSpan(streams[s]);
+    std::vector<std::string> names;
+    for (uint64_t k : keys) names.push_back(absl::StrCat(k));
+    std::vector<uint64_t> weights;
+    for (size_t i = 0; i < keys.size(); ++i) weights.push_back(i % 11 == 0 ? 1 : 1 + i % 4);
+    for (const uint64_t window : {uint64_t{100}, uint64_t{1'000}, uint64_t{4'096}}) {
+      for (const size_t cut : {size_t{1}, size_t{777}, size_t{1'500}, size_t{2'999}}) {
+        // 0: no weights; 1: both sides weighted; 2: only the first; 3: only the second.
+        for (const int weighted : {0, 1, 2, 3}) {
+          SCOPED_TRACE(absl::StrCat("stream ", s, " window ", window, " cut ", cut, " weights ",
+                                    weighted));
+          auto weighs = [&](size_t at) {
+            return weighted == 1 || (weighted == 2 && at < cut) || (weighted == 3 && at >= cut);
+          };
+          LossyCounting ia(Options(0.01, window), ValueKind::kUint64, &device);
+          LossyCounting ib(Options(0.01, window), ValueKind::kUint64, &device);
+          LossyCounting ie(Options(0.01, window), ValueKind::kUint64, &device);
+          LossyCounting sa(Options(0.01, window), ValueKind::kString, nullptr);
+          LossyCounting sb(Options(0.01, window), ValueKind::kString, nullptr);
+          LossyCounting se(Options(0.01, window), ValueKind::kString, nullptr);
+          Exact<std::string> exact_a, exact_b;
+          // Batches of at most 37 items, none filling a window, none crossing the cut.
+          for (size_t from = 0; from < keys.size();) {
+            const size_t to = std::min({from + 37, keys.size(), from < cut ? cut : keys.size()});
+            const auto w = weighs(from) ? absl::MakeConstSpan(weights).subspan(from, to - from)
+                                        : absl::Span<const uint64_t>();
+            LossyCounting& ints = from < cut ? ia : ib;
+            LossyCounting& strs = from < cut ? sa : sb;
+            Exact<std::string>& exact = from < cut ? exact_a : exact_b;
+            LC_ASSERT_OK(ints.Update(MakeBatch(keys.subspan(from, to - from), w)));
+            LC_ASSERT_OK(strs.Update(
+                MakeBatch(absl::MakeConstSpan(names).subspan(from, to - from), w)));
+            for (size_t i = from; i < to; ++i) exact[names[i]] += w.empty() ? 1 : w[i - from];
+            from = to;
+          }
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ia, sa, keys, exact_a, absent));
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ib, sb, keys, exact_b, absent));
+          auto add = [](const Exact<std::string>& from, Exact<std::string>* into) {
+            for (const auto& [k, f] : from) (*into)[k] += f;
+          };
+          // Into an empty summary.
+          LC_ASSERT_OK(ie.Merge(ia));
+          LC_ASSERT_OK(se.Merge(sa));
+          Exact<std::string> exact_e = exact_a;
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ie, se, keys, exact_e, absent));
+          // Into non-empty ones, both ways.
+          LC_ASSERT_OK(ia.Merge(ib));
+          LC_ASSERT_OK(sa.Merge(sb));
+          add(exact_b, &exact_a);
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ia, sa, keys, exact_a, absent));
+          LC_ASSERT_OK(ib.Merge(ia));
+          LC_ASSERT_OK(sb.Merge(sa));
+          add(exact_a, &exact_b);
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ib, sb, keys, exact_b, absent));
+          // Into itself.
+          LC_ASSERT_OK(ib.Merge(ib));
+          LC_ASSERT_OK(sb.Merge(sb));
+          add(Exact<std::string>(exact_b), &exact_b);
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ib, sb, keys, exact_b, absent));
+          LC_ASSERT_OK(ie.Merge(ib));
+          LC_ASSERT_OK(se.Merge(sb));
+          add(exact_b, &exact_e);
+          ASSERT_NO_FATAL_FAILURE(ExpectSameMergedSummary(ie, se, keys, exact_e, absent));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
