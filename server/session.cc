@@ -215,16 +215,20 @@ absl::Status Session::Ingest(const core::Batch& batch, absl::string_view produce
   return absl::OkStatus();
 }
 
+absl::Status Session::RoomFor(uint64_t held, uint64_t weight) const {
+  if (held > kMaxCount || weight > kMaxCount - held) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "session '", config_.name, "' holds N = ", held, " (with what is being applied); adding ",
+        weight, " would take it past 2^62, the most a session counts"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Session::Reserve(uint64_t weight) {
   uint64_t reserved = reserved_.load(std::memory_order_acquire);
   do {
-    const uint64_t counted = counted_.load(std::memory_order_acquire);
-    if (counted + reserved + weight > kMaxCount) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "session '", config_.name, "' holds N = ", counted, " (", reserved,
-          " more being applied); a batch of weight ", weight,
-          " would take it past 2^62, the most a session counts"));
-    }
+    const uint64_t held = counted_.load(std::memory_order_acquire) + reserved;
+    if (absl::Status s = RoomFor(held, weight); !s.ok()) return s;
   } while (!reserved_.compare_exchange_weak(reserved, reserved + weight,
                                             std::memory_order_acq_rel));
   return absl::OkStatus();
@@ -618,13 +622,11 @@ absl::Status Session::MergeFrom(Session* source, const LogFn& log, uint64_t* lsn
   MutexLock source_lock(&source->mu_);  // the source is this call's alone
   MutexLock lock(&mu_);
   if (absl::Status s = CheckMergeable(*source); !s.ok()) return s;
-  const uint64_t mine = counted_.load(std::memory_order_acquire) +
-                        reserved_.load(std::memory_order_acquire);
-  const uint64_t theirs = source->counted_.load(std::memory_order_acquire);
-  if (mine > kMaxCount || theirs > kMaxCount - mine) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "session '", config_.name, "' holds N = ", mine, " and the merge adds ", theirs,
-        ": more than 2^62, the most a session counts"));
+  if (absl::Status s = RoomFor(counted_.load(std::memory_order_acquire) +
+                                    reserved_.load(std::memory_order_acquire),
+                                source->counted_.load(std::memory_order_acquire));
+      !s.ok()) {
+    return s;
   }
   // The session's summaries are merged into the source's, which then replace them: a failure
   // before the swap leaves the session as it was. Every summary that merges here merges

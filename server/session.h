@@ -387,6 +387,8 @@ class Session {
   // ingest threads (ApplySliced).
   absl::Status ApplyDirect(const core::Batch& batch, uint64_t lsn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // OUT_OF_RANGE if `held` plus `weight` would pass kMaxCount (Reserve's and MergeFrom's test).
+  absl::Status RoomFor(uint64_t held, uint64_t weight) const;
   // Adds `weight` to reserved_ unless the session's N could pass kMaxCount (OUT_OF_RANGE).
   absl::Status Reserve(uint64_t weight);
   // Sets counted_ to the largest summary's count.
