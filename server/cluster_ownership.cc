@@ -53,4 +53,68 @@ absl::Status NotTheOwnerError(absl::string_view tenant, absl::string_view sessio
   return s;
 }
 
+std::string MemberView::Update(const std::map<std::string, MemberEntry>& read, absl::Time now) {
+  // Blind for longer than a TTL (or the first read): nobody's silence was observed, so whoever
+  // was live at the last read gets a fresh TTL from now.
+  const bool blind = now - read_ > ttl_;
+  const absl::Duration blind_for = now - read_;
+  std::string lost;
+  std::map<std::string, Seen> members;
+  for (const auto& [token, entry] : read) {
+    if (entry.deleted) continue;  // stopped cleanly: gone at once
+    auto before = members_.find(token);
+    absl::Time moved = now;
+    if (before != members_.end() && before->second.revision == entry.revision &&
+        !(blind && LiveAt(before->second, read_))) {
+      moved = before->second.moved;
+    }
+    members[token] = Seen{entry.advertise, entry.revision, moved, false};
+  }
+  // A key with no entry at all, not even a delete marker, was lost by NATS (a restart of every
+  // nats-server can lose the last writes of a stream) or expired long after its node went
+  // silent: kept as silent since its last move (fresh after blindness), so a NATS that lost it
+  // does not take a live node's sessions; dropped once it is past its TTL.
+  for (const auto& [token, seen] : members_) {
+    if (read.count(token) != 0) continue;
+    Seen kept = seen;
+    if (blind && LiveAt(seen, read_)) kept.moved = now;
+    if (!LiveAt(kept, now)) continue;
+    if (!kept.missing) absl::StrAppend(&lost, lost.empty() ? "" : ", ", token);
+    kept.missing = true;
+    members[token] = std::move(kept);
+  }
+  members_ = std::move(members);
+  read_ = now;
+  std::set<std::string> live;
+  for (const auto& [token, seen] : members_) {
+    if (LiveAt(seen, now)) live.insert(token);
+  }
+  std::string change;
+  for (const std::string& t : live) {
+    if (logged_.count(t) == 0) absl::StrAppend(&change, change.empty() ? "" : ", ", t, " live");
+  }
+  for (const std::string& t : logged_) {
+    if (live.count(t) == 0) {
+      absl::StrAppend(&change, change.empty() ? "" : ", ", t,
+                      members_.count(t) != 0 ? " silent" : " gone");
+    }
+  }
+  if (!lost.empty()) absl::StrAppend(&change, change.empty() ? "" : "; ", "no key for ", lost, " (kept until its TTL)");
+  if (blind && blind_for < absl::InfiniteDuration()) {
+    absl::StrAppend(&change, change.empty() ? "" : "; ", "read again after ",
+                    absl::FormatDuration(absl::Trunc(blind_for, absl::Milliseconds(100))), " without one");
+  }
+  logged_ = std::move(live);
+  return change;
+}
+
+std::map<std::string, std::string> MemberView::Live(absl::Time now) const {
+  if (!Sees(now)) return {};
+  std::map<std::string, std::string> live;
+  for (const auto& [token, seen] : members_) {
+    if (LiveAt(seen, now)) live[token] = seen.advertise;
+  }
+  return live;
+}
+
 }  // namespace streamstats::server

@@ -42,12 +42,15 @@
 #define STREAMSTATS_SERVER_CLUSTER_OWNERSHIP_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace streamstats::server {
 
@@ -75,6 +78,44 @@ std::string SessionKvKey(absl::string_view tenant, absl::string_view session);
 // A FAILED_PRECONDITION naming the owner, with kOwnerPayload set to its address.
 absl::Status NotTheOwnerError(absl::string_view tenant, absl::string_view session,
                               absl::string_view owner, absl::string_view address);
+
+// One key of the members bucket as a read shows it: the node's address and the key's revision,
+// or that its last entry is a delete marker (the node stopped cleanly).
+struct MemberEntry {
+  std::string advertise;
+  uint64_t revision = 0;
+  bool deleted = false;
+};
+
+// A node's view of who is live, built from its own reads of the members bucket (the rules are in
+// server/nats_ownership.h). Not thread-safe: its owner holds it under a lock.
+class MemberView {
+ public:
+  explicit MemberView(absl::Duration ttl) : ttl_(ttl) {}
+
+  // Folds in one successful read (token -> entry) made at `now`. Returns a line for the log when
+  // the live members changed, else "".
+  std::string Update(const std::map<std::string, MemberEntry>& read, absl::Time now);
+  // The live members (token -> address) at `now`; none when the last read is older than a TTL
+  // (a stale view may hold members that are gone: none rather than a wrong one).
+  std::map<std::string, std::string> Live(absl::Time now) const;
+  // Whether the last read is at most a TTL old.
+  bool Sees(absl::Time now) const { return now - read_ <= ttl_; }
+
+ private:
+  struct Seen {
+    std::string advertise;
+    uint64_t revision = 0;
+    absl::Time moved;      // when this node saw the revision move (or first saw the key)
+    bool missing = false;  // absent from the last read with no delete marker
+  };
+  bool LiveAt(const Seen& seen, absl::Time t) const { return t - seen.moved <= ttl_; }
+
+  absl::Duration ttl_;
+  std::map<std::string, Seen> members_;
+  absl::Time read_ = absl::InfinitePast();
+  std::set<std::string> logged_;  // the live members as last logged
+};
 
 class SessionOwnership {
  public:

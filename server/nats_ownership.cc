@@ -3,7 +3,7 @@
 #include <nats/nats.h>
 
 #include <algorithm>
-#include <cstring>
+#include <cstdio>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -11,7 +11,8 @@
 
 namespace streamstats::server {
 
-NatsOwnership::NatsOwnership(Options options) : options_(std::move(options)) {}
+NatsOwnership::NatsOwnership(Options options)
+    : options_(std::move(options)), view_(options_.member_ttl) {}
 
 std::string NatsOwnership::node() const {
   MutexLock lock(&mu_);
@@ -125,52 +126,41 @@ absl::Duration NatsOwnership::MemberKeyLife() const {
 }
 
 bool NatsOwnership::RefreshMembers() {
-  kvKeysList keys;
-  std::memset(&keys, 0, sizeof keys);
-  natsStatus s = kvStore_Keys(&keys, members_kv_, nullptr);
-  std::map<std::string, std::pair<std::string, uint64_t>> read;  // token -> (address, revision)
-  if (s == NATS_OK) {
-    for (int i = 0; i < keys.Count; ++i) {
-      kvEntry* e = nullptr;
-      if (kvStore_Get(&e, members_kv_, keys.Keys[i]) == NATS_OK) {
-        read[keys.Keys[i]] = {kvEntry_ValueString(e), kvEntry_Revision(e)};
-        kvEntry_Destroy(e);
-      }
-    }
-    kvKeysList_Destroy(&keys);
-  } else if (s != NATS_NOT_FOUND) {
-    return false;
+  // One watch of the whole bucket, delete markers included: a key whose last entry is a marker
+  // left cleanly; a key with no entry at all is not taken as gone (MemberView). Any failure fails
+  // the whole read: a member missing from a read that broke off is not a member that left.
+  kvWatchOptions wo;
+  kvWatchOptions_Init(&wo);
+  wo.IgnoreDeletes = false;
+  wo.Timeout = kReadTimeoutMs;
+  kvWatcher* w = nullptr;
+  if (kvStore_WatchAll(&w, members_kv_, &wo) != NATS_OK) return false;
+  absl::Cleanup destroy = [w] { kvWatcher_Destroy(w); };
+  std::map<std::string, MemberEntry> read;
+  for (;;) {
+    kvEntry* e = nullptr;
+    if (kvWatcher_Next(&e, w, kReadTimeoutMs) != NATS_OK) return false;
+    if (e == nullptr) break;  // every key's last entry delivered
+    const kvOperation op = kvEntry_Operation(e);
+    read[kvEntry_Key(e)] = MemberEntry{op == kvOp_Put ? kvEntry_ValueString(e) : "", kvEntry_Revision(e),
+                                       op != kvOp_Put};
+    kvEntry_Destroy(e);
   }
   MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  // Blind for longer than a TTL (or the first read): nobody's silence was observed.
-  const bool blind = now - members_read_ > options_.member_ttl;
-  std::map<std::string, Seen> members;
-  for (auto& [token, entry] : read) {
-    auto before = members_.find(token);
-    const bool moved = blind || before == members_.end() || before->second.revision != entry.second;
-    members[token] = Seen{std::move(entry.first), entry.second, moved ? now : before->second.moved};
-  }
-  members_ = std::move(members);
-  members_read_ = now;
+  const std::string change = view_.Update(read, absl::Now());
+  // Said when the live members change: the log shows why a session moved.
+  if (!change.empty()) std::fprintf(stderr, "streamstatsd: cluster members: %s\n", change.c_str());
   return true;
 }
 
 std::map<std::string, std::string> NatsOwnership::Members() const {
   MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  // A view older than a TTL may hold members that are gone: none rather than a wrong one.
-  if (now - members_read_ > options_.member_ttl) return {};
-  std::map<std::string, std::string> live;
-  for (const auto& [token, seen] : members_) {
-    if (now - seen.moved <= options_.member_ttl) live[token] = seen.advertise;
-  }
-  return live;
+  return view_.Live(absl::Now());
 }
 
 bool NatsOwnership::SeesMembers() const {
   MutexLock lock(&mu_);
-  return absl::Now() - members_read_ <= options_.member_ttl;
+  return view_.Sees(absl::Now());
 }
 
 bool NatsOwnership::PlacedHere(absl::string_view tenant, absl::string_view session) const {

@@ -2,17 +2,22 @@
 // Built only with libnats (STREAMSTATS_HAVE_NATS). Its own connection; a heartbeat thread puts
 // this node's member key every `heartbeat` and reads the members back.
 //
-// Liveness is judged by this node, not by the bucket's expiry: a member is live while the
-// revision of its key has moved within the last `member_ttl` of this node's successful reads.
-// Member keys are kept far longer (MemberKeyLife(): max(60 s, 20 TTLs)) so that a NATS hiccup
-// longer than a TTL (a stream leader's election after a nats-server died takes seconds), in which
-// no node can put its key, does not wipe the members; and when this node itself could not read
-// them for longer than a TTL, every member it then sees gets a fresh TTL from that read on,
+// Liveness is judged by this node, not by the bucket's expiry (MemberView in
+// server/cluster_ownership.h): a member is live while the revision of its key has moved within
+// the last `member_ttl` of this node's successful reads. Member keys are kept far longer
+// (MemberKeyLife(): max(60 s, 20 TTLs)) so that a NATS hiccup longer than a TTL (a stream
+// leader's election after a nats-server died takes seconds), in which no node can put its key,
+// does not wipe the members; and when this node itself could not read them for longer than a
+// TTL, every member that was live at its last read gets a fresh TTL from the next read on,
 // instead of all but the first to put again looking dead (which moved sessions back and forth
-// after every such hiccup). A member that stopped cleanly deletes its key and is gone at once; one
-// that died is gone a TTL after its last heartbeat (a TTL after this node first saw it, for a
-// node that starts later). While this node's own reads fail for longer than a TTL it sees no
-// members and owns nothing (Claim is UNAVAILABLE): a node cut from NATS stops acknowledging.
+// after every such hiccup). A member that stopped cleanly deletes its key (a delete marker) and
+// is gone at once; one that died is gone a TTL after its last heartbeat (a TTL after this node
+// first saw it, for a node that starts later). A key with no entry at all is not a member that
+// left: a restart of every nats-server can lose a stream's last writes, a member key among
+// them, and such a member is kept as silent since its last move until it puts again or its TTL
+// runs out. A read is one watch of the bucket's last entries; if any part of it fails, the
+// whole read does. While this node's own reads fail for longer than a TTL it sees no members and
+// owns nothing (Claim is UNAVAILABLE): a node cut from NATS stops acknowledging.
 //
 // Thread safety: safe for concurrent use.
 #ifndef STREAMSTATS_SERVER_NATS_OWNERSHIP_H_
@@ -77,12 +82,7 @@ class NatsOwnership final : public SessionOwnership {
   bool RefreshMembers();
   // How long the bucket keeps a member key that is no longer put (liveness is judged above).
   absl::Duration MemberKeyLife() const;
-
-  struct Seen {
-    std::string advertise;
-    uint64_t revision = 0;
-    absl::Time moved;  // when this node saw the revision move (or first saw the key)
-  };
+  static constexpr int64_t kReadTimeoutMs = 2000;
 
   Options options_;
   std::string token_ ABSL_GUARDED_BY(mu_);
@@ -92,8 +92,7 @@ class NatsOwnership final : public SessionOwnership {
   __kvStore* members_kv_ = nullptr;
   __kvStore* owners_kv_ = nullptr;
   __kvStore* snapshots_kv_ = nullptr;
-  std::map<std::string, Seen> members_ ABSL_GUARDED_BY(mu_);
-  absl::Time members_read_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  MemberView view_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };
