@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,22 +45,32 @@ inline std::string NatsServerBinary() {
   return "";
 }
 
-// A TCP port free on 127.0.0.1 now (the kernel's pick; another process could take it before we
-// bind it again, which on a test machine does not happen in practice).
+// A TCP port free on 127.0.0.1 now and not handed out before by this process. The kernel may
+// give the same port to two binds of port 0 once the first is closed, so the ports a test takes
+// for its nats-servers and replicas could collide (a nats-server then failed to bind its route
+// port, and the JetStream cluster never formed); another process could still take one before we
+// bind it again, which on a test machine does not happen in practice.
 inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+  static std::mutex mu;
+  static std::set<int> handed_out;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin_port);
+    }
+    close(fd);
+    if (port != 0 && handed_out.insert(port).second) return port;
   }
-  close(fd);
-  return port;
+  ADD_FAILURE() << "no free loopback port";
+  return 0;
 }
 
 class NatsCluster {
