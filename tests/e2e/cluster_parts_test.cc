@@ -89,12 +89,7 @@ v1::IngestRequest Batch(const SessionPlan& p, uint64_t seq) {
   return r;
 }
 
-std::string TestDir() {
-  const std::string dir = ::testing::TempDir() + "/streamstats_parts_" + std::to_string(getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TestDir() { return streamstats::testing::ClusterTestDir("parts"); }
 
 TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNine) {
   SKIP_WITHOUT_NATS_SERVER();

@@ -23,20 +23,11 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "streamstats/v1/streamstats.pb.h"
+#include "tests/e2e/nats_cluster.h"
 
 namespace streamstats::testing {
 
 inline constexpr int kClusterBatch = 100;
-
-// An empty directory for the running test: <TempDir>/streamstats_<prefix>_<pid>_<test name>.
-inline std::string ClusterTestDir(const std::string& prefix) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir = ::testing::TempDir() + "/streamstats_" + prefix + "_" +
-                          std::to_string(getpid()) + "_" + info->name();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 // The owner a refusal names ("streamstats-owner=<address>)"), or "".
 inline std::string OwnerHint(const absl::Status& s) {

@@ -25,14 +25,7 @@ namespace fs = std::filesystem;
 constexpr int kBatch = 200;
 constexpr double kEpsilon = 0.01;
 
-std::string TestDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir = ::testing::TempDir() + "/streamstats_cluster_" + std::to_string(getpid()) +
-                          "_" + info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TestDir() { return streamstats::testing::ClusterTestDir("cluster"); }
 
 // Waits (bounded) for the cluster to answer JetStream and creates the stream as streamstatsd
 // would, R=3; the tests then read the stream's state through it.

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,46 @@ inline int FreeLoopbackPort() {
   }
   ADD_FAILURE() << "no free loopback port";
   return 0;
+}
+
+// Removes the directories ClusterTestDir made for a test when it ends without failing (its
+// nats-servers and replicas are stopped by then: they live in the test's scope); a failed test's
+// stays, with the servers' logs, for a look.
+class RemoveDirsOfTestsThatDidNotFail : public ::testing::EmptyTestEventListener {
+ public:
+  static RemoveDirsOfTestsThatDidNotFail& Get() {
+    static auto* listener = [] {
+      auto* l = new RemoveDirsOfTestsThatDidNotFail;
+      ::testing::UnitTest::GetInstance()->listeners().Append(l);  // gtest owns it
+      return l;
+    }();
+    return *listener;
+  }
+  void Add(std::string dir) { dirs_.push_back(std::move(dir)); }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (!info.result()->Failed()) {
+      for (const std::string& d : dirs_) {
+        std::error_code ignored;
+        std::filesystem::remove_all(d, ignored);
+      }
+    }
+    dirs_.clear();
+  }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+// An empty directory for the running test: <TempDir>/streamstats_<prefix>_<pid>_<test name>,
+// removed when the test ends unless it failed.
+inline std::string ClusterTestDir(const std::string& prefix) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir = ::testing::TempDir() + "/streamstats_" + prefix + "_" +
+                          std::to_string(getpid()) + "_" + info->name();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  RemoveDirsOfTestsThatDidNotFail::Get().Add(dir);
+  return dir;
 }
 
 class NatsCluster {
