@@ -56,8 +56,9 @@ absl::Status NotTheOwnerError(absl::string_view tenant, absl::string_view sessio
 std::string MemberView::Update(const std::map<std::string, MemberEntry>& read, absl::Time now) {
   // Blind for longer than a TTL (or the first read): nobody's silence was observed, so whoever
   // was live at the last read gets a fresh TTL from now.
-  const bool blind = now - read_ > ttl_;
   const absl::Duration blind_for = now - read_;
+  const bool blind = blind_for > ttl_;
+  auto refreshed = [&](const Seen& seen) { return blind && LiveAt(seen, read_); };
   std::string lost;
   std::map<std::string, Seen> members;
   for (const auto& [token, entry] : read) {
@@ -65,19 +66,19 @@ std::string MemberView::Update(const std::map<std::string, MemberEntry>& read, a
     auto before = members_.find(token);
     absl::Time moved = now;
     if (before != members_.end() && before->second.revision == entry.revision &&
-        !(blind && LiveAt(before->second, read_))) {
+        !refreshed(before->second)) {
       moved = before->second.moved;
     }
     members[token] = Seen{entry.advertise, entry.revision, moved, false};
   }
-  // A key with no entry at all, not even a delete marker, was lost by NATS (a restart of every
-  // nats-server can lose the last writes of a stream) or expired long after its node went
-  // silent: kept as silent since its last move (fresh after blindness), so a NATS that lost it
-  // does not take a live node's sessions; dropped once it is past its TTL.
+  // A key with no entry at all, not even a delete marker, is one NATS no longer has (lost, or
+  // expired long after its node went silent): kept as silent since its last move (fresh after
+  // blindness), so a NATS that lost it does not take a live node's sessions; dropped once it is
+  // past its TTL.
   for (const auto& [token, seen] : members_) {
     if (read.count(token) != 0) continue;
     Seen kept = seen;
-    if (blind && LiveAt(seen, read_)) kept.moved = now;
+    if (refreshed(seen)) kept.moved = now;
     if (!LiveAt(kept, now)) continue;
     if (!kept.missing) absl::StrAppend(&lost, lost.empty() ? "" : ", ", token);
     kept.missing = true;

@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<NatsOwnership>> NatsOwnership::Open(Options optio
 }
 
 absl::Status NatsOwnership::Connect() {
-  if (absl::Status st = ConnectJetStream(options_.servers, 2000, &nc_, &js_); !st.ok()) return st;
+  if (absl::Status st = ConnectJetStream(options_.servers, kWaitMs, &nc_, &js_); !st.ok()) return st;
   natsStatus s;
   struct Bucket {
     const char* name;
@@ -132,14 +132,14 @@ bool NatsOwnership::RefreshMembers() {
   kvWatchOptions wo;
   kvWatchOptions_Init(&wo);
   wo.IgnoreDeletes = false;
-  wo.Timeout = kReadTimeoutMs;
+  wo.Timeout = kWaitMs;
   kvWatcher* w = nullptr;
   if (kvStore_WatchAll(&w, members_kv_, &wo) != NATS_OK) return false;
   absl::Cleanup destroy = [w] { kvWatcher_Destroy(w); };
   std::map<std::string, MemberEntry> read;
   for (;;) {
     kvEntry* e = nullptr;
-    if (kvWatcher_Next(&e, w, kReadTimeoutMs) != NATS_OK) return false;
+    if (kvWatcher_Next(&e, w, kWaitMs) != NATS_OK) return false;
     if (e == nullptr) break;  // every key's last entry delivered
     const kvOperation op = kvEntry_Operation(e);
     read[kvEntry_Key(e)] = MemberEntry{op == kvOp_Put ? kvEntry_ValueString(e) : "", kvEntry_Revision(e),

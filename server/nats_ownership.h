@@ -13,9 +13,8 @@
 // after every such hiccup). A member that stopped cleanly deletes its key (a delete marker) and
 // is gone at once; one that died is gone a TTL after its last heartbeat (a TTL after this node
 // first saw it, for a node that starts later). A key with no entry at all is not a member that
-// left: a restart of every nats-server can lose a stream's last writes, a member key among
-// them, and such a member is kept as silent since its last move until it puts again or its TTL
-// runs out. A read is one watch of the bucket's last entries; if any part of it fails, the
+// left (a key NATS no longer has, after a restart of every nats-server, say): such a member is
+// kept as silent since its last move until it puts again or its TTL runs out. A read is one watch of the bucket's last entries; if any part of it fails, the
 // whole read does. While this node's own reads fail for longer than a TTL it sees no members and
 // owns nothing (Claim is UNAVAILABLE): a node cut from NATS stops acknowledging.
 //
@@ -82,7 +81,7 @@ class NatsOwnership final : public SessionOwnership {
   bool RefreshMembers();
   // How long the bucket keeps a member key that is no longer put (liveness is judged above).
   absl::Duration MemberKeyLife() const;
-  static constexpr int64_t kReadTimeoutMs = 2000;
+  static constexpr int64_t kWaitMs = 2000;  // a JetStream request's and a watch step's wait
 
   Options options_;
   std::string token_ ABSL_GUARDED_BY(mu_);
