@@ -468,6 +468,14 @@ TEST(Fairness, StreamsSharingOneIngestThreadTakeTurns) {
     });
     auto a_client = Client::Connect(server.address(), absl::Seconds(10));
     auto a_stream = a_client->StartIngest();
+    // Both streams run before a counts: b's thread may start late on a loaded machine, and
+    // one that had not begun when a ended would look like a stream that never got a turn.
+    const auto b_began = std::chrono::steady_clock::now();
+    while (b_stream->acked_items() == 0 &&
+           std::chrono::steady_clock::now() - b_began < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GT(b_stream->acked_items(), 0u) << "b's first batch was not applied in 10 s";
     for (int i = 1; i <= batches; ++i) ASSERT_TRUE(a_stream->Write(Batch("a", values, i)));
     ASSERT_TRUE(a_stream->Finish().ok());
     b_acked_when_a_done = b_stream->acked_items();

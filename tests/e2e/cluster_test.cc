@@ -5,6 +5,7 @@
 // loses no acknowledged batch; with every NATS server down Ingest answers UNAVAILABLE and
 // acknowledges nothing, and resumes once they are back.
 #include <atomic>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -97,6 +98,8 @@ struct Producer {
   uint64_t sent = 0;   // highest written (it may have reached the server)
   int errors = 0;
   absl::Status last_error;
+  // The open stream's acknowledged sequence as it moves, for a test waiting on another thread.
+  std::shared_ptr<std::atomic<uint64_t>> acking = std::make_shared<std::atomic<uint64_t>>(0);
 
   // Sends up to `last` (or until *stop), retrying until `deadline`.
   void Run(streamstats::client::Client& client, uint64_t last, const std::atomic<bool>* stop,
@@ -106,6 +109,7 @@ struct Producer {
       for (uint64_t seq = acked + 1; seq <= last && !(stop != nullptr && stop->load()); ++seq) {
         sent = std::max(sent, seq);
         if (!stream->Write(Batch(session, seq))) break;
+        acking->store(std::max(acked, stream->acked_sequence()));
       }
       absl::Status s = stream->Finish();
       acked = std::max(acked, stream->acked_sequence());
@@ -239,7 +243,19 @@ TEST(Cluster, KillNineMidIngestThenAnEmptyDataDirRebuildsEveryAckedBatchFromTheL
         pp->Run(*client, 1u << 30, &stop, absl::Now() + absl::Seconds(20));
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // At least 1.5 s of traffic, and until each producer has an acknowledgement (on a loaded
+    // machine the first can take longer).
+    const absl::Time crash_at = absl::Now() + absl::Milliseconds(1500);
+    const absl::Time give_up = absl::Now() + absl::Seconds(15);
+    auto each_acked = [&] {
+      for (auto& [name, p] : producers) {
+        if (p.acking->load() == 0) return false;
+      }
+      return true;
+    };
+    while ((absl::Now() < crash_at || !each_acked()) && absl::Now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     a.Crash();
     stop = true;
     for (auto& t : threads) t.join();

@@ -29,7 +29,8 @@ trap cleanup EXIT
 
 # shellcheck disable=SC2086
 "$server_bin" --listen=127.0.0.1:0 --port_file="$work/port" --data_dir="$work/data" \
-  --durability=wal --snapshot_interval_s=10 ${STREAMSTATSD_FLAGS:-} >"$work/server.log" 2>&1 &
+  --durability=wal --snapshot_interval_s=10 --metrics_listen=127.0.0.1:0 ${STREAMSTATSD_FLAGS:-} \
+  >"$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 200); do
   [ -s "$work/port" ] && break

@@ -83,7 +83,8 @@ std::string PromtoolProblems(const std::string& text) {
     std::fprintf(stderr, "note: /usr/bin/promtool not installed; lint skipped\n");
     return "";
   }
-  const std::string path = ::testing::TempDir() + "/metrics_test_exposition.txt";
+  const std::string path =
+      ::testing::TempDir() + "/metrics_test_exposition_" + std::to_string(getpid()) + ".txt";
   std::ofstream(path) << text;
   const std::string cmd = "/usr/bin/promtool check metrics < " + path + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");

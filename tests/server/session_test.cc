@@ -329,9 +329,14 @@ TEST(Session, AQuestionDuringALongBatchAnswersBetweenItsChunks) {
   // loaded machine (the count includes chunks applied while this thread was descheduled between
   // reading chunks_applied() and asking). With exclusive locks and no step-aside, questions here
   // waited up to 27-201 chunks.
+  // The longest waits are the asker's own: a thread descheduled between reading
+  // chunks_applied() and asking counts every chunk applied meanwhile (a chunk is ~0.1 ms), so
+  // the tail is bounded by share, not by its largest member.
   const size_t over_four = waited.end() - std::upper_bound(waited.begin(), waited.end(), 4u);
   EXPECT_LE(over_four, waited.size() / 100) << "questions that waited more than 4 chunks";
-  EXPECT_LE(waited.back(), 20u);
+  const size_t over_twenty = waited.end() - std::upper_bound(waited.begin(), waited.end(), 20u);
+  EXPECT_LE(over_twenty, std::max<size_t>(1, waited.size() / 200))
+      << "questions that waited more than 20 chunks";
 }
 
 TEST(Session, ChunksAreAsSmallAsTheCostliestSummaryAsks) {
@@ -408,14 +413,21 @@ TEST(SessionManager, EverySessionsIngestStepsAsideWhileAQuestionWaitsForAnother)
   std::thread ingest([&] { EXPECT_TRUE(other->Ingest(Values(values), "", 0).ok()); });
   while (other->chunks_applied() < 4) std::this_thread::yield();
   m.query_turns().Arrive();  // as a question waiting for some other session's lock does
+  const auto arrived = std::chrono::steady_clock::now();
   const uint64_t at_arrival = other->chunks_applied();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const uint64_t during = other->chunks_applied() - at_arrival;
+  // The wait as it was, not as asked: a loaded machine oversleeps.
+  const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - arrived)
+                             .count();
   m.query_turns().Leave();
   ingest.join();
   EXPECT_EQ(other->count(), values.size());
-  // At most one chunk per 5 ms step-aside bound, plus the one in progress (unshared: ~100+).
-  EXPECT_LE(during, 100u / 5 + 2) << "chunks applied while a question waited elsewhere";
+  // At most one chunk per 5 ms step-aside bound, plus the one in progress and one begun as the
+  // question arrived (unshared: ~100+ in 100 ms).
+  EXPECT_LE(during, static_cast<uint64_t>(waited_ms) / 5 + 3)
+      << "chunks applied while a question waited elsewhere for " << waited_ms << " ms";
 }
 
 // An accelerator that sorts on the CPU but says it sends windows of at least `threshold` keys to
