@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/accel/simd_sort.h"
 
@@ -59,6 +60,29 @@ std::unique_ptr<DeviceSketch> Accelerator::AttachSketch(const DeviceSketchSpec&)
 }
 
 bool Accelerator::KeepsSketch(const DeviceSketchSpec&) const { return false; }
+
+absl::Status Accelerator::MarkLightKeys(absl::Span<const uint64_t> keys,
+                                        absl::Span<const uint64_t> weights,
+                                        absl::Span<const uint64_t> present, uint64_t limit,
+                                        std::vector<uint64_t>* light) {
+  if (!weights.empty() && weights.size() != keys.size()) {
+    return absl::InvalidArgumentError("weights must be empty or one per key");
+  }
+  constexpr uint64_t kHeavy = std::numeric_limits<uint64_t>::max();
+  absl::flat_hash_map<uint64_t, uint64_t> total;  // saturating; kHeavy for present keys
+  total.reserve(keys.size() + present.size());
+  for (uint64_t k : present) total[k] = kHeavy;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint64_t& t = total[keys[i]];
+    const uint64_t w = weights.empty() ? 1 : weights[i];
+    t = t > kHeavy - w ? kHeavy : t + w;
+  }
+  light->assign((keys.size() + 63) / 64, 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (total[keys[i]] <= limit) (*light)[i / 64] |= uint64_t{1} << (i % 64);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status DeviceSketch::AddSelected(absl::Span<const uint64_t> ids,
                                        absl::Span<const uint64_t> weights, uint64_t least,

@@ -163,6 +163,21 @@ class Accelerator {
   // The fewest keys a window must have to be sorted on a device; SIZE_MAX: never (the CPU).
   // What GetSession reports as where a summary's windows run.
   virtual size_t DeviceWindowKeys() const { return std::numeric_limits<size_t>::max(); }
+
+  // Lossy Counting's filter of a batch (core/frequencies/lossy_counter.h, "Items that cannot
+  // stay"): sets bit i of `light` (bit i % 64 of word i / 64; resized to ceil(n / 64) words)
+  // for each i < n = keys.size() such that keys[i] is nowhere in `present` and the total weight
+  // of keys[i] in the batch (`weights`: empty, or one per key) is at most `limit`; clears every
+  // other bit. The base class counts in a hash map (the reference); the GPU pool counts on a
+  // device, where the host's work is the keys' copy.
+  virtual absl::Status MarkLightKeys(absl::Span<const uint64_t> keys,
+                                     absl::Span<const uint64_t> weights,
+                                     absl::Span<const uint64_t> present, uint64_t limit,
+                                     std::vector<uint64_t>* light);
+  // The fewest keys a MarkLightKeys call must have to run on a device; SIZE_MAX: never (the
+  // CPU, where counting costs what the fold it would spare does). Lossy Counting calls it only
+  // at or above this.
+  virtual size_t DeviceFilterKeys() const { return std::numeric_limits<size_t>::max(); }
 };
 
 // Sorts `keys` ascending in place and permutes `weights` (empty, or one per key) alongside,

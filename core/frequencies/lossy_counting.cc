@@ -501,6 +501,12 @@ class FlatTable {
 
   const Map& entries() const { return table_; }
   size_t size() const { return table_.size(); }
+  // Appends every key in the table (the filter's present set, lossy_counter.h).
+  void AppendKeys(std::vector<uint64_t>* out) const {
+    if constexpr (std::is_same_v<Key, uint64_t>) {
+      for (const auto& [key, e] : table_) out->push_back(key);
+    }
+  }
 
   void Fold(const Segment<Key>& items, uint64_t threshold) {
     if constexpr (std::is_same_v<Key, uint64_t>) {
@@ -704,6 +710,10 @@ uint64_t LossyCounting::count() const {
 
 size_t LossyCounting::table_size() const {
   return cores_.Visit([](const auto& core) { return core.table_size(); });
+}
+
+uint64_t LossyCounting::skipped_items() const {
+  return cores_.ints != nullptr ? cores_.ints->skipped_items() : 0;
 }
 
 size_t LossyCounting::MemoryBytes() const {

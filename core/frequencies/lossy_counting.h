@@ -86,6 +86,10 @@ class LossyCounting final : public Summary {
   uint64_t window() const { return window_; }
   // Entries in the table (not counting the current window); for memory-bound checks.
   size_t table_size() const;
+  // Items of uint64 or numeric batches that were never folded because they could not stay in
+  // the table (lossy_counter.h, AddSkippingSingletons: where the accelerator counts a batch's
+  // keys on a device), since this summary was created or loaded.
+  uint64_t skipped_items() const;
 
  private:
   ValueKind value_kind_;

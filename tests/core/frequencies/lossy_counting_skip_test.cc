@@ -1,0 +1,232 @@
+// Tests for Lossy Counting's items that cannot stay (core/frequencies/lossy_counter.h,
+// AddSkippingSingletons): where the accelerator counts a batch's keys on a device, the items of
+// keys too light to survive their window are never folded, and the summary must equal, byte for
+// byte, the one that folded every item: on uniform, skewed, sorted and constant streams, with
+// the batch cuts, weights, merges (which hold T still for windows) and device failures that move
+// the filter's limit and its inputs. Accelerator::MarkLightKeys, the reference the GPU is
+// compared with, is tested here too.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "core/accel/accelerator.h"
+#include "core/frequencies/lossy_counting.h"
+#include "core/summary.h"
+#include "gtest/gtest.h"
+#include "tests/core/frequencies/lossy_counting_test_util.h"
+
+namespace streamstats::core {
+namespace {
+
+using namespace lossy_counting_test;  // NOLINT: the shared batches, keys and streams
+
+// The CPU, but saying that it counts keys on a device from `min_keys` on (MarkLightKeys is the
+// base class's reference), so Lossy Counting skips what cannot stay; every `fail_every`-th
+// MarkLightKeys fails (0: never).
+class CountingAccelerator final : public Accelerator {
+ public:
+  explicit CountingAccelerator(size_t min_keys, int fail_every = 0)
+      : min_keys_(min_keys), fail_every_(fail_every) {}
+  std::string name() const override { return "counting"; }
+  absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
+    return CpuAcceleratorInstance()->SortWindow(keys, weights);
+  }
+  size_t DeviceFilterKeys() const override { return min_keys_; }
+  absl::Status MarkLightKeys(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> weights,
+                             absl::Span<const uint64_t> present, uint64_t limit,
+                             std::vector<uint64_t>* light) override {
+    ++calls_;
+    if (fail_every_ != 0 && calls_ % fail_every_ == 0) {
+      light->assign(light->size(), ~uint64_t{0});  // garbage that must not be read
+      return absl::InternalError("injected device failure");
+    }
+    return Accelerator::MarkLightKeys(keys, weights, present, limit, light);
+  }
+  int calls() const { return calls_; }
+
+ private:
+  size_t min_keys_;
+  int fail_every_;
+  int calls_ = 0;
+};
+
+// Keys that sit at the filter's limit: with epsilon = 0.001 and windows of 4096 T moves by 4 or
+// 5 a window, so keys of 3 to 6 items a window (each in runs across window ends) survive or not
+// by one item; with windows of 100 at epsilon = 0.01, keys seen once in each of two windows.
+std::vector<uint64_t> KeysAtTheLimit(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> out;
+  uint64_t next = 1;
+  while (out.size() < n) {
+    const uint64_t key = next++ * 0x9E3779B97F4A7C15ULL;
+    const int copies = 1 + static_cast<int>(rng() % 6);
+    const size_t gap = 1 + rng() % 150;
+    for (int c = 0; c < copies && out.size() < n; ++c) {
+      out.push_back(key);
+      for (size_t g = 0; g < gap && out.size() < n; ++g) out.push_back(rng() % 5000);
+    }
+  }
+  out.resize(n);
+  return out;
+}
+
+struct Stream {
+  std::string name;
+  std::vector<uint64_t> keys;
+  bool expect_skips;  // a stream with many light keys: the filter must leave items out
+};
+
+std::vector<Stream> Streams() {
+  std::vector<Stream> s;
+  s.push_back({"uniform over 10^6", UniformKeys(60'000, 1'000'000, 11), true});
+  s.push_back({"uniform over 3000", UniformKeys(60'000, 3'000, 12), false});
+  s.push_back({"zipf 1.1 over 10^5", ZipfKeys(60'000, 100'000, 1.1, 13), true});
+  std::vector<uint64_t> sorted(60'000);
+  for (size_t i = 0; i < sorted.size(); ++i) sorted[i] = i / 3;
+  s.push_back({"sorted, runs of 3", sorted, true});
+  s.push_back({"constant", std::vector<uint64_t>(20'000, 42), false});
+  s.push_back({"at the limit", KeysAtTheLimit(60'000, 14), true});
+  return s;
+}
+
+// Feeds `keys` in cuts of the sizes the seed picks into a summary folding every item on the CPU
+// and one on `accelerator`, merging `other` into both after the third batch, and compares them
+// after every batch. Returns the items the second one skipped.
+uint64_t ExpectSameAsFoldingEveryItem(absl::Span<const uint64_t> keys, bool weighted,
+                                      double epsilon, uint64_t window, uint64_t seed,
+                                      CountingAccelerator* accelerator) {
+  std::vector<uint64_t> weights;
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    weights.push_back(!weighted ? 1 : (rng() % 50 == 0 ? 1000 : 1 + rng() % 3));
+  }
+  LossyCounting every(Options(epsilon, window), ValueKind::kUint64, nullptr);
+  LossyCounting skips(Options(epsilon, window), ValueKind::kUint64, accelerator);
+  LossyCounting other(Options(epsilon, window), ValueKind::kUint64, nullptr);
+  const std::vector<uint64_t> other_keys = ZipfKeys(9'000, 2'000, 1.2, seed + 1);
+  EXPECT_TRUE(other.Update(MakeBatch(absl::MakeConstSpan(other_keys), {})).ok());
+  const size_t cuts[] = {1, 50, 999, 4'096, 5'000, 8'192, 20'000};
+  size_t batches = 0;
+  for (size_t pos = 0; pos < keys.size();) {
+    const size_t len = std::min(keys.size() - pos, cuts[rng() % std::size(cuts)]);
+    const Batch b = MakeBatch(keys.subspan(pos, len),
+                              weighted ? absl::MakeConstSpan(weights).subspan(pos, len)
+                                       : absl::Span<const uint64_t>());
+    EXPECT_TRUE(every.Update(b).ok());
+    EXPECT_TRUE(skips.Update(b).ok());
+    pos += len;
+    if (++batches == 3) {
+      EXPECT_TRUE(every.Merge(other).ok());
+      EXPECT_TRUE(skips.Merge(other).ok());
+    }
+    if (every.Serialize() != skips.Serialize()) {
+      ADD_FAILURE() << "differs after batch " << batches << " (items " << pos - len << " to "
+                    << pos << "), " << skips.skipped_items() << " items skipped so far";
+      return skips.skipped_items();
+    }
+  }
+  EXPECT_EQ(every.count(), skips.count());
+  return skips.skipped_items();
+}
+
+TEST(LossyCountingSkips, EqualsFoldingEveryItemOnEveryStreamWindowAndWeight) {
+  const Config configs[] = {{0.01, 0},  {0.01, 100}, {0.001, 0},
+                            {0.001, 777}, {0.1, 7},  {0.0001, 0}};
+  for (const Stream& stream : Streams()) {
+    for (const Config& c : configs) {
+      for (const bool weighted : {false, true}) {
+        SCOPED_TRACE(absl::StrCat(stream.name, ", epsilon ", c.epsilon, ", window ", c.window,
+                                  weighted ? ", weighted" : ""));
+        CountingAccelerator accelerator(/*min_keys=*/0);
+        const uint64_t skipped = ExpectSameAsFoldingEveryItem(
+            stream.keys, weighted, c.epsilon, c.window, /*seed=*/7 + c.window, &accelerator);
+        // T moves by at least 1 every window when epsilon * window >= 1; below, some windows
+        // leave it still, L is 0 for most batches, and nothing is asked.
+        if (c.epsilon * static_cast<double>(Options(c.epsilon, c.window).EffectiveWindow()) >= 1) {
+          EXPECT_GT(accelerator.calls(), 0);
+        }
+        // Auto windows (4096 here) move T by 4 to 40 a window: most of these streams' keys are
+        // that light in a batch.
+        if (stream.expect_skips && c.window == 0 && c.epsilon >= 0.001) {
+          EXPECT_GT(skipped, stream.keys.size() / 10) << "the filter left too little out";
+        }
+      }
+    }
+  }
+}
+
+TEST(LossyCountingSkips, NumericValuesAndDeviceFailuresGiveTheSameSummary) {
+  // Every third call fails: that batch folds every item, the next one skips again.
+  CountingAccelerator failing(/*min_keys=*/0, /*fail_every=*/3);
+  const std::vector<uint64_t> keys = UniformKeys(60'000, 1'000'000, 21);
+  EXPECT_GT(ExpectSameAsFoldingEveryItem(keys, false, 0.001, 0, 22, &failing), 10'000u);
+  EXPECT_GT(failing.calls(), 3);
+
+  // Doubles are counted by their ordered bits, as uint64 keys are.
+  std::mt19937_64 rng(23);
+  std::normal_distribution<double> normal(0, 1e4);
+  std::vector<double> values(40'000);
+  for (double& v : values) v = std::round(normal(rng));
+  CountingAccelerator device(0);
+  LossyCounting every(Options(0.001, 0), ValueKind::kNumeric, nullptr);
+  LossyCounting skips(Options(0.001, 0), ValueKind::kNumeric, &device);
+  for (size_t pos = 0; pos < values.size(); pos += 7'000) {
+    const size_t len = std::min<size_t>(7'000, values.size() - pos);
+    const Batch b = MakeBatch(absl::MakeConstSpan(values).subspan(pos, len), {});
+    LC_ASSERT_OK(every.Update(b));
+    LC_ASSERT_OK(skips.Update(b));
+    ASSERT_EQ(every.Serialize(), skips.Serialize()) << "after " << pos + len << " values";
+  }
+  EXPECT_GT(skips.skipped_items(), 0u);
+}
+
+TEST(LossyCountingSkips, BatchesBelowTheDevicesSizeFoldEveryItem) {
+  CountingAccelerator device(/*min_keys=*/100'000);
+  const std::vector<uint64_t> keys = UniformKeys(50'000, 1'000'000, 31);
+  EXPECT_EQ(ExpectSameAsFoldingEveryItem(keys, false, 0.001, 0, 32, &device), 0u);
+  EXPECT_EQ(device.calls(), 0);
+}
+
+TEST(MarkLightKeys, MarksKeysAbsentFromPresentAndAtMostTheLimitInWeight) {
+  CpuAccelerator cpu;
+  const std::vector<uint64_t> keys = {5, 7, 5, 9, 11, 7, 7, 13, 5, 64, 9};
+  const std::vector<uint64_t> weights = {1, 1, 1, 2, 1, 1, 1, 5, 1, 1, 1};
+  std::vector<uint64_t> light;
+  auto bits = [&] {
+    std::string s;
+    for (size_t i = 0; i < keys.size(); ++i) s += ((light[i / 64] >> (i % 64)) & 1) ? '1' : '0';
+    return s;
+  };
+  // Unit weights, limit 1: keys seen once (11, 13, 64), 64 present.
+  ASSERT_TRUE(cpu.MarkLightKeys(keys, {}, std::vector<uint64_t>{64}, 1, &light).ok());
+  EXPECT_EQ(bits(), "00001001000");
+  // Limit 2: 9 (twice) too.
+  ASSERT_TRUE(cpu.MarkLightKeys(keys, {}, std::vector<uint64_t>{64}, 2, &light).ok());
+  EXPECT_EQ(bits(), "00011001001");
+  // Weighted, limit 3: 5 weighs 3, 9 weighs 3, 7 weighs 3, 11 1, 13 5, 64 1 (not present).
+  ASSERT_TRUE(cpu.MarkLightKeys(keys, weights, {}, 3, &light).ok());
+  EXPECT_EQ(bits(), "11111110111");
+  // Past 64 items the bits go on into the next words; a weight near 2^64 saturates.
+  std::vector<uint64_t> many(200);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = i % 150;
+  std::vector<uint64_t> heavy(200, 1);
+  heavy[0] = ~uint64_t{0} - 1;  // key 0: saturates, so it is not light under any limit
+  ASSERT_TRUE(cpu.MarkLightKeys(many, heavy, {}, ~uint64_t{0} - 1, &light).ok());
+  ASSERT_EQ(light.size(), 4u);
+  for (size_t i = 0; i < many.size(); ++i) {
+    EXPECT_EQ((light[i / 64] >> (i % 64)) & 1, many[i] == 0 ? 0u : 1u) << i;
+  }
+  EXPECT_EQ(cpu.MarkLightKeys(many, std::vector<uint64_t>(3, 1), {}, 1, &light).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace streamstats::core
