@@ -193,8 +193,48 @@ std::string GpuPool::name() const {
 }
 
 GpuPoolStats GpuPool::stats() const {
-  return GpuPoolStats{cpu_windows_.load(), gpu_windows_.load(), launches_.load(),
-                      fallbacks_.load(), sketches_.load(), withdrawn_jobs_.load()};
+  return GpuPoolStats{cpu_windows_.load(), gpu_windows_.load(),    launches_.load(),
+                      fallbacks_.load(),   sketches_.load(),       withdrawn_jobs_.load(),
+                      filtered_batches_.load()};
+}
+
+absl::Status GpuPool::MarkLightKeys(absl::Span<const uint64_t> keys,
+                                    absl::Span<const uint64_t> weights,
+                                    absl::Span<const uint64_t> present, uint64_t limit,
+                                    std::vector<uint64_t>* light) {
+  std::unique_ptr<GpuKeyCounter> counter;
+  {
+    absl::MutexLock lock(&counters_mu_);
+    if (!free_counters_.empty()) {
+      counter = std::move(free_counters_.back());
+      free_counters_.pop_back();
+    }
+  }
+  if (counter == nullptr) {
+    const int ordinal = ordinals_[next_counter_device_.fetch_add(1) % ordinals_.size()];
+    auto made = GpuKeyCounter::Create(ordinal);
+    if (!made.ok()) {
+      fallbacks_.fetch_add(1);
+      return made.status();
+    }
+    counter = *std::move(made);
+  }
+  const uint64_t copied = counter->bytes_copied();
+  absl::Status s = ShouldFail() ? absl::InternalError("injected device failure")
+                                : counter->MarkLightKeys(keys, weights, present, limit, light);
+  for (size_t i = 0; i < ordinals_.size(); ++i) {
+    if (ordinals_[i] != counter->device()) continue;
+    sketch_work_[i]->bytes_copied.fetch_add(counter->bytes_copied() - copied);
+    if (!s.ok()) sketch_work_[i]->fallbacks.fetch_add(1);
+  }
+  if (s.ok()) {
+    filtered_batches_.fetch_add(1);
+  } else {
+    fallbacks_.fetch_add(1);
+  }
+  absl::MutexLock lock(&counters_mu_);
+  free_counters_.push_back(std::move(counter));
+  return s;
 }
 
 std::vector<GpuDeviceStats> GpuPool::device_stats() const {

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +43,7 @@
 #include "absl/types/span.h"
 #include "core/accel/accelerator.h"
 #include "gpu/gpu_accelerator.h"
+#include "gpu/gpu_key_counter.h"
 #include "gpu/gpu_sketches.h"
 
 namespace streamstats::gpu {
@@ -64,6 +66,9 @@ struct GpuPoolOptions {
   // quantile summaries holds 2^14): allocating and freeing one costs milliseconds, and freeing
   // synchronizes the device, so enough are kept for every ingest thread's jobs in flight.
   size_t pinned_buffers = 512;
+  // Lossy Counting's filter (MarkLightKeys) runs on a device for batches of at least this many
+  // keys in completed windows; 0: never (the summary then folds every item on the host).
+  size_t filter_min_keys = 4096;
   // Which sketch tables AttachSketch places on the devices; the others stay in host memory.
   struct SketchKinds {
     bool count_min = true;               // plain Count-Min (bit-equal sequential update)
@@ -95,6 +100,7 @@ struct GpuPoolStats {
   uint64_t sketches = 0;         // sketch tables placed on a device
   uint64_t withdrawn_jobs = 0;   // SegmentSortJobs still queued when waited for: sorted by the
                                  // caller on the CPU (their windows count as cpu windows)
+  uint64_t filtered_batches = 0;  // Lossy Counting batches counted on a device (MarkLightKeys)
 };
 
 class GpuPool final : public core::Accelerator {
@@ -123,6 +129,18 @@ class GpuPool final : public core::Accelerator {
                          std::vector<core::HistogramEntry>* out) override;
   absl::Status RankSample(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights, uint64_t step,
                           std::vector<core::RankSampleEntry>* out) override;
+
+  // Lossy Counting's filter on a device: each calling thread borrows a GpuKeyCounter (its own
+  // stream and buffers; the devices taken round robin as counters are made), so sessions count
+  // concurrently. A device error returns it (the summary then folds every item), counted in
+  // stats().fallbacks.
+  absl::Status MarkLightKeys(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> weights,
+                             absl::Span<const uint64_t> present, uint64_t limit,
+                             std::vector<uint64_t>* light) override;
+  size_t DeviceFilterKeys() const override {
+    return options_.filter_min_keys == 0 ? std::numeric_limits<size_t>::max()
+                                         : options_.filter_min_keys;
+  }
 
   std::unique_ptr<core::DeviceSketch> AttachSketch(const core::DeviceSketchSpec& spec) override;
   bool KeepsSketch(const core::DeviceSketchSpec& spec) const override;  // per options.sketches
@@ -182,6 +200,11 @@ class GpuPool final : public core::Accelerator {
 
   absl::Mutex pinned_mu_;
   std::vector<PinnedBlock> free_pinned_ ABSL_GUARDED_BY(pinned_mu_);
+
+  absl::Mutex counters_mu_;
+  std::vector<std::unique_ptr<GpuKeyCounter>> free_counters_ ABSL_GUARDED_BY(counters_mu_);
+  std::atomic<size_t> next_counter_device_{0};
+  std::atomic<uint64_t> filtered_batches_{0};
 
   absl::Mutex mu_;
   std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);

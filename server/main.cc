@@ -144,6 +144,11 @@ ABSL_FLAG(int64_t, gpu_job_min_keys, 65536,
           "16384 keys when this is at most its job size; smaller jobs, and every job under the "
           "default, sort on the ingest thread (measured 0.8-1.2x the CPU end to end, "
           "bench/E2E_RESULTS.md); in [0, 2^30]");
+ABSL_FLAG(int64_t, gpu_filter_min_keys, 4096,
+          "Lossy Counting (uint64 and numeric keys) has a batch's keys counted on the GPU pool "
+          "when its completed windows hold at least this many, and folds into its table only "
+          "the items that can stay there (the same table and answers; "
+          "core/frequencies/lossy_counter.h); 0: never; in [0, 2^30]");
 ABSL_FLAG(int64_t, gpu_launch_max_keys, int64_t{1} << 22,
           "the most keys of queued windows a GPU worker sorts in one launch; in [2^12, 2^30]");
 ABSL_FLAG(int, gpu_streams_per_device, 4,
@@ -229,6 +234,11 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu_job_min_keys must be in [0, 2^30] keys, got ", job_min));
   }
+  const int64_t filter_min = absl::GetFlag(FLAGS_gpu_filter_min_keys);
+  if (filter_min < 0 || filter_min > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_filter_min_keys must be in [0, 2^30] keys, got ", filter_min));
+  }
   const int64_t launch_max = absl::GetFlag(FLAGS_gpu_launch_max_keys);
   if (launch_max < (int64_t{1} << 12) || launch_max > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(
@@ -249,6 +259,7 @@ absl::Status StartGpuPool(const std::string& spec, std::unique_ptr<streamstats::
   options.streams_per_device = streams;
   options.batch_max_keys = static_cast<size_t>(launch_max);
   options.job_cpu_threshold = static_cast<size_t>(job_min);
+  options.filter_min_keys = static_cast<size_t>(filter_min);
   options.cpu_threshold = static_cast<size_t>(absl::GetFlag(FLAGS_gpu_cpu_threshold));
   options.linger = absl::Microseconds(absl::GetFlag(FLAGS_gpu_linger_us));
   if (spec != "auto") {

@@ -1,6 +1,7 @@
 #include "server/session.h"
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -139,7 +140,10 @@ Session::Session(SessionConfig config, core::Accelerator* accelerator,
       turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()),
       parts_allowed_(PartsAllowed(config_, accelerator_)),
       slice_scale_(SliceScale(config_)),
-      keeps_moments_(config_.value_kind == core::ValueKind::kNumeric) {}
+      keeps_moments_(config_.value_kind == core::ValueKind::kNumeric) {
+  part_rest_ = std::make_unique<std::atomic<int>[]>(config_.summaries.size());
+  for (size_t i = 0; i < config_.summaries.size(); ++i) part_rest_[i].store(0);
+}
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(SessionConfig config,
                                                          core::Accelerator* accelerator,
@@ -333,11 +337,14 @@ absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>
   const size_t n = batch.size();
   // Items applied under one hold of the session lock (core::Summary::ChunkItems): a question
   // waits for at most one chunk.
-  size_t chunk_items = core::Summary::kDefaultChunkItems;
+  // The least any summary asks for (each asks for the default or less, but Lossy Counting on a
+  // device filter asks for more).
+  size_t chunk_items = std::numeric_limits<size_t>::max();
   {
     ReaderMutexLock lock(&mu_);
     for (const auto& summary : summaries_) chunk_items = std::min(chunk_items, summary->ChunkItems());
   }
+  if (chunk_items == std::numeric_limits<size_t>::max()) chunk_items = core::Summary::kDefaultChunkItems;
   for (size_t begin = 0, end = 0; begin < n; begin = end) {
     if (parts_allowed_ && in_flight_.load(std::memory_order_acquire) > 1) {
       // Other batches arrived: their merges would wait for every chunk left here (a waiting
@@ -435,6 +442,14 @@ absl::Status Session::BuildParts(const core::Batch& batch, Parts* parts) const {
     auto part = core::CreateSummary(options, config_.value_kind, accelerator_);
     if (!part.ok()) return part.status();
     (*part)->ExpectPart(weight);
+    {
+      const size_t i = parts->summaries.size();
+      std::atomic<int>& rest = part_rest_[i];
+      int r = rest.load(std::memory_order_relaxed);
+      while (r > 0 && !rest.compare_exchange_weak(r, r - 1, std::memory_order_relaxed)) {
+      }
+      (*part)->TakePartLesson(r > 0);
+    }
     if (absl::Status s = (*part)->Update(batch); !s.ok()) return s;
     // A quantile part's partial window would otherwise be appended to the session's window and
     // sorted there, under the lock (measured at eps = 0.001: most of the merge's time).
@@ -463,6 +478,9 @@ absl::Status Session::MergeParts(const std::vector<Parts*>& parts, uint64_t lsn)
       // Same options, so a failure is a bug; the summaries before i hold the batch already, so
       // report it rather than hide it (as a failed Update).
       if (absl::Status s = summaries_[i]->Merge(*p->summaries[i]); !s.ok()) return s;
+      if (const int lesson = p->summaries[i]->PartLesson(); lesson != 0) {
+        part_rest_[i].store(lesson == 2 ? kPartRest : 0, std::memory_order_relaxed);
+      }
     }
     if (keeps_moments_) moments_.Merge(p->moments);
     chunks_applied_.fetch_add(1, std::memory_order_release);

@@ -439,6 +439,10 @@ class Session {
   // older shape, core/sketches/fcm.h), so that its parts merge into it. Set before the session is
   // shared; read without the lock.
   std::vector<core::SummaryOptions> part_options_;
+  // Per summary: parts to come that skip their device trip (core::Summary::PartLesson); a part
+  // whose trip did not pay sets kPartRest, one whose trip did sets 0.
+  static constexpr int kPartRest = 31;
+  std::unique_ptr<std::atomic<int>[]> part_rest_;
   core::Accelerator* accelerator_;
   const std::shared_ptr<QueryTurns> turns_;
   // Whether a batch may go to a part while another is applied (see the top of this file).

@@ -190,6 +190,15 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
                                               o.time_window.inner == SummaryKind::kMisraGries)) {
     return "cpu: a ring of per-interval sketches in host memory";
   }
+  if (o.kind == SummaryKind::kLossyCounting && s.value_kind() != core::ValueKind::kString &&
+      accelerator.DeviceFilterKeys() != std::numeric_limits<size_t>::max() &&
+      o.lossy_counting.EffectiveWindow() < threshold) {
+    // core/frequencies/lossy_counter.h, AddSkippingSingletons.
+    return absl::StrCat("cpu: table in host memory; a batch's keys are counted on ",
+                        accelerator.name(), " first when its completed windows hold at least ",
+                        accelerator.DeviceFilterKeys(),
+                        " keys, and only the items that can stay are folded");
+  }
   uint64_t window = 0;
   if (o.kind == SummaryKind::kQuantiles) window = o.quantiles.EffectiveWindow();
   if (o.kind == SummaryKind::kLossyCounting) window = o.lossy_counting.EffectiveWindow();

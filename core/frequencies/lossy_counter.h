@@ -262,6 +262,10 @@ class Counter {
   // Items left out of the table because they could not stay (AddSkippingSingletons), since
   // this counter was created (not serialized).
   uint64_t skipped_items() const { return skipped_items_; }
+  // Summary::PartLesson: 0 no filtered batch yet, 1 the last one paid off, 2 it did not.
+  int filter_lesson() const { return filter_lesson_; }
+  // The next eligible batch folds every item without a device trip.
+  void SkipNextFilter() { filter_rest_ = std::max(filter_rest_, 1); }
 
   // Appends items; every window they complete is flushed. All accelerator work happens before
   // the first change, so an error leaves the counter unchanged.
@@ -501,6 +505,10 @@ class Counter {
     const size_t windows = (p + in.size()) / window_;
     const size_t flushed = windows * window_ - p;  // items of `in` in completed windows
     if (flushed < accelerator->DeviceFilterKeys()) return false;
+    if (filter_rest_ > 0) {  // the last filtered batch left out too little to pay for the trip
+      --filter_rest_;
+      return false;
+    }
     // Each window's weight, and L, as FinishWindow will move N and T.
     thread_local std::vector<uint64_t> weight;
     weight.assign(windows, 0);
@@ -532,6 +540,7 @@ class Counter {
     // Each window's other items, compacted.
     thread_local std::vector<uint64_t> kept_keys, kept_weights;
     size_t pos = 0;
+    size_t skipped = 0;
     for (size_t j = 0; j < windows; ++j) {
       const size_t take = j == 0 ? window_ - p : window_;
       kept_keys.resize(take);
@@ -550,8 +559,14 @@ class Counter {
       if (j == 0) ClearPending();
       FinishWindow(weight[j]);
       skipped_items_ += take - kept;
+      skipped += take - kept;
       pos += take;
     }
+    // On skewed keys few items may be light: below half of them, the device's round trip and
+    // the compaction cost more than the fold they spare, so the next kFilterRest eligible
+    // batches fold every item (same table either way), then the filter is tried again.
+    if (2 * skipped < flushed) filter_rest_ = kFilterRest;
+    filter_lesson_ = 2 * skipped < flushed ? 2 : 1;
     AppendPending(in.Sub(pos, in.size() - pos));
     return true;
   }
@@ -607,6 +622,9 @@ class Counter {
   uint64_t window_;
   const char* name_;
   uint64_t skipped_items_ = 0;  // AddSkippingSingletons' items left out
+  static constexpr int kFilterRest = 31;
+  int filter_rest_ = 0;  // eligible batches left to fold whole before the filter is tried again
+  int filter_lesson_ = 0;  // filter_lesson()
   uint64_t n_summarized_ = 0;  // total weight of flushed windows
   uint64_t threshold_ = 0;     // T
   Table table_;

@@ -1,6 +1,7 @@
 #include "core/frequencies/lossy_counting.h"
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -710,6 +711,20 @@ uint64_t LossyCounting::count() const {
 
 size_t LossyCounting::table_size() const {
   return cores_.Visit([](const auto& core) { return core.table_size(); });
+}
+
+size_t LossyCounting::ChunkItems() const {
+  const bool filters = value_kind_ != ValueKind::kString &&
+                       accelerator_->DeviceFilterKeys() != std::numeric_limits<size_t>::max();
+  return filters ? 16 * kDefaultChunkItems : kDefaultChunkItems;
+}
+
+int LossyCounting::PartLesson() const {
+  return cores_.ints != nullptr ? cores_.ints->filter_lesson() : 0;
+}
+
+void LossyCounting::TakePartLesson(bool skip_device) {
+  if (skip_device && cores_.ints != nullptr) cores_.ints->SkipNextFilter();
 }
 
 uint64_t LossyCounting::skipped_items() const {

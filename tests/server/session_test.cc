@@ -436,18 +436,21 @@ TEST(SessionManager, EverySessionsIngestStepsAsideWhileAQuestionWaitsForAnother)
 class ThresholdAccelerator final : public core::Accelerator {
  public:
   explicit ThresholdAccelerator(size_t threshold,
-                                size_t job_keys = std::numeric_limits<size_t>::max())
-      : threshold_(threshold), job_keys_(job_keys) {}
+                                size_t job_keys = std::numeric_limits<size_t>::max(),
+                                size_t filter_keys = std::numeric_limits<size_t>::max())
+      : threshold_(threshold), job_keys_(job_keys), filter_keys_(filter_keys) {}
   std::string name() const override { return "dev"; }
   absl::Status SortWindow(absl::Span<uint64_t> keys, absl::Span<uint64_t> weights) override {
     return core::CpuAcceleratorInstance()->SortWindow(keys, weights);
   }
   size_t DeviceWindowKeys() const override { return threshold_; }
   size_t DeviceJobKeys() const override { return job_keys_; }
+  size_t DeviceFilterKeys() const override { return filter_keys_; }
 
  private:
   size_t threshold_;
   size_t job_keys_;
+  size_t filter_keys_;
 };
 
 TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
@@ -479,6 +482,16 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   EXPECT_EQ(placements(&low, v1::VALUE_KIND_UINT64,
                        {"count_min", "lossy_counting:window=4096", "misra_gries"}),
             (V{"cpu: table in host memory", "dev: windows of 4096 keys sorted there", "cpu"}));
+  // Lossy Counting's filter (lossy_counter.h): the table stays in host memory and each batch's
+  // keys are counted on the device first; string keys and the other summaries are unchanged.
+  ThresholdAccelerator filters(65536, std::numeric_limits<size_t>::max(), 4096);
+  EXPECT_EQ(placements(&filters, v1::VALUE_KIND_UINT64, {"lossy_counting", "hhh"}),
+            (V{"cpu: table in host memory; a batch's keys are counted on dev first when its "
+               "completed windows hold at least 4096 keys, and only the items that can stay are "
+               "folded",
+               "cpu: windows of 4096 keys are below dev's threshold of 65536 keys"}));
+  EXPECT_EQ(placements(&filters, v1::VALUE_KIND_STRING, {"lossy_counting"}),
+            V{"cpu: windows of 4096 keys are below dev's threshold of 65536 keys"});
   // Hierarchical heavy hitters: IPv4 windows are sorted on the device like Lossy Counting's;
   // path and IPv6 keys never leave the CPU, and GetSession says so.
   EXPECT_EQ(placements(&low, v1::VALUE_KIND_UINT64, {"hhh:window=4096"}),

@@ -156,7 +156,9 @@ TEST(LossyCountingSkips, EqualsFoldingEveryItemOnEveryStreamWindowAndWeight) {
         // Auto windows (4096 here) move T by 4 to 40 a window: most of these streams' keys are
         // that light in a batch.
         if (stream.expect_skips && c.window == 0 && c.epsilon >= 0.001) {
-          EXPECT_GT(skipped, stream.keys.size() / 10) << "the filter left too little out";
+          // Skewed streams may leave out under half a batch, and then rest for a few batches.
+          EXPECT_GT(skipped, stream.name.rfind("uniform", 0) == 0 ? stream.keys.size() / 10 : 0)
+              << "the filter left too little out";
         }
       }
     }
@@ -226,6 +228,39 @@ TEST(MarkLightKeys, MarksKeysAbsentFromPresentAndAtMostTheLimitInWeight) {
   }
   EXPECT_EQ(cpu.MarkLightKeys(many, std::vector<uint64_t>(3, 1), {}, 1, &light).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace streamstats::core
+
+namespace streamstats::core {
+namespace {
+
+// Parts (fresh summaries, one a batch) learn from the last part whether the device trip pays:
+// PartLesson says so, TakePartLesson(true) makes the next eligible batch fold without a trip.
+TEST(LossyCountingSkips, APartSaysWhetherItsTripPaidAndCanSkipTheNext) {
+  using namespace lossy_counting_test;  // NOLINT
+  const std::vector<uint64_t> uniform = UniformKeys(20'000, 1'000'000, 41);
+  const std::vector<uint64_t> few = UniformKeys(20'000, 100, 42);  // nothing light
+  CountingAccelerator device(0);
+  LossyCounting light(Options(0.001, 0), ValueKind::kUint64, &device);
+  EXPECT_EQ(light.PartLesson(), 0);
+  LC_ASSERT_OK(light.Update(MakeBatch(absl::MakeConstSpan(uniform), {})));
+  EXPECT_EQ(light.PartLesson(), 1);
+  LossyCounting heavy(Options(0.001, 0), ValueKind::kUint64, &device);
+  LC_ASSERT_OK(heavy.Update(MakeBatch(absl::MakeConstSpan(few), {})));
+  EXPECT_EQ(heavy.PartLesson(), 2);
+  const int calls = device.calls();
+  LossyCounting told(Options(0.001, 0), ValueKind::kUint64, &device);
+  LossyCounting every(Options(0.001, 0), ValueKind::kUint64, nullptr);
+  told.TakePartLesson(true);
+  LC_ASSERT_OK(told.Update(MakeBatch(absl::MakeConstSpan(uniform), {})));
+  LC_ASSERT_OK(every.Update(MakeBatch(absl::MakeConstSpan(uniform), {})));
+  EXPECT_EQ(device.calls(), calls) << "the told part made a trip";
+  EXPECT_EQ(told.skipped_items(), 0u);
+  EXPECT_EQ(told.Serialize(), every.Serialize());
+  EXPECT_EQ(told.ChunkItems(), 16 * Summary::kDefaultChunkItems);
+  EXPECT_EQ(every.ChunkItems(), Summary::kDefaultChunkItems);
 }
 
 }  // namespace
