@@ -71,8 +71,10 @@ class Summary {
   // The most items a session hands one Update while it holds its lock: questions wait for at
   // most one such update (issue 7). The default keeps an update near 0.5 ms on one CPU core for
   // summaries whose cost per item does not grow with their parameters; a summary whose does
-  // (PBF: k hash positions per item) asks for less. A pure function of the options and of where
-  // the summary runs, so replaying a log cuts batches where the live server did.
+  // (PBF: k hash positions per item) asks for less, and one whose host work an item a device
+  // cuts (Lossy Counting's filter, one device trip a chunk) asks for more; a session takes the
+  // least its summaries ask for. A pure function of the options and of where the summary runs,
+  // so replaying a log cuts batches where the live server did.
   static constexpr size_t kDefaultChunkItems = 8192;
   virtual size_t ChunkItems() const { return kDefaultChunkItems; }
 
