@@ -68,6 +68,7 @@ absl::Status Accelerator::MarkLightKeys(absl::Span<const uint64_t> keys,
   if (!weights.empty() && weights.size() != keys.size()) {
     return absl::InvalidArgumentError("weights must be empty or one per key");
   }
+  if (limit >= uint64_t{1} << 63) return absl::InvalidArgumentError("limit must be below 2^63");
   constexpr uint64_t kHeavy = std::numeric_limits<uint64_t>::max();
   absl::flat_hash_map<uint64_t, uint64_t> total;  // saturating; kHeavy for present keys
   total.reserve(keys.size() + present.size());

@@ -168,8 +168,8 @@ class Accelerator {
   // stay"): sets bit i of `light` (bit i % 64 of word i / 64; resized to ceil(n / 64) words)
   // for each i < n = keys.size() such that keys[i] is nowhere in `present` and the total weight
   // of keys[i] in the batch (`weights`: empty, or one per key) is at most `limit`; clears every
-  // other bit. The base class counts in a hash map (the reference); the GPU pool counts on a
-  // device, where the host's work is the keys' copy.
+  // other bit. `limit` below 2^63 (InvalidArgument otherwise). The base class counts in a hash
+  // map (the reference); the GPU pool counts on a device, where the host's work is the keys' copy.
   virtual absl::Status MarkLightKeys(absl::Span<const uint64_t> keys,
                                      absl::Span<const uint64_t> weights,
                                      absl::Span<const uint64_t> present, uint64_t limit,

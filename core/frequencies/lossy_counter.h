@@ -26,6 +26,7 @@
 #define STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTER_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -53,6 +54,9 @@ namespace streamstats::core::lossy {
 uint64_t FloorEpsilonTimes(double epsilon, uint64_t n);
 // ceil(fraction * n), exactly; fraction in [0, 1] and n <= 2^62.
 uint64_t CeilTimes(double fraction, uint64_t n);
+
+// SetLossyCountingFilterRestsForTesting (lossy_counting.h).
+inline std::atomic<bool> filter_rests{true};
 
 inline bool AddWouldOverflow(uint64_t a, uint64_t b) {
   return a > std::numeric_limits<uint64_t>::max() - b;
@@ -493,9 +497,9 @@ class Counter {
   // whose items in those windows weigh at most L together, enters the table in the first such
   // window j as {c, T_j} (c its weight there, <= L <= a_j), gets nothing more before j ends and is
   // dropped there (c + T_j <= T_(j+1)); absent again, the same happens in each later window it
-  // shows up in. So folding the windows without its items leaves the same table after every
-  // compression (only the slots' layout and growth may differ, and nothing reads them: Serialize
-  // sorts by key), and N, T and every answer are the same. On uniform keys over 10^6 that is
+  // shows up in. So folding the windows without its items leaves the same entries after every
+  // compression, and N, T, Serialize (sorted by key) and every answer are the same; only the
+  // slots' layout and growth may differ, so MemoryBytes may be smaller. On uniform keys over 10^6 that is
   // nearly every item of a batch; on skewed ones the tail. Returns false, having changed
   // nothing, where it does not apply (the batch completes no window, or fewer items than the
   // device takes, or L is 0, or the device failed); AddOnHost then folds every item.
@@ -505,7 +509,8 @@ class Counter {
     const size_t windows = (p + in.size()) / window_;
     const size_t flushed = windows * window_ - p;  // items of `in` in completed windows
     if (flushed < accelerator->DeviceFilterKeys()) return false;
-    if (filter_rest_ > 0) {  // the last filtered batch left out too little to pay for the trip
+    if (filter_rest_ > 0 && filter_rests.load(std::memory_order_relaxed)) {
+      // The last filtered batch left out too little to pay for the trip.
       --filter_rest_;
       return false;
     }

@@ -591,6 +591,10 @@ class FlatTable {
 
 }  // namespace
 
+void SetLossyCountingFilterRestsForTesting(bool on) {
+  lossy::filter_rests.store(on, std::memory_order_relaxed);
+}
+
 void SetLossyCountingVectorsForTesting(bool on) {
   vectors_allowed.store(on, std::memory_order_relaxed);
 }
@@ -714,9 +718,13 @@ size_t LossyCounting::table_size() const {
 }
 
 size_t LossyCounting::ChunkItems() const {
+  // Where the filter can run: windows folded on the host (lossy_counter.h, FoldsOnHost) and a
+  // chunk large enough for the device.
+  constexpr size_t kFilterChunk = 16 * kDefaultChunkItems;
   const bool filters = value_kind_ != ValueKind::kString &&
-                       accelerator_->DeviceFilterKeys() != std::numeric_limits<size_t>::max();
-  return filters ? 16 * kDefaultChunkItems : kDefaultChunkItems;
+                       window_ < accelerator_->DeviceWindowKeys() &&
+                       accelerator_->DeviceFilterKeys() <= kFilterChunk;
+  return filters ? kFilterChunk : kDefaultChunkItems;
 }
 
 int LossyCounting::PartLesson() const {

@@ -114,6 +114,11 @@ class LossyCounting final : public Summary {
 // Process-wide.
 void SetLossyCountingVectorsForTesting(bool on);
 
+// For tests: whether the filter of items that cannot stay rests after a device trip that left out
+// too little (lossy_counter.h; the default). Off, every eligible batch is filtered, so tests of the
+// filter's equality see it on every stream. Process-wide.
+void SetLossyCountingFilterRestsForTesting(bool on);
+
 }  // namespace streamstats::core
 
 #endif  // STREAMSTATS_CORE_FREQUENCIES_LOSSY_COUNTING_H_
