@@ -509,6 +509,8 @@ class Counter {
     const size_t windows = (p + in.size()) / window_;
     const size_t flushed = windows * window_ - p;  // items of `in` in completed windows
     if (flushed < accelerator->DeviceFilterKeys()) return false;
+    // Items of `in` in window j (the first completes the pending window).
+    auto take_of = [&](size_t j) { return j == 0 ? window_ - p : window_; };
     if (filter_rest_ > 0 && filter_rests.load(std::memory_order_relaxed)) {
       // The last filtered batch left out too little to pay for the trip.
       --filter_rest_;
@@ -521,7 +523,7 @@ class Counter {
     uint64_t t = threshold_;
     uint64_t limit = std::numeric_limits<uint64_t>::max();
     for (size_t j = 0, pos = 0; j < windows; ++j) {
-      const size_t take = j == 0 ? window_ - p : window_;
+      const size_t take = take_of(j);
       weight[j] = (j == 0 ? pending_weight_ : 0) + in.Sub(pos, take).TotalWeight();
       pos += take;
       n += weight[j];
@@ -547,7 +549,7 @@ class Counter {
     size_t pos = 0;
     size_t skipped = 0;
     for (size_t j = 0; j < windows; ++j) {
-      const size_t take = j == 0 ? window_ - p : window_;
+      const size_t take = take_of(j);
       kept_keys.resize(take);
       if (weighted) kept_weights.resize(take);
       size_t kept = 0;
@@ -570,8 +572,9 @@ class Counter {
     // On skewed keys few items may be light: below half of them, the device's round trip and
     // the compaction cost more than the fold they spare, so the next kFilterRest eligible
     // batches fold every item (same table either way), then the filter is tried again.
-    if (2 * skipped < flushed) filter_rest_ = kFilterRest;
-    filter_lesson_ = 2 * skipped < flushed ? 2 : 1;
+    const bool paid = 2 * skipped >= flushed;
+    if (!paid) filter_rest_ = kFilterRest;
+    filter_lesson_ = paid ? 1 : 2;
     AppendPending(in.Sub(pos, in.size() - pos));
     return true;
   }
