@@ -1,13 +1,15 @@
-// lossy_filter_bench: Lossy Counting with its batches' keys counted on the GPU pool (the filter
-// of core/frequencies/lossy_counter.h, AddSkippingSingletons) against the same summary folding
-// every item on the CPU, in one process and one run, without gRPC (issue 14 item 4). T threads,
-// each feeding its own summary chunks of C items, as T sessions' ingest threads do.
+// lossy_filter_bench: Lossy Counting's filter of items that cannot stay (core/frequencies/
+// lossy_counter.h, AddSkippingSingletons) against the same summary folding every item, in one
+// process and one run, without gRPC (issue 14 items 2 and 4): the filter on the host
+// (MarkLightKeysOnHost, the CPU backend's) and, where built with CUDA and a GPU is present, on
+// the GPU pool. T threads, each feeding its own summary chunks of C items, as T sessions'
+// ingest threads do.
 //
-//   lossy_filter_bench [--threads=1,4,16] [--chunk=65536] [--items=N per thread]
-//                      [--epsilon=0.001] [--data=uniform|zipf]
+//   lossy_filter_bench [--threads=1,4,16] [--chunk=8192] [--items=N per thread]
+//                      [--epsilon=0.001] [--data=uniform|zipf] [--rounds=2]
 //
-// Prints per thread count: items/s on the CPU and on the pool, their ratio, the share of items
-// the filter left out, and the pool's filtered batches and fallbacks. Needs a GPU.
+// Prints per thread count and round: items/s folding every item, with the host filter and on
+// the pool, the filters' ratios to folding every item and the share of items each left out.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +23,9 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_common.h"
 #include "core/frequencies/lossy_counting.h"
+#if defined(STREAMSTATS_HAVE_GPU)
 #include "gpu/gpu_pool.h"
+#endif
 
 namespace {
 
@@ -37,14 +41,17 @@ std::string Flag(int argc, char** argv, const std::string& name, const std::stri
 }
 
 // Runs `threads` summaries at once; returns items/s; adds their skipped items to *skipped.
-double Run(int threads, core::Accelerator* accelerator, const std::vector<uint64_t>& keys,
-           size_t chunk, double epsilon, uint64_t* skipped, uint64_t* total) {
+// `host_filter`: LossyCounting::set_host_filter.
+double Run(int threads, core::Accelerator* accelerator, bool host_filter,
+           const std::vector<uint64_t>& keys, size_t chunk, double epsilon, uint64_t* skipped,
+           uint64_t* total) {
   core::LossyCountingOptions o;
   o.epsilon = epsilon;
   std::vector<std::unique_ptr<core::LossyCounting>> summaries;
   for (int t = 0; t < threads; ++t) {
     summaries.push_back(
         std::make_unique<core::LossyCounting>(o, core::ValueKind::kUint64, accelerator));
+    summaries.back()->set_host_filter(host_filter);
   }
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
@@ -79,12 +86,23 @@ double Run(int threads, core::Accelerator* accelerator, const std::vector<uint64
   return static_cast<double>(items) / s;
 }
 
+std::string Mps(double items_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f M", items_per_s / 1e6);
+  return buf;
+}
+
+double Share(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t chunk = std::stoull(Flag(argc, argv, "chunk", "65536"));
+  const size_t chunk = std::stoull(Flag(argc, argv, "chunk", "8192"));
   const size_t items = std::stoull(Flag(argc, argv, "items", "20000000"));
   const double epsilon = std::stod(Flag(argc, argv, "epsilon", "0.001"));
+  const int rounds = std::stoi(Flag(argc, argv, "rounds", "2"));
   const std::string data = Flag(argc, argv, "data", "uniform");
   std::vector<int> counts;
   for (absl::string_view t : absl::StrSplit(Flag(argc, argv, "threads", "1,4,16"), ',')) {
@@ -99,28 +117,43 @@ int main(int argc, char** argv) {
     keys.resize(items);
     for (uint64_t& k : keys) k = rng() % 1000000;
   }
+  core::Accelerator* device = nullptr;
+#if defined(STREAMSTATS_HAVE_GPU)
   gpu::GpuPoolOptions po;
   po.cpu_threshold = 65536;  // the server's default
   auto pool = gpu::GpuPool::Create(po);
-  if (!pool.ok()) {
-    std::fprintf(stderr, "lossy_filter_bench: %s\n", pool.status().ToString().c_str());
-    return 2;
+  if (pool.ok()) {
+    device = pool->get();
+  } else {
+    std::fprintf(stderr, "lossy_filter_bench: no GPU pool (%s); the host's columns only\n",
+                 pool.status().ToString().c_str());
   }
+#endif
   std::printf("lossy_counting epsilon=%g, %s keys over 10^6, chunks of %zu, %zu items a thread\n",
               epsilon, data.c_str(), chunk, items);
-  std::printf("| threads | cpu items/s | pool items/s | pool / cpu | left out | filtered batches | "
-              "fallbacks |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| threads | fold every item | host filter | host / fold | host left out |%s\n",
+              device != nullptr ? " pool | pool / fold | pool left out |" : "");
+  std::printf("|---:|---:|---:|---:|---:|%s\n", device != nullptr ? "---:|---:|---:|" : "");
   for (int t : counts) {
-    uint64_t unused = 0, skipped = 0, cpu_items = 0, dev_items = 0;
-    const gpu::GpuPoolStats before = (*pool)->stats();
-    const double cpu = Run(t, nullptr, keys, chunk, epsilon, &unused, &cpu_items);
-    const double dev = Run(t, pool->get(), keys, chunk, epsilon, &skipped, &dev_items);
-    const gpu::GpuPoolStats after = (*pool)->stats();
-    std::printf("| %d | %.1f M | %.1f M | %.2f | %.1f %% | %llu | %llu |\n", t, cpu / 1e6,
-                dev / 1e6, dev / cpu, 100.0 * static_cast<double>(skipped) / static_cast<double>(dev_items),
-                static_cast<unsigned long long>(after.filtered_batches - before.filtered_batches),
-                static_cast<unsigned long long>(after.fallbacks - before.fallbacks));
-    std::fflush(stdout);
+    for (int r = 0; r < rounds; ++r) {
+      uint64_t unused = 0, fold_items = 0, host_skipped = 0, host_items = 0;
+      // Alternating which runs first, so neither always meets the other's warm caches.
+      double fold = 0;
+      double host = 0;
+      if (r % 2 == 1) host = Run(t, nullptr, true, keys, chunk, epsilon, &host_skipped, &host_items);
+      fold = Run(t, nullptr, false, keys, chunk, epsilon, &unused, &fold_items);
+      if (r % 2 == 0) host = Run(t, nullptr, true, keys, chunk, epsilon, &host_skipped, &host_items);
+      std::printf("| %d | %s | %s | %.2f | %.1f %% |", t, Mps(fold).c_str(), Mps(host).c_str(),
+                  host / fold, Share(host_skipped, host_items));
+      if (device != nullptr) {
+        uint64_t dev_skipped = 0, dev_items = 0;
+        const double dev = Run(t, device, true, keys, chunk, epsilon, &dev_skipped, &dev_items);
+        std::printf(" %s | %.2f | %.1f %% |", Mps(dev).c_str(), dev / fold,
+                    Share(dev_skipped, dev_items));
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
   }
   return 0;
 }

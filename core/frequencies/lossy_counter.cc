@@ -39,6 +39,49 @@ uint64_t CeilTimes(double fraction, uint64_t n) {
   return static_cast<uint64_t>(floor + ((floor << p.shift) != p.product ? 1 : 0));
 }
 
+void MarkLightKeysOnHost(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> weights,
+                         absl::Span<const uint64_t> present, uint64_t limit,
+                         std::vector<uint64_t>* light) {
+  const size_t n = keys.size();
+  unsigned bits = 10;
+  while ((size_t{1} << bits) < 2 * n) ++bits;
+  const unsigned shift = 64 - bits;
+  auto counter_of = [shift](uint64_t key) {
+    return static_cast<uint32_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift);
+  };
+  thread_local std::vector<uint8_t> counts;
+  thread_local std::vector<uint32_t> at;  // each item's counter, so the key is hashed once
+  counts.assign(size_t{1} << bits, 0);
+  at.resize(n);
+  uint8_t* const c = counts.data();
+  if (weights.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t h = counter_of(keys[i]);
+      at[i] = h;
+      c[h] = static_cast<uint8_t>(c[h] + (c[h] != 255));
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t h = counter_of(keys[i]);
+      at[i] = h;
+      const uint64_t sum = uint64_t{c[h]} + std::min<uint64_t>(weights[i], 255);
+      c[h] = static_cast<uint8_t>(std::min<uint64_t>(sum, 255));
+    }
+  }
+  for (uint64_t key : present) c[counter_of(key)] = 255;
+  const uint8_t most = static_cast<uint8_t>(std::min<uint64_t>(limit, 254));
+  light->assign((n + 63) / 64, 0);
+  uint64_t* const out = light->data();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const size_t end = std::min(n, w * 64 + 64);
+    uint64_t word = 0;
+    for (size_t i = w * 64; i < end; ++i) {
+      word |= static_cast<uint64_t>(c[at[i]] <= most) << (i - w * 64);
+    }
+    out[w] = word;
+  }
+}
+
 absl::Status WindowHistogram(const Segment<uint64_t>& a, const Segment<uint64_t>& b,
                              Accelerator* accelerator, std::vector<HistogramEntry>* out) {
   std::vector<uint64_t> keys;

@@ -58,6 +58,20 @@ uint64_t CeilTimes(double fraction, uint64_t n);
 // SetLossyCountingFilterRestsForTesting (lossy_counting.h).
 inline std::atomic<bool> filter_rests{true};
 
+// Lossy Counting's filter on the host (Counter::AddSkippingSingletons where no device counts the
+// batch): sets bits of `light` as Accelerator::MarkLightKeys does, a subset of them, never
+// more (resized to ceil(n / 64) words, n = keys.size(); `weights` empty or one per key). Each
+// item's weight goes into an 8-bit saturating counter picked by its key's hash among 2^b >= 2n,
+// the counters of `present` keys are set to 255, and an item is marked when its counter is at
+// most min(limit, 254). A counter holds the total weight of every key hashed to it, so a marked
+// key is not present and weighs at most `limit` in the batch; a light key that shares a counter
+// with a heavy or present one is left unmarked and folded, which costs time, not an answer.
+// Two passes over at most 2n bytes (L2-resident at the chunks a session applies) instead of a
+// fold into the table and its compression: on one core ~2 ns an item against ~6.
+void MarkLightKeysOnHost(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> weights,
+                         absl::Span<const uint64_t> present, uint64_t limit,
+                         std::vector<uint64_t>* light);
+
 inline bool AddWouldOverflow(uint64_t a, uint64_t b) {
   return a > std::numeric_limits<uint64_t>::max() - b;
 }
@@ -270,6 +284,9 @@ class Counter {
   int filter_lesson() const { return filter_lesson_; }
   // The next eligible batch folds every item without a device trip.
   void SkipNextFilter() { filter_rest_ = std::max(filter_rest_, 1); }
+  // Whether batches no device counts are filtered on the host (MarkLightKeysOnHost); on by
+  // default. Off, such batches fold every item: the same table, only slower (tests compare).
+  void set_host_filter(bool on) { host_filter_ = on; }
 
   // Appends items; every window they complete is flushed. All accelerator work happens before
   // the first change, so an error leaves the counter unchanged.
@@ -490,8 +507,9 @@ class Counter {
     AppendPending(in.Sub(pos, in.size() - pos));
   }
 
-  // Items that cannot stay (Lossy Counting's uint64 table, where the GPU pool counts a batch's
-  // keys on a device). FinishWindow moves T from T_j to T_(j+1) after window j, a_j = T_(j+1) -
+  // Items that cannot stay (Lossy Counting's uint64 table; a device counts a batch's keys where
+  // the accelerator has one and the batch is large enough for it, the host otherwise with
+  // MarkLightKeysOnHost, which marks a subset). FinishWindow moves T from T_j to T_(j+1) after window j, a_j = T_(j+1) -
   // T_j apart, all fixed before the batch is applied; let L be the least a_j of the windows the
   // batch completes. A key in none of the table and the pending window when the batch begins,
   // whose items in those windows weigh at most L together, enters the table in the first such
@@ -501,14 +519,19 @@ class Counter {
   // compression, and N, T, Serialize (sorted by key) and every answer are the same; only the
   // slots' layout and growth may differ, so MemoryBytes may be smaller. On uniform keys over 10^6 that is
   // nearly every item of a batch; on skewed ones the tail. Returns false, having changed
-  // nothing, where it does not apply (the batch completes no window, or fewer items than the
-  // device takes, or L is 0, or the device failed); AddOnHost then folds every item.
+  // nothing, where it does not apply (the batch completes no window, or, on the host, fewer items
+  // than kHostFilterKeys or than the table and pending keys it must mark, or L is 0, or the
+  // device failed); AddOnHost then folds every item.
   bool AddSkippingSingletons(const Segment<Key>& in, Accelerator* accelerator) {
     const size_t p = pending_keys_.size();
     if (p + in.size() < window_) return false;
     const size_t windows = (p + in.size()) / window_;
     const size_t flushed = windows * window_ - p;  // items of `in` in completed windows
-    if (flushed < accelerator->DeviceFilterKeys()) return false;
+    const bool on_device = flushed >= accelerator->DeviceFilterKeys();
+    if (!on_device &&
+        (!host_filter_ || flushed < kHostFilterKeys || flushed < table_.size() + p)) {
+      return false;
+    }
     // Items of `in` in window j (the first completes the pending window).
     auto take_of = [&](size_t j) { return j == 0 ? window_ - p : window_; };
     if (filter_rest_ > 0 && filter_rests.load(std::memory_order_relaxed)) {
@@ -537,11 +560,12 @@ class Counter {
     table_.AppendKeys(&present);
     present.insert(present.end(), pending_keys_.begin(), pending_keys_.end());
     const bool weighted = !in.weights.empty();
-    if (!accelerator
-             ->MarkLightKeys(in.keys.subspan(0, flushed),
-                             weighted ? in.weights.subspan(0, flushed) : absl::Span<const uint64_t>(),
-                             present, limit, &light)
-             .ok()) {
+    const absl::Span<const uint64_t> keys = in.keys.subspan(0, flushed);
+    const absl::Span<const uint64_t> weights =
+        weighted ? in.weights.subspan(0, flushed) : absl::Span<const uint64_t>();
+    if (!on_device) {
+      MarkLightKeysOnHost(keys, weights, present, limit, &light);
+    } else if (!accelerator->MarkLightKeys(keys, weights, present, limit, &light).ok()) {
       return false;
     }
     // Each window's other items, compacted.
@@ -569,8 +593,8 @@ class Counter {
       skipped += take - kept;
       pos += take;
     }
-    // On skewed keys few items may be light: below half of them, the device's round trip and
-    // the compaction cost more than the fold they spare, so the next kFilterRest eligible
+    // On skewed keys few items may be light: below half of them, the counting (a device's round
+    // trip, or the host's two passes) and the compaction cost more than the fold they spare, so the next kFilterRest eligible
     // batches fold every item (same table either way), then the filter is tried again.
     const bool paid = 2 * skipped >= flushed;
     if (!paid) filter_rest_ = kFilterRest;
@@ -631,6 +655,9 @@ class Counter {
   const char* name_;
   uint64_t skipped_items_ = 0;  // AddSkippingSingletons' items left out
   static constexpr int kFilterRest = 31;
+  // The fewest items of a batch the host filter takes (below, its setup outweighs the fold).
+  static constexpr size_t kHostFilterKeys = 1024;
+  bool host_filter_ = true;  // set_host_filter
   int filter_rest_ = 0;  // eligible batches left to fold whole before the filter is tried again
   int filter_lesson_ = 0;  // filter_lesson()
   uint64_t n_summarized_ = 0;  // total weight of flushed windows

@@ -735,6 +735,10 @@ void LossyCounting::TakePartLesson(bool skip_device) {
   if (skip_device && cores_.ints != nullptr) cores_.ints->SkipNextFilter();
 }
 
+void LossyCounting::set_host_filter(bool on) {
+  if (cores_.ints != nullptr) cores_.ints->set_host_filter(on);
+}
+
 uint64_t LossyCounting::skipped_items() const {
   return cores_.ints != nullptr ? cores_.ints->skipped_items() : 0;
 }

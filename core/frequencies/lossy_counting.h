@@ -95,9 +95,13 @@ class LossyCounting final : public Summary {
   // Entries in the table (not counting the current window); for memory-bound checks.
   size_t table_size() const;
   // Items of uint64 or numeric batches that were never folded because they could not stay in
-  // the table (lossy_counter.h, AddSkippingSingletons: where the accelerator counts a batch's
-  // keys on a device), since this summary was created or loaded.
+  // the table (lossy_counter.h, AddSkippingSingletons: counted on a device, or on the host),
+  // since this summary was created or loaded.
   uint64_t skipped_items() const;
+  // Whether batches no device counts are filtered on the host (lossy_counter.h,
+  // MarkLightKeysOnHost); on by default, and in every copy Deserialize makes. Off, they fold
+  // every item: the same summary byte for byte, only slower (tests and benchmarks compare).
+  void set_host_filter(bool on);
 
  private:
   ValueKind value_kind_;
