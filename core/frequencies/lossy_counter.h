@@ -509,46 +509,56 @@ class Counter {
 
   // Items that cannot stay (Lossy Counting's uint64 table; a device counts a batch's keys where
   // the accelerator has one and the batch is large enough for it, the host otherwise with
-  // MarkLightKeysOnHost, which marks a subset). FinishWindow moves T from T_j to T_(j+1) after window j, a_j = T_(j+1) -
-  // T_j apart, all fixed before the batch is applied; let L be the least a_j of the windows the
-  // batch completes. A key in none of the table and the pending window when the batch begins,
-  // whose items in those windows weigh at most L together, enters the table in the first such
-  // window j as {c, T_j} (c its weight there, <= L <= a_j), gets nothing more before j ends and is
-  // dropped there (c + T_j <= T_(j+1)); absent again, the same happens in each later window it
-  // shows up in. So folding the windows without its items leaves the same entries after every
-  // compression, and N, T, Serialize (sorted by key) and every answer are the same; only the
-  // slots' layout and growth may differ, so MemoryBytes may be smaller. On uniform keys over 10^6 that is
-  // nearly every item of a batch; on skewed ones the tail. Returns false, having changed
-  // nothing, where it does not apply (the batch completes no window, or, on the host, fewer items
-  // than kHostFilterKeys or than the table and pending keys it must mark, or L is 0, or the
-  // device failed); AddOnHost then folds every item.
+  // MarkLightKeysOnHost, which marks a subset). FinishWindow moves T from T_j to T_(j+1) after
+  // window j, a_j = T_(j+1) - T_j apart, all fixed before the batch is applied; let L be the
+  // least a_j of the windows the batch completes, the first of which holds the pending items. A
+  // key absent from the table when the batch begins, whose items in those windows (pending ones
+  // included) weigh at most L together, enters the table in the first such window j as {c, T_j}
+  // (c its weight there, <= L <= a_j), gets nothing more before j ends and is dropped there
+  // (c + T_j <= T_(j+1)); absent again, the same happens in each later window it shows up in. So
+  // folding the windows without its items leaves the same entries after every compression, and
+  // N, T, Serialize (sorted by key) and every answer are the same; only the slots' layout and
+  // growth may differ, so MemoryBytes may be smaller. On uniform keys over 10^6 that is nearly
+  // every item; on skewed ones the tail. The pending items are counted with the batch's: a
+  // session's chunks seldom end on a window's end, and pending keys marked present instead left
+  // a third of the items folded at chunks of 7000 (lossy_filter_bench). Returns false, having
+  // changed nothing, where it does not apply (the batch completes no window, or, on the host,
+  // the items counted are fewer than kHostFilterKeys or than the table's keys it must mark, or
+  // L is 0, or the device failed); AddOnHost then folds every item.
   bool AddSkippingSingletons(const Segment<Key>& in, Accelerator* accelerator) {
     const size_t p = pending_keys_.size();
     if (p + in.size() < window_) return false;
     const size_t windows = (p + in.size()) / window_;
-    const size_t flushed = windows * window_ - p;  // items of `in` in completed windows
-    const bool on_device = flushed >= accelerator->DeviceFilterKeys();
-    if (!on_device &&
-        (!host_filter_ || flushed < kHostFilterKeys || flushed < table_.size() + p)) {
+    const size_t counted = windows * window_;  // the pending items, then the batch's first ones
+    const bool on_device = counted >= accelerator->DeviceFilterKeys();
+    if (!on_device && (!host_filter_ || counted < kHostFilterKeys || counted < table_.size())) {
       return false;
     }
-    // Items of `in` in window j (the first completes the pending window).
-    auto take_of = [&](size_t j) { return j == 0 ? window_ - p : window_; };
     if (filter_rest_ > 0 && filter_rests.load(std::memory_order_relaxed)) {
       // The last filtered batch left out too little to pay for the trip.
       --filter_rest_;
       return false;
     }
+    // The completed windows' items in one sequence, window j at [j * W, (j + 1) * W).
+    const bool weighted = !in.weights.empty() || !pending_weights_.empty();
+    thread_local std::vector<uint64_t> keys, weights;
+    keys.assign(pending_keys_.begin(), pending_keys_.end());
+    keys.insert(keys.end(), in.keys.begin(), in.keys.begin() + (counted - p));
+    weights.clear();
+    if (weighted) {
+      const Segment<Key> pending{pending_keys_, pending_weights_};
+      for (size_t i = 0; i < p; ++i) weights.push_back(pending.weight(i));
+      for (size_t i = 0; i < counted - p; ++i) weights.push_back(in.weight(i));
+    }
+    const Segment<Key> all{keys, weights};
     // Each window's weight, and L, as FinishWindow will move N and T.
     thread_local std::vector<uint64_t> weight;
     weight.assign(windows, 0);
     uint64_t n = n_summarized_;
     uint64_t t = threshold_;
     uint64_t limit = std::numeric_limits<uint64_t>::max();
-    for (size_t j = 0, pos = 0; j < windows; ++j) {
-      const size_t take = take_of(j);
-      weight[j] = (j == 0 ? pending_weight_ : 0) + in.Sub(pos, take).TotalWeight();
-      pos += take;
+    for (size_t j = 0; j < windows; ++j) {
+      weight[j] = all.Sub(j * window_, window_).TotalWeight();
       n += weight[j];
       const uint64_t next = std::max(t, FloorEpsilonTimes(epsilon_, n));
       limit = std::min(limit, next - t);
@@ -558,48 +568,43 @@ class Counter {
     thread_local std::vector<uint64_t> present, light;
     present.clear();
     table_.AppendKeys(&present);
-    present.insert(present.end(), pending_keys_.begin(), pending_keys_.end());
-    const bool weighted = !in.weights.empty();
-    const absl::Span<const uint64_t> keys = in.keys.subspan(0, flushed);
-    const absl::Span<const uint64_t> weights =
-        weighted ? in.weights.subspan(0, flushed) : absl::Span<const uint64_t>();
     if (!on_device) {
-      MarkLightKeysOnHost(keys, weights, present, limit, &light);
-    } else if (!accelerator->MarkLightKeys(keys, weights, present, limit, &light).ok()) {
+      MarkLightKeysOnHost(all.keys, all.weights, present, limit, &light);
+    } else if (!accelerator->MarkLightKeys(all.keys, all.weights, present, limit, &light).ok()) {
       return false;
     }
-    // Each window's other items, compacted.
-    thread_local std::vector<uint64_t> kept_keys, kept_weights;
-    size_t pos = 0;
+    // Each window's other items, compacted in place (an item moves only to or below its own
+    // position, which the loop has read).
     size_t skipped = 0;
     for (size_t j = 0; j < windows; ++j) {
-      const size_t take = take_of(j);
-      kept_keys.resize(take);
-      if (weighted) kept_weights.resize(take);
-      size_t kept = 0;
-      for (size_t i = pos; i < pos + take; ++i) {
-        kept_keys[kept] = in.keys[i];
-        if (weighted) kept_weights[kept] = in.weights[i];
+      size_t kept = j * window_;
+      for (size_t i = j * window_; i < (j + 1) * window_; ++i) {
+        keys[kept] = keys[i];
+        if (weighted) weights[kept] = weights[i];
         kept += ((light[i / 64] >> (i % 64)) & 1) ^ 1;
       }
-      if (j == 0) table_.Fold(Segment<Key>{pending_keys_, pending_weights_}, threshold_);
-      table_.Fold(Segment<Key>{absl::MakeConstSpan(kept_keys.data(), kept),
-                               weighted ? absl::MakeConstSpan(kept_weights.data(), kept)
-                                        : absl::Span<const uint64_t>()},
-                  threshold_);
-      if (j == 0) ClearPending();
+      kept -= j * window_;
+      const Segment<Key> window = all.Sub(j * window_, kept);
+      table_.Fold(window, threshold_);
       FinishWindow(weight[j]);
-      skipped_items_ += take - kept;
-      skipped += take - kept;
-      pos += take;
+      skipped_items_ += window_ - kept;
+      skipped += window_ - kept;
     }
     // On skewed keys few items may be light: below half of them, the counting (a device's round
-    // trip, or the host's two passes) and the compaction cost more than the fold they spare, so the next kFilterRest eligible
-    // batches fold every item (same table either way), then the filter is tried again.
-    const bool paid = 2 * skipped >= flushed;
-    if (!paid) filter_rest_ = kFilterRest;
+    // trip, or the host's two passes) and the compaction cost more than the fold they spare, so
+    // the next eligible batches fold every item (same table either way), then the filter is
+    // tried again: 31 batches, twice as many (plus one) after each further trip that did not
+    // pay, up to 1023 (a stream that stays skewed then pays for a trip every 1024 batches).
+    const bool paid = 2 * skipped >= counted;
+    if (paid) {
+      rest_after_miss_ = kFilterRest;
+    } else {
+      filter_rest_ = rest_after_miss_;
+      rest_after_miss_ = std::min(2 * rest_after_miss_ + 1, kLongestFilterRest);
+    }
     filter_lesson_ = paid ? 1 : 2;
-    AppendPending(in.Sub(pos, in.size() - pos));
+    ClearPending();
+    AppendPending(in.Sub(counted - p, in.size() - (counted - p)));
     return true;
   }
 
@@ -655,6 +660,8 @@ class Counter {
   const char* name_;
   uint64_t skipped_items_ = 0;  // AddSkippingSingletons' items left out
   static constexpr int kFilterRest = 31;
+  static constexpr int kLongestFilterRest = 1023;
+  int rest_after_miss_ = kFilterRest;  // the rest the next trip that does not pay starts
   // The fewest items of a batch the host filter takes (below, its setup outweighs the fold).
   static constexpr size_t kHostFilterKeys = 1024;
   bool host_filter_ = true;  // set_host_filter
