@@ -67,8 +67,11 @@ struct GpuPoolOptions {
   // synchronizes the device, so enough are kept for every ingest thread's jobs in flight.
   size_t pinned_buffers = 512;
   // Lossy Counting's filter (MarkLightKeys) runs on a device for batches of at least this many
-  // keys in completed windows; 0: never (the summary then folds every item on the host).
-  size_t filter_min_keys = 4096;
+  // keys in completed windows; 0: never. Smaller batches are counted on the host
+  // (core/frequencies/lossy_counter.h, MarkLightKeysOnHost): at slices of 8192 keys one device
+  // trip each ran 0.4-1.0x folding every item while the host's count ran 2x (lossy_filter_bench,
+  // 16-core host, session 20); at 131072 keys under 16 threads the device 1.7x, the host 1.5x.
+  size_t filter_min_keys = 65536;
   // Which sketch tables AttachSketch places on the devices; the others stay in host memory.
   struct SketchKinds {
     bool count_min = true;               // plain Count-Min (bit-equal sequential update)

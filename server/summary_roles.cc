@@ -197,7 +197,7 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     return absl::StrCat("cpu: table in host memory; a batch's keys are counted on ",
                         accelerator.name(), " first when its completed windows hold at least ",
                         accelerator.DeviceFilterKeys(),
-                        " keys, and only the items that can stay are folded");
+                        " keys, on the host below, and only the items that can stay are folded");
   }
   uint64_t window = 0;
   if (o.kind == SummaryKind::kQuantiles) window = o.quantiles.EffectiveWindow();

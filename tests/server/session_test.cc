@@ -487,8 +487,8 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   ThresholdAccelerator filters(65536, std::numeric_limits<size_t>::max(), 4096);
   EXPECT_EQ(placements(&filters, v1::VALUE_KIND_UINT64, {"lossy_counting", "hhh"}),
             (V{"cpu: table in host memory; a batch's keys are counted on dev first when its "
-               "completed windows hold at least 4096 keys, and only the items that can stay are "
-               "folded",
+               "completed windows hold at least 4096 keys, on the host below, and only the items "
+               "that can stay are folded",
                "cpu: windows of 4096 keys are below dev's threshold of 65536 keys"}));
   EXPECT_EQ(placements(&filters, v1::VALUE_KIND_STRING, {"lossy_counting"}),
             V{"cpu: windows of 4096 keys are below dev's threshold of 65536 keys"});
