@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/detail/buffers.cuh"
 #include "gpu/detail/cuda_check.cuh"
+#include "gpu/detail/device_stream.cuh"
 
 namespace streamstats::gpu {
 namespace {
@@ -98,25 +99,13 @@ unsigned Grid(size_t n, int sm_count) {
 
 }  // namespace
 
-struct GpuKeyCounter::Impl {
-  int device = 0;
-  int sm_count = 0;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t done = nullptr;
+struct GpuKeyCounter::Impl : detail::DeviceStream {
   DeviceBuffer<uint64_t> items;  // batch, present keys, weights
   DeviceBuffer<uint64_t> keys, totals;
   DeviceBuffer<uint32_t> bits;
   PinnedBuffer<uint64_t> host_items;
   PinnedBuffer<uint32_t> host_bits;
   uint64_t bytes_copied = 0;
-
-  ~Impl() {
-    if (stream != nullptr) {
-      cudaSetDevice(device);
-      if (done != nullptr) cudaEventDestroy(done);
-      cudaStreamDestroy(stream);
-    }
-  }
 };
 
 GpuKeyCounter::GpuKeyCounter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -124,24 +113,9 @@ GpuKeyCounter::~GpuKeyCounter() = default;
 
 absl::StatusOr<std::unique_ptr<GpuKeyCounter>> GpuKeyCounter::Create(int device) {
   auto impl = std::make_unique<Impl>();
-  impl->device = device;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return absl::UnavailableError("no CUDA driver or device");
-  }
-  if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(absl::StrCat("GPU ", device, " does not exist"));
-  }
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, device));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(
-      cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   // The caller sleeps in the driver while the device counts (a spinning wait would take the
-  // core the filter exists to free).
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(
-      cudaEventCreateWithFlags(&impl->done, cudaEventBlockingSync | cudaEventDisableTiming));
+  // core the filter exists to free): DeviceStream's event.
+  STREAMSTATS_RETURN_IF_ERROR(impl->Init(device));
   return std::unique_ptr<GpuKeyCounter>(new GpuKeyCounter(std::move(impl)));
 }
 

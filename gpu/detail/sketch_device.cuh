@@ -19,16 +19,14 @@
 #include "core/common/hash.h"
 #include "gpu/detail/buffers.cuh"
 #include "gpu/detail/cuda_check.cuh"
+#include "gpu/detail/device_stream.cuh"
 #include "gpu/detail/segmented_sort.cuh"
 
 namespace streamstats::gpu::detail {
 
-// Owned by each device-resident sketch: its stream and reusable buffers.
-struct SketchDevice {
-  int device = 0;
-  int sm_count = 0;
+// Owned by each device-resident sketch: its stream (DeviceStream) and reusable buffers.
+struct SketchDevice : DeviceStream {
   size_t smem_optin = 0;
-  cudaStream_t stream = nullptr;
   SegmentedSorter sorter;
   DeviceBuffer<uint64_t> ids, weights, sorted_weights, unique, totals, targets, small, out;
   DeviceBuffer<uint64_t> seq_keys, seq_alt, seq_cells, seq_prefix;  // AddPairsInOrder
@@ -41,36 +39,13 @@ struct SketchDevice {
   PinnedBuffer<uint8_t> host_flags;
   KernelTimer timer;
   uint64_t bytes_copied = 0;
-  cudaEvent_t done = nullptr;  // Wait()'s: blocking sync, no timing
-
-  ~SketchDevice() {
-    if (stream != nullptr) {
-      cudaSetDevice(device);
-      if (done != nullptr) cudaEventDestroy(done);
-      cudaStreamDestroy(stream);
-    }
-  }
 
   absl::Status Init(int dev) {
-    device = dev;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-      cudaGetLastError();
-      return absl::UnavailableError("no CUDA driver or device");
-    }
-    if (dev < 0 || dev >= count) {
-      return absl::InvalidArgumentError(absl::StrCat("GPU ", dev, " does not exist"));
-    }
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, dev));
+    STREAMSTATS_RETURN_IF_ERROR(DeviceStream::Init(dev));
     int optin = 0;
     STREAMSTATS_CUDA_RETURN_IF_ERROR(
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     smem_optin = static_cast<size_t>(optin);
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(
-        cudaEventCreateWithFlags(&done, cudaEventBlockingSync | cudaEventDisableTiming));
     return absl::OkStatus();
   }
 

@@ -58,14 +58,15 @@ TEST(GpuKeyCounter, MarksWhatTheCpuReferenceMarks) {
   }
 }
 
-// Streams of uint64 keys fed in the session's chunks (8192) into a Lossy Counting summary on the
-// CPU and one on the pool: equal after every batch.
+// Streams of uint64 keys fed in chunks into a Lossy Counting summary on the CPU folding every
+// item (its host filter off) and one on the pool: equal after every batch.
 uint64_t ExpectPoolEqualsCpu(GpuPool* pool, const std::vector<uint64_t>& keys, double epsilon,
                          size_t chunk) {
   core::LossyCountingOptions o;
   o.epsilon = epsilon;
   core::LossyCounting cpu(o, core::ValueKind::kUint64, nullptr);
   core::LossyCounting dev(o, core::ValueKind::kUint64, pool);
+  cpu.set_host_filter(false);
   for (size_t pos = 0; pos < keys.size(); pos += chunk) {
     core::Batch b;
     b.kind = core::ValueKind::kUint64;
@@ -85,6 +86,7 @@ TEST(GpuKeyCounter, LossyCountingOnThePoolEqualsTheCpusThroughFailuresAndThreads
   REQUIRE_GPU();
   GpuPoolOptions po;
   po.cpu_threshold = 65536;  // the server's default: Lossy Counting's windows fold on the host
+  po.filter_min_keys = 4096;  // chunks of 8192 go to the device (the default sends them to the host)
   auto pool = GpuPool::Create(po);
   ASSERT_TRUE(pool.ok()) << pool.status();
   std::mt19937_64 rng(92);
@@ -110,6 +112,24 @@ TEST(GpuKeyCounter, LossyCountingOnThePoolEqualsTheCpusThroughFailuresAndThreads
     });
   }
   for (auto& th : threads) th.join();
+}
+
+// The default --gpu_filter_min_keys (65536): a session's slices (8192-16384 keys) are counted on
+// the host, batches of 10^5 on the device; the same summary either way.
+TEST(GpuKeyCounter, SmallBatchesAreCountedOnTheHostLargeOnesOnTheDevice) {
+  REQUIRE_GPU();
+  GpuPoolOptions po;
+  po.cpu_threshold = 65536;
+  auto pool = GpuPool::Create(po);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_EQ((*pool)->DeviceFilterKeys(), 65536u);
+  std::mt19937_64 rng(94);
+  std::vector<uint64_t> uniform(600'000);
+  for (uint64_t& k : uniform) k = rng() % 1'000'000;
+  EXPECT_GT(ExpectPoolEqualsCpu(pool->get(), uniform, 0.001, 8192), uniform.size() / 2);
+  EXPECT_EQ((*pool)->stats().filtered_batches, 0u);
+  EXPECT_GT(ExpectPoolEqualsCpu(pool->get(), uniform, 0.001, 100'000), uniform.size() / 2);
+  EXPECT_GT((*pool)->stats().filtered_batches, 0u);
 }
 
 }  // namespace
