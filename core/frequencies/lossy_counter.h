@@ -294,6 +294,17 @@ class Counter {
     if (absl::Status s = CheckRoomFor(in.TotalWeight()); !s.ok()) return s;
     if (FoldsOnHost(accelerator)) {
       if constexpr (kSkipsSingletons) {
+        // A batch no device will count goes to the host's filter in pieces whose counters fit
+        // in L1 (2 bytes a key): lossy_filter_bench on the 16-core host ran it 2.0-2.4x folding
+        // every item at 8192 keys a call, 1.1-1.4x at 10^5. Any cut leaves the same table.
+        if (host_filter_ && in.size() > kHostFilterPiece &&
+            pending_keys_.size() + in.size() < accelerator->DeviceFilterKeys()) {
+          for (size_t pos = 0; pos < in.size(); pos += kHostFilterPiece) {
+            const Segment<Key> piece = in.Sub(pos, std::min(kHostFilterPiece, in.size() - pos));
+            if (!AddSkippingSingletons(piece, accelerator)) AddOnHost(piece);
+          }
+          return absl::OkStatus();
+        }
         if (AddSkippingSingletons(in, accelerator)) return absl::OkStatus();
       }
       AddOnHost(in);
@@ -664,6 +675,8 @@ class Counter {
   int rest_after_miss_ = kFilterRest;  // the rest the next trip that does not pay starts
   // The fewest items of a batch the host filter takes (below, its setup outweighs the fold).
   static constexpr size_t kHostFilterKeys = 1024;
+  // The most items of a batch one call of the host filter takes (Add cuts larger ones).
+  static constexpr size_t kHostFilterPiece = 8192;
   bool host_filter_ = true;  // set_host_filter
   int filter_rest_ = 0;  // eligible batches left to fold whole before the filter is tried again
   int filter_lesson_ = 0;  // filter_lesson()
