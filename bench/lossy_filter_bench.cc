@@ -7,6 +7,7 @@
 //
 //   lossy_filter_bench [--threads=1,4,16] [--chunk=8192] [--items=N per thread]
 //                      [--epsilon=0.001] [--data=uniform|zipf] [--rounds=2]
+//                      [--filter_min_keys=65536]  (the pool's --gpu_filter_min_keys)
 //
 // Prints per thread count and round: items/s folding every item, with the host filter and on
 // the pool, the filters' ratios to folding every item and the share of items each left out.
@@ -121,6 +122,9 @@ int main(int argc, char** argv) {
 #if defined(STREAMSTATS_HAVE_GPU)
   gpu::GpuPoolOptions po;
   po.cpu_threshold = 65536;  // the server's default
+  // The pool's column counts on the device from this many keys (the server's default, 0, never
+  // does: its column would be the host's).
+  po.filter_min_keys = std::stoull(Flag(argc, argv, "filter_min_keys", "65536"));
   auto pool = gpu::GpuPool::Create(po);
   if (pool.ok()) {
     device = pool->get();

@@ -67,11 +67,11 @@ struct GpuPoolOptions {
   // synchronizes the device, so enough are kept for every ingest thread's jobs in flight.
   size_t pinned_buffers = 512;
   // Lossy Counting's filter (MarkLightKeys) runs on a device for batches of at least this many
-  // keys in completed windows; 0: never. Smaller batches are counted on the host
-  // (core/frequencies/lossy_counter.h, MarkLightKeysOnHost): at slices of 8192 keys one device
-  // trip each ran 0.4-1.0x folding every item while the host's count ran 2x (lossy_filter_bench,
-  // 16-core host, session 20); at 131072 keys under 16 threads the device 1.7x, the host 1.5x.
-  size_t filter_min_keys = 65536;
+  // keys in completed windows; 0 (the default): never, every batch is counted on the host
+  // (core/frequencies/lossy_counter.h, MarkLightKeysOnHost). In process on the 16-core host
+  // (lossy_filter_bench, session 20) the host's count in pieces of 8192 moved 2.4 G items/s
+  // from 16 threads against the device's 1.7 G at 65536; end to end 16 x 16 1.1-1.2x.
+  size_t filter_min_keys = 0;
   // Which sketch tables AttachSketch places on the devices; the others stay in host memory.
   struct SketchKinds {
     bool count_min = true;               // plain Count-Min (bit-equal sequential update)

@@ -144,13 +144,13 @@ ABSL_FLAG(int64_t, gpu_job_min_keys, 65536,
           "16384 keys when this is at most its job size; smaller jobs, and every job under the "
           "default, sort on the ingest thread (measured 0.8-1.2x the CPU end to end, "
           "bench/E2E_RESULTS.md); in [0, 2^30]");
-ABSL_FLAG(int64_t, gpu_filter_min_keys, 65536,
+ABSL_FLAG(int64_t, gpu_filter_min_keys, 0,
           "Lossy Counting (uint64 and numeric keys) has a batch's keys counted on the GPU pool "
           "when its completed windows hold at least this many, and folds into its table only "
           "the items that can stay there (the same table and answers; "
-          "core/frequencies/lossy_counter.h); smaller batches, and slices of one stream's "
-          "batches, are counted on the host, which is faster there; 0: never on the GPU; "
-          "in [0, 2^30]");
+          "core/frequencies/lossy_counter.h); smaller batches are counted on the host. 0 (the "
+          "default): always on the host, which at 16 streams moved 1.1-1.2x what the device's "
+          "count did with 65536 (bench/E2E_RESULTS.md, session 20); in [0, 2^30]");
 ABSL_FLAG(int64_t, gpu_launch_max_keys, int64_t{1} << 22,
           "the most keys of queued windows a GPU worker sorts in one launch; in [2^12, 2^30]");
 ABSL_FLAG(int, gpu_streams_per_device, 4,

@@ -4,6 +4,7 @@
 // what can stay, equals the CPU's byte for byte, through device failures and from many threads.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -114,12 +115,19 @@ TEST(GpuKeyCounter, LossyCountingOnThePoolEqualsTheCpusThroughFailuresAndThreads
   for (auto& th : threads) th.join();
 }
 
-// The default --gpu_filter_min_keys (65536): a session's slices (8192-16384 keys) are counted on
-// the host, batches of 10^5 on the device; the same summary either way.
+// --gpu_filter_min_keys=65536: a session's slices (8192-16384 keys) are counted on the host,
+// batches of 10^5 on the device; the same summary either way. By default (0) the device counts
+// none.
 TEST(GpuKeyCounter, SmallBatchesAreCountedOnTheHostLargeOnesOnTheDevice) {
   REQUIRE_GPU();
   GpuPoolOptions po;
   po.cpu_threshold = 65536;
+  {
+    auto by_default = GpuPool::Create(po);
+    ASSERT_TRUE(by_default.ok()) << by_default.status();
+    EXPECT_EQ((*by_default)->DeviceFilterKeys(), std::numeric_limits<size_t>::max());
+  }
+  po.filter_min_keys = 65536;
   auto pool = GpuPool::Create(po);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ASSERT_EQ((*pool)->DeviceFilterKeys(), 65536u);
