@@ -94,12 +94,13 @@ class Summary {
   virtual void ExpectPart(uint64_t weight) { (void)weight; }
   // What a part learned that the next parts should know, handed on by the session (parts are
   // fresh summaries, one a batch): after a part's Update, PartLesson() says 0 (nothing), 1 (a
-  // device trip paid off) or 2 (it did not); the session keeps a count of parts to come that
-  // skip the trip and hands each part that should TakePartLesson(true). Lossy Counting's
+  // filtered batch paid off) or 2 (it did not); the session keeps a count of parts to come that
+  // skip the filter and hands each part that should TakePartLesson(true). Lossy Counting's
   // filter (lossy_counter.h) uses it so that sliced batches of skewed keys stop paying for
-  // device trips. Performance only: no answer depends on it. Default: nothing.
+  // counting keys, on a device or the host. Performance only: no answer depends on it.
+  // Default: nothing.
   virtual int PartLesson() const { return 0; }
-  virtual void TakePartLesson(bool skip_device) { (void)skip_device; }
+  virtual void TakePartLesson(bool skip_filter) { (void)skip_filter; }
 
   // N: the total weight of everything added.
   virtual uint64_t count() const = 0;

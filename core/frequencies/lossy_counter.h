@@ -9,7 +9,8 @@
 // and when T moved the table drops whatever cannot exceed it. String keys, the CPU accelerator
 // and windows below the device's size fold item by item instead (FoldsOnHost; no sort), in Add
 // and in Merge alike: the table, T and every answer come out the same, since T only changes
-// after a whole window.
+// after a whole window. Lossy Counting's uint64 table, folded on the host, first leaves out the
+// items that cannot stay (Counter::AddSkippingSingletons, counted on the host or a device).
 //
 // A Table provides (Key is uint64_t or std::string; Counted is KeyOps<Key>::Counted):
 //   void Fold(const Segment<Key>& items, uint64_t threshold);          // item by item
@@ -282,7 +283,7 @@ class Counter {
   uint64_t skipped_items() const { return skipped_items_; }
   // Summary::PartLesson: 0 no filtered batch yet, 1 the last one paid off, 2 it did not.
   int filter_lesson() const { return filter_lesson_; }
-  // The next eligible batch folds every item without a device trip.
+  // The next eligible batch folds every item without counting its keys first.
   void SkipNextFilter() { filter_rest_ = std::max(filter_rest_, 1); }
   // Whether batches no device counts are filtered on the host (MarkLightKeysOnHost); on by
   // default. Off, such batches fold every item: the same table, only slower (tests compare).

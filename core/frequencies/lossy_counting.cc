@@ -731,8 +731,8 @@ int LossyCounting::PartLesson() const {
   return cores_.ints != nullptr ? cores_.ints->filter_lesson() : 0;
 }
 
-void LossyCounting::TakePartLesson(bool skip_device) {
-  if (skip_device && cores_.ints != nullptr) cores_.ints->SkipNextFilter();
+void LossyCounting::TakePartLesson(bool skip_filter) {
+  if (skip_filter && cores_.ints != nullptr) cores_.ints->SkipNextFilter();
 }
 
 void LossyCounting::set_host_filter(bool on) {

@@ -78,7 +78,7 @@ class LossyCounting final : public Summary {
   // a chunk folds every item on the host, ~1 ms at 10 ns an item.
   size_t ChunkItems() const override;
   int PartLesson() const override;
-  void TakePartLesson(bool skip_device) override;
+  void TakePartLesson(bool skip_filter) override;
   uint64_t count() const override;
   size_t MemoryBytes() const override;
   std::string Serialize() const override;
