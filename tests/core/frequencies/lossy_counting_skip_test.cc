@@ -151,7 +151,10 @@ class LossyCountingSkipsEveryBatch : public ::testing::Test {
   void TearDown() override { SetLossyCountingFilterRestsForTesting(true); }
 };
 
-TEST_F(LossyCountingSkipsEveryBatch, EqualsFoldingEveryItemOnEveryStreamWindowAndWeight) {
+// Runs check(stream, config, weighted) on every stream, epsilon/window pair and weighting, under a
+// trace that names them.
+template <typename Check>
+void ForEveryStreamWindowAndWeight(Check check) {
   const Config configs[] = {{0.01, 0},  {0.01, 100}, {0.001, 0},
                             {0.001, 777}, {0.1, 7},  {0.0001, 0}};
   for (const Stream& stream : Streams()) {
@@ -159,22 +162,28 @@ TEST_F(LossyCountingSkipsEveryBatch, EqualsFoldingEveryItemOnEveryStreamWindowAn
       for (const bool weighted : {false, true}) {
         SCOPED_TRACE(absl::StrCat(stream.name, ", epsilon ", c.epsilon, ", window ", c.window,
                                   weighted ? ", weighted" : ""));
-        CountingAccelerator accelerator(/*min_keys=*/0);
-        const uint64_t skipped = ExpectSameAsFoldingEveryItem(
-            stream.keys, weighted, c.epsilon, c.window, /*seed=*/7 + c.window, &accelerator);
-        // T moves by at least 1 every window when epsilon * window >= 1; below, some windows
-        // leave it still, L is 0 for most batches, and nothing is asked.
-        if (c.epsilon * static_cast<double>(Options(c.epsilon, c.window).EffectiveWindow()) >= 1) {
-          EXPECT_GT(accelerator.calls(), 0);
-        }
-        // Auto windows (4096 here) move T by 4 to 40 a window: most of these streams' keys are
-        // that light in a batch.
-        if (stream.expect_skips && c.window == 0 && c.epsilon >= 0.001) {
-          EXPECT_GT(skipped, stream.keys.size() / 10) << "the filter left too little out";
-        }
+        check(stream, c, weighted);
       }
     }
   }
+}
+
+TEST_F(LossyCountingSkipsEveryBatch, EqualsFoldingEveryItemOnEveryStreamWindowAndWeight) {
+  ForEveryStreamWindowAndWeight([](const Stream& stream, const Config& c, bool weighted) {
+    CountingAccelerator accelerator(/*min_keys=*/0);
+    const uint64_t skipped = ExpectSameAsFoldingEveryItem(
+        stream.keys, weighted, c.epsilon, c.window, /*seed=*/7 + c.window, &accelerator);
+    // T moves by at least 1 every window when epsilon * window >= 1; below, some windows
+    // leave it still, L is 0 for most batches, and nothing is asked.
+    if (c.epsilon * static_cast<double>(Options(c.epsilon, c.window).EffectiveWindow()) >= 1) {
+      EXPECT_GT(accelerator.calls(), 0);
+    }
+    // Auto windows (4096 here) move T by 4 to 40 a window: most of these streams' keys are
+    // that light in a batch.
+    if (stream.expect_skips && c.window == 0 && c.epsilon >= 0.001) {
+      EXPECT_GT(skipped, stream.keys.size() / 10) << "the filter left too little out";
+    }
+  });
 }
 
 TEST_F(LossyCountingSkipsEveryBatch, NumericValuesAndDeviceFailuresGiveTheSameSummary) {
@@ -216,21 +225,13 @@ TEST(LossyCountingSkips, BatchesBelowTheDevicesSizeGoToTheHostFilterOrFoldEveryI
 // The host's filter (MarkLightKeysOnHost, the CPU backend's) on the same streams, windows,
 // weights and merge as the device's above: the same summary as folding every item.
 TEST_F(LossyCountingSkipsEveryBatch, OnTheHostEqualsFoldingEveryItemOnEveryStreamWindowAndWeight) {
-  const Config configs[] = {{0.01, 0},  {0.01, 100}, {0.001, 0},
-                            {0.001, 777}, {0.1, 7},  {0.0001, 0}};
-  for (const Stream& stream : Streams()) {
-    for (const Config& c : configs) {
-      for (const bool weighted : {false, true}) {
-        SCOPED_TRACE(absl::StrCat(stream.name, ", epsilon ", c.epsilon, ", window ", c.window,
-                                  weighted ? ", weighted" : ""));
-        const uint64_t skipped = ExpectSameAsFoldingEveryItem(
-            stream.keys, weighted, c.epsilon, c.window, /*seed=*/9 + c.window, nullptr);
-        if (stream.expect_skips && c.window == 0 && c.epsilon >= 0.001) {
-          EXPECT_GT(skipped, stream.keys.size() / 10) << "the filter left too little out";
-        }
-      }
+  ForEveryStreamWindowAndWeight([](const Stream& stream, const Config& c, bool weighted) {
+    const uint64_t skipped = ExpectSameAsFoldingEveryItem(stream.keys, weighted, c.epsilon,
+                                                          c.window, /*seed=*/9 + c.window, nullptr);
+    if (stream.expect_skips && c.window == 0 && c.epsilon >= 0.001) {
+      EXPECT_GT(skipped, stream.keys.size() / 10) << "the filter left too little out";
     }
-  }
+  });
 }
 
 // Bits of the host's filter and of the reference for the same call; *host is a subset of *ref
