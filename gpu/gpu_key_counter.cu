@@ -106,6 +106,8 @@ struct GpuKeyCounter::Impl : detail::DeviceStream {
   PinnedBuffer<uint64_t> host_items;
   PinnedBuffer<uint32_t> host_bits;
   uint64_t bytes_copied = 0;
+
+  ~Impl() { MakeCurrent(); }
 };
 
 GpuKeyCounter::GpuKeyCounter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

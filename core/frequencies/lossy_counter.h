@@ -297,13 +297,20 @@ class Counter {
       if constexpr (kSkipsSingletons) {
         // A batch no device will count goes to the host's filter in pieces whose counters fit
         // in L1 (2 bytes a key): lossy_filter_bench on the 16-core host ran it 2.0-2.4x folding
-        // every item at 8192 keys a call, 1.1-1.4x at 10^5. Any cut leaves the same table.
+        // every item at 8192 keys a call, 1.1-1.4x at 10^5. Any cut leaves the same table. The
+        // batch, not each piece, takes a batch of the filter's rest and teaches one lesson.
         if (host_filter_ && in.size() > kHostFilterPiece &&
             pending_keys_.size() + in.size() < accelerator->DeviceFilterKeys()) {
+          if (pending_keys_.size() + in.size() >= window_ && FilterRests()) {
+            AddOnHost(in);
+            return absl::OkStatus();
+          }
+          FilterTally tally;
           for (size_t pos = 0; pos < in.size(); pos += kHostFilterPiece) {
             const Segment<Key> piece = in.Sub(pos, std::min(kHostFilterPiece, in.size() - pos));
-            if (!AddSkippingSingletons(piece, accelerator)) AddOnHost(piece);
+            if (!AddSkippingSingletons(piece, accelerator, &tally)) AddOnHost(piece);
           }
+          if (tally.counted > 0) LearnFromFilter(tally);
           return absl::OkStatus();
         }
         if (AddSkippingSingletons(in, accelerator)) return absl::OkStatus();
@@ -537,7 +544,14 @@ class Counter {
   // changed nothing, where it does not apply (the batch completes no window, or, on the host,
   // the items counted are fewer than kHostFilterKeys or than the table's keys it must mark, or
   // L is 0, or the device failed); AddOnHost then folds every item.
-  bool AddSkippingSingletons(const Segment<Key>& in, Accelerator* accelerator) {
+  // `pieces`: the call is one piece of a batch (Add), whose caller takes the rest and learns
+  // the lesson once; the items counted and skipped are added to it.
+  struct FilterTally {
+    size_t skipped = 0;
+    size_t counted = 0;
+  };
+  bool AddSkippingSingletons(const Segment<Key>& in, Accelerator* accelerator,
+                             FilterTally* pieces = nullptr) {
     const size_t p = pending_keys_.size();
     if (p + in.size() < window_) return false;
     const size_t windows = (p + in.size()) / window_;
@@ -546,11 +560,7 @@ class Counter {
     if (!on_device && (!host_filter_ || counted < kHostFilterKeys || counted < table_.size())) {
       return false;
     }
-    if (filter_rest_ > 0 && filter_rests.load(std::memory_order_relaxed)) {
-      // The last filtered batch left out too little to pay for the trip.
-      --filter_rest_;
-      return false;
-    }
+    if (pieces == nullptr && FilterRests()) return false;
     // The completed windows' items in one sequence, window j at [j * W, (j + 1) * W).
     const bool weighted = !in.weights.empty() || !pending_weights_.empty();
     thread_local std::vector<uint64_t> keys, weights;
@@ -602,12 +612,34 @@ class Counter {
       skipped_items_ += window_ - kept;
       skipped += window_ - kept;
     }
-    // On skewed keys few items may be light: below half of them, the counting (a device's round
-    // trip, or the host's two passes) and the compaction cost more than the fold they spare, so
-    // the next eligible batches fold every item (same table either way), then the filter is
-    // tried again: 31 batches, twice as many (plus one) after each further trip that did not
-    // pay, up to 1023 (a stream that stays skewed then pays for a trip every 1024 batches).
-    const bool paid = 2 * skipped >= counted;
+    if (pieces != nullptr) {
+      pieces->skipped += skipped;
+      pieces->counted += counted;
+    } else {
+      LearnFromFilter({skipped, counted});
+    }
+    ClearPending();
+    AppendPending(in.Sub(counted - p, in.size() - (counted - p)));
+    return true;
+  }
+
+  // Whether the filter rests for this batch, which then takes one batch of the rest: the last
+  // filtered batch left out too little to pay for counting its keys.
+  bool FilterRests() {
+    if (filter_rest_ > 0 && filter_rests.load(std::memory_order_relaxed)) {
+      --filter_rest_;
+      return true;
+    }
+    return false;
+  }
+
+  // After a filtered batch. On skewed keys few items may be light: below half of them, the
+  // counting (a device's round trip, or the host's two passes) and the compaction cost more than
+  // the fold they spare, so the next eligible batches fold every item (same table either way),
+  // then the filter is tried again: 31 batches, twice as many (plus one) after each further
+  // batch that did not pay, up to 1023 (a stream that stays skewed then pays once in 1024).
+  void LearnFromFilter(const FilterTally& t) {
+    const bool paid = 2 * t.skipped >= t.counted;
     if (paid) {
       rest_after_miss_ = kFilterRest;
     } else {
@@ -615,9 +647,6 @@ class Counter {
       rest_after_miss_ = std::min(2 * rest_after_miss_ + 1, kLongestFilterRest);
     }
     filter_lesson_ = paid ? 1 : 2;
-    ClearPending();
-    AppendPending(in.Sub(counted - p, in.size() - (counted - p)));
-    return true;
   }
 
   void ClearPending() {

@@ -24,6 +24,11 @@ struct DeviceStream {
   DeviceStream() = default;
   DeviceStream(const DeviceStream&) = delete;
   DeviceStream& operator=(const DeviceStream&) = delete;
+  // A derived owner's destructor calls MakeCurrent() first, so its buffers and events are freed
+  // on their device before this destroys the event and the stream.
+  void MakeCurrent() const {
+    if (stream != nullptr) cudaSetDevice(device);
+  }
   ~DeviceStream() {
     if (stream != nullptr) {
       cudaSetDevice(device);

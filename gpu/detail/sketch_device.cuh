@@ -40,6 +40,8 @@ struct SketchDevice : DeviceStream {
   KernelTimer timer;
   uint64_t bytes_copied = 0;
 
+  ~SketchDevice() { MakeCurrent(); }
+
   absl::Status Init(int dev) {
     STREAMSTATS_RETURN_IF_ERROR(DeviceStream::Init(dev));
     int optin = 0;

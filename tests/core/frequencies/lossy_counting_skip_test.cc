@@ -234,6 +234,46 @@ TEST_F(LossyCountingSkipsEveryBatch, OnTheHostEqualsFoldingEveryItemOnEveryStrea
   });
 }
 
+// On the host a batch larger than a piece (8192 items) takes one batch of the filter's rest and
+// teaches one lesson, as a batch a device counts does: a part told to skip folds its whole batch,
+// and after a batch that did not pay the next 31 fold every item and the 32nd is filtered again.
+TEST(LossyCountingSkips, OnTheHostABatchOfPiecesRestsAndLearnsOnce) {
+  constexpr size_t kBatch = 20'000;
+  const std::vector<uint64_t> uniform = UniformKeys(40 * kBatch, 1'000'000, 61);
+  const std::vector<uint64_t> few = UniformKeys(kBatch, 100, 62);  // nothing light
+  auto batch = [&](size_t i) {
+    return MakeBatch(absl::MakeConstSpan(uniform).subspan(i * kBatch, kBatch), {});
+  };
+  LossyCounting fresh(Options(0.001, 0), ValueKind::kUint64, nullptr);
+  LC_ASSERT_OK(fresh.Update(batch(0)));
+  EXPECT_EQ(fresh.PartLesson(), 1);
+  EXPECT_GT(fresh.skipped_items(), kBatch / 2);
+
+  LossyCounting told(Options(0.001, 0), ValueKind::kUint64, nullptr);
+  told.TakePartLesson(true);
+  LC_ASSERT_OK(told.Update(batch(0)));
+  EXPECT_EQ(told.skipped_items(), 0u) << "a piece after the first was filtered";
+  LC_ASSERT_OK(told.Update(batch(1)));
+  EXPECT_GT(told.skipped_items(), kBatch / 2);
+
+  LossyCounting skewed(Options(0.001, 0), ValueKind::kUint64, nullptr);
+  LossyCounting every(Options(0.001, 0), ValueKind::kUint64, nullptr);
+  every.set_host_filter(false);
+  LC_ASSERT_OK(skewed.Update(MakeBatch(absl::MakeConstSpan(few), {})));
+  LC_ASSERT_OK(every.Update(MakeBatch(absl::MakeConstSpan(few), {})));
+  EXPECT_EQ(skewed.PartLesson(), 2);
+  const uint64_t before = skewed.skipped_items();
+  for (size_t i = 0; i < 31; ++i) {
+    LC_ASSERT_OK(skewed.Update(batch(i)));
+    LC_ASSERT_OK(every.Update(batch(i)));
+  }
+  EXPECT_EQ(skewed.skipped_items(), before) << "the rest ended before 31 batches";
+  LC_ASSERT_OK(skewed.Update(batch(31)));
+  LC_ASSERT_OK(every.Update(batch(31)));
+  EXPECT_GT(skewed.skipped_items(), before + kBatch / 2);
+  EXPECT_EQ(skewed.Serialize(), every.Serialize());
+}
+
 // Bits of the host's filter and of the reference for the same call; *host is a subset of *ref
 // (asserted) and the returned pair counts their set bits.
 std::pair<size_t, size_t> ExpectHostBitsWithinReference(absl::Span<const uint64_t> keys,
