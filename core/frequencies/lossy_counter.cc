@@ -82,18 +82,25 @@ void MarkLightKeysOnHost(absl::Span<const uint64_t> keys, absl::Span<const uint6
   }
 }
 
+void Concatenate(const Segment<uint64_t>& a, const Segment<uint64_t>& b,
+                 std::vector<uint64_t>* keys, std::vector<uint64_t>* weights) {
+  keys->clear();
+  keys->reserve(a.size() + b.size());
+  keys->insert(keys->end(), a.keys.begin(), a.keys.end());
+  keys->insert(keys->end(), b.keys.begin(), b.keys.end());
+  weights->clear();
+  if (!a.weights.empty() || !b.weights.empty()) {
+    weights->reserve(keys->size());
+    for (size_t i = 0; i < a.size(); ++i) weights->push_back(a.weight(i));
+    for (size_t i = 0; i < b.size(); ++i) weights->push_back(b.weight(i));
+  }
+}
+
 absl::Status WindowHistogram(const Segment<uint64_t>& a, const Segment<uint64_t>& b,
                              Accelerator* accelerator, std::vector<HistogramEntry>* out) {
   std::vector<uint64_t> keys;
-  keys.reserve(a.size() + b.size());
-  keys.insert(keys.end(), a.keys.begin(), a.keys.end());
-  keys.insert(keys.end(), b.keys.begin(), b.keys.end());
   std::vector<uint64_t> weights;
-  if (!a.weights.empty() || !b.weights.empty()) {
-    weights.reserve(keys.size());
-    for (size_t i = 0; i < a.size(); ++i) weights.push_back(a.weight(i));
-    for (size_t i = 0; i < b.size(); ++i) weights.push_back(b.weight(i));
-  }
+  Concatenate(a, b, &keys, &weights);
   if (absl::Status s = accelerator->Histogram(absl::MakeSpan(keys), absl::MakeSpan(weights), out);
       !s.ok()) {
     return s;

@@ -127,6 +127,11 @@ struct Segment {
   }
 };
 
+// a ++ b into *keys and, where either side has weights, one weight a key into *weights (cleared
+// otherwise): a window that starts with the pending items, as one sequence.
+void Concatenate(const Segment<uint64_t>& a, const Segment<uint64_t>& b,
+                 std::vector<uint64_t>* keys, std::vector<uint64_t>* weights);
+
 // The histogram of the window a ++ b, on the accelerator. The window is copied first, so a
 // failing accelerator leaves the inputs (the pending window among them) untouched.
 absl::Status WindowHistogram(const Segment<uint64_t>& a, const Segment<uint64_t>& b,
@@ -295,25 +300,7 @@ class Counter {
     if (absl::Status s = CheckRoomFor(in.TotalWeight()); !s.ok()) return s;
     if (FoldsOnHost(accelerator)) {
       if constexpr (kSkipsSingletons) {
-        // A batch no device will count goes to the host's filter in pieces whose counters fit
-        // in L1 (2 bytes a key): lossy_filter_bench on the 16-core host ran it 2.0-2.4x folding
-        // every item at 8192 keys a call, 1.1-1.4x at 10^5. Any cut leaves the same table. The
-        // batch, not each piece, takes a batch of the filter's rest and teaches one lesson.
-        if (host_filter_ && in.size() > kHostFilterPiece &&
-            pending_keys_.size() + in.size() < accelerator->DeviceFilterKeys()) {
-          if (pending_keys_.size() + in.size() >= window_ && FilterRests()) {
-            AddOnHost(in);
-            return absl::OkStatus();
-          }
-          FilterTally tally;
-          for (size_t pos = 0; pos < in.size(); pos += kHostFilterPiece) {
-            const Segment<Key> piece = in.Sub(pos, std::min(kHostFilterPiece, in.size() - pos));
-            if (!AddSkippingSingletons(piece, accelerator, &tally)) AddOnHost(piece);
-          }
-          if (tally.counted > 0) LearnFromFilter(tally);
-          return absl::OkStatus();
-        }
-        if (AddSkippingSingletons(in, accelerator)) return absl::OkStatus();
+        if (AddFiltered(in, accelerator)) return absl::OkStatus();
       }
       AddOnHost(in);
       return absl::OkStatus();
@@ -544,14 +531,13 @@ class Counter {
   // changed nothing, where it does not apply (the batch completes no window, or, on the host,
   // the items counted are fewer than kHostFilterKeys or than the table's keys it must mark, or
   // L is 0, or the device failed); AddOnHost then folds every item.
-  // `pieces`: the call is one piece of a batch (Add), whose caller takes the rest and learns
-  // the lesson once; the items counted and skipped are added to it.
+  // The items counted and skipped add to *tally (AddFiltered learns from the batch's).
   struct FilterTally {
     size_t skipped = 0;
     size_t counted = 0;
   };
   bool AddSkippingSingletons(const Segment<Key>& in, Accelerator* accelerator,
-                             FilterTally* pieces = nullptr) {
+                             FilterTally* tally) {
     const size_t p = pending_keys_.size();
     if (p + in.size() < window_) return false;
     const size_t windows = (p + in.size()) / window_;
@@ -560,18 +546,11 @@ class Counter {
     if (!on_device && (!host_filter_ || counted < kHostFilterKeys || counted < table_.size())) {
       return false;
     }
-    if (pieces == nullptr && FilterRests()) return false;
     // The completed windows' items in one sequence, window j at [j * W, (j + 1) * W).
-    const bool weighted = !in.weights.empty() || !pending_weights_.empty();
     thread_local std::vector<uint64_t> keys, weights;
-    keys.assign(pending_keys_.begin(), pending_keys_.end());
-    keys.insert(keys.end(), in.keys.begin(), in.keys.begin() + (counted - p));
-    weights.clear();
-    if (weighted) {
-      const Segment<Key> pending{pending_keys_, pending_weights_};
-      for (size_t i = 0; i < p; ++i) weights.push_back(pending.weight(i));
-      for (size_t i = 0; i < counted - p; ++i) weights.push_back(in.weight(i));
-    }
+    Concatenate(Segment<Key>{pending_keys_, pending_weights_}, in.Sub(0, counted - p), &keys,
+                &weights);
+    const bool weighted = !weights.empty();
     const Segment<Key> all{keys, weights};
     // Each window's weight, and L, as FinishWindow will move N and T.
     thread_local std::vector<uint64_t> weight;
@@ -612,14 +591,31 @@ class Counter {
       skipped_items_ += window_ - kept;
       skipped += window_ - kept;
     }
-    if (pieces != nullptr) {
-      pieces->skipped += skipped;
-      pieces->counted += counted;
-    } else {
-      LearnFromFilter({skipped, counted});
-    }
+    tally->skipped += skipped;
+    tally->counted += counted;
     ClearPending();
     AppendPending(in.Sub(counted - p, in.size() - (counted - p)));
+    return true;
+  }
+
+  // Add's filter: a batch that completes a window, unless the filter rests, is folded through
+  // AddSkippingSingletons, in one call where the device counts it and in pieces whose counters
+  // fit in L1 (2 bytes a key) on the host (lossy_filter_bench on the 16-core host: 2.0-2.4x
+  // folding every item at 8192 keys a call, 1.1-1.4x at 10^5; any cut leaves the same table); a
+  // piece it does not apply to folds every item. The batch takes one batch of the rest and
+  // teaches one lesson. Returns false, having changed at most the rest, where it folded nothing.
+  bool AddFiltered(const Segment<Key>& in, Accelerator* accelerator) {
+    const size_t p = pending_keys_.size();
+    if (p + in.size() < window_) return false;
+    const bool on_device = p + in.size() >= accelerator->DeviceFilterKeys();
+    if ((!on_device && !host_filter_) || FilterRests()) return false;
+    const size_t piece = on_device ? in.size() : kHostFilterPiece;
+    FilterTally tally;
+    for (size_t pos = 0; pos < in.size(); pos += piece) {
+      const Segment<Key> part = in.Sub(pos, std::min(piece, in.size() - pos));
+      if (!AddSkippingSingletons(part, accelerator, &tally)) AddOnHost(part);
+    }
+    if (tally.counted > 0) LearnFromFilter(tally);
     return true;
   }
 
