@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/home_slot.h"
 #include "gpu/detail/buffers.cuh"
 #include "gpu/detail/cuda_check.cuh"
 #include "gpu/detail/device_stream.cuh"
@@ -31,7 +32,7 @@ struct CountTable {
   unsigned shift;
 
   __device__ size_t Home(uint64_t key) const {
-    return static_cast<size_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ull) >> shift);
+    return static_cast<size_t>(core::HomeSlot(key, shift));
   }
   // The total of `key`, its slot claimed first when absent. Reads go to L2 (__ldcg): slots are
   // claimed by atomics, which no L1 line sees.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "core/common/home_slot.h"
+
 namespace streamstats::core::lossy {
 
 namespace {
@@ -47,7 +49,7 @@ void MarkLightKeysOnHost(absl::Span<const uint64_t> keys, absl::Span<const uint6
   while ((size_t{1} << bits) < 2 * n) ++bits;
   const unsigned shift = 64 - bits;
   auto counter_of = [shift](uint64_t key) {
-    return static_cast<uint32_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift);
+    return static_cast<uint32_t>(HomeSlot(key, shift));
   };
   thread_local std::vector<uint8_t> counts;
   thread_local std::vector<uint32_t> at;  // each item's counter, so the key is hashed once

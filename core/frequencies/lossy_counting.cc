@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "core/common/home_slot.h"
 #include "core/common/ordered_bits.h"
 #include "core/common/serialization.h"
 #include "core/frequencies/lossy_counter.h"
@@ -306,7 +307,7 @@ class IdMap {
   static constexpr size_t kGroup = 16;     // control bytes read at once
   static constexpr uint8_t kEmpty = 0x80;  // a full slot's byte is its tag, below 0x80
 
-  static uint64_t Mix(uint64_t key) { return (key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL; }
+  static uint64_t Mix(uint64_t key) { return HomeMix(key); }
   static size_t HomeOf(uint64_t key, unsigned shift) {
     return static_cast<size_t>(Mix(key) >> shift);
   }

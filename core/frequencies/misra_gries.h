@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/accel/accelerator.h"
+#include "core/common/home_slot.h"
 #include "core/common/types.h"
 #include "core/summary.h"
 
@@ -78,7 +79,7 @@ class MisraGries final : public Summary {
   static constexpr uint32_t kFree = ~uint32_t{0};
 
   size_t Home(uint64_t id) const {
-    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> index_shift_);
+    return static_cast<size_t>(HomeSlot(id, index_shift_));
   }
   // The position of `id`, or kFree.
   uint32_t Find(uint64_t id) const {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "core/common/home_slot.h"
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
 #include "core/common/types.h"
@@ -252,10 +253,9 @@ class HeavyHitterCandidates {
   };
   static constexpr uint32_t kAbsent = ~uint32_t{0};
 
-  // Fibonacci hashing of a folded id: consecutive ids spread, and high bits (ordered doubles,
-  // string hashes) still reach the top bits the shift keeps.
+  // The id's home slot (core/common/home_slot.h).
   static size_t HomeOf(uint64_t id, unsigned shift) {
-    return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ULL) >> shift);
+    return static_cast<size_t>(HomeSlot(id, shift));
   }
   size_t Home(uint64_t id) const { return HomeOf(id, index_shift_); }
   // id's position in heap_, or kAbsent.
