@@ -108,9 +108,11 @@ ABSL_FLAG(bool, ingest_slices, true,
           "ingest threads and merged, where the session's summaries merge within their bound: one "
           "stream into one session then uses the idle cores");
 ABSL_FLAG(int, ingest_slice_items, 16384, "the fewest items in a slice of a batch (--ingest_slices)");
-ABSL_FLAG(std::string, ingest_policy, "idle",
+ABSL_FLAG(std::string, ingest_policy, "auto",
           "scheduling of the threads applying batches: idle (SCHED_IDLE: any other thread of the "
-          "server, e.g. one answering a query, preempts them at once) or nice (--ingest_nice)");
+          "server, e.g. one answering a query, preempts them at once), nice (--ingest_nice), or "
+          "auto: idle where the ingest threads are as many as the cores, else the server's own "
+          "priority (a core is left to gRPC's threads; bench/E2E_RESULTS.md, session 21)");
 ABSL_FLAG(int, ingest_nice, 10,
           "nice increment (0-19) of the threads applying batches under --ingest_policy=nice (and "
           "where the kernel refuses SCHED_IDLE); 0: same priority as the rest of the server");
@@ -643,6 +645,12 @@ int main(int argc, char** argv) {
   }
 #endif
 
+  // The cores this process may run on (taskset, a container's cpuset), not the machine's.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                        ? CPU_COUNT(&allowed)
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) {
     // A core left to gRPC on small hosts: on a 2-core server, one ingest thread kept every
@@ -650,13 +658,7 @@ int main(int argc, char** argv) {
     // 4; 5.5-21 ms in session 15). On the 16-core host a 16th thread moved 8-10 % more items at
     // 16 x 16 with the questions' p99 unchanged (3.7-5.3 ms against 4.1-5.0; session 15): there a
     // core is a small share, and the ingest threads run below gRPC's (SCHED_IDLE) anyway.
-    // The cores this process may run on (taskset, a container's cpuset), not the machine's.
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    const unsigned cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0
-                               ? static_cast<unsigned>(CPU_COUNT(&allowed))
-                               : std::thread::hardware_concurrency();
-    threads = static_cast<int>(cores > 4 ? cores : cores > 1 ? cores - 1 : 1);
+    threads = cores > 4 ? cores : cores > 1 ? cores - 1 : 1;
   }
   const int ingest_nice = absl::GetFlag(FLAGS_ingest_nice);
   if (ingest_nice < 0 || ingest_nice > 19) {
@@ -664,13 +666,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string ingest_policy = absl::GetFlag(FLAGS_ingest_policy);
-  if (ingest_policy != "idle" && ingest_policy != "nice") {
-    std::fprintf(stderr, "streamstatsd: --ingest_policy must be idle or nice, got '%s'\n",
+  if (ingest_policy != "idle" && ingest_policy != "nice" && ingest_policy != "auto") {
+    std::fprintf(stderr, "streamstatsd: --ingest_policy must be idle, nice or auto, got '%s'\n",
                  ingest_policy.c_str());
     return 2;
   }
-  auto executor = std::make_unique<Executor>(
-      threads, ThreadPriority{.idle = ingest_policy == "idle", .nice = ingest_nice}, "ingest");
+  // auto: where the ingest threads can fill every core they must yield to gRPC's, or questions
+  // wait for a core (SCHED_IDLE). Where a core is left over (fewer threads than cores: the default
+  // on hosts of 4 cores or fewer) a SCHED_IDLE thread yields for nothing: the kernel counts a core
+  // running only SCHED_IDLE threads as idle, so gRPC's and other waking threads land on it and
+  // preempt it while the spare core sits idle (session 17 measured a third of each second spent
+  // runnable). At the server's own priority the one ingest thread of a 2-vCPU VM moved 1.2-1.5x
+  // as many items at two streams with the questions' p99 under 5 ms at batches of 10^4
+  // (bench/E2E_RESULTS.md, session 21).
+  const bool idle = ingest_policy == "idle" || (ingest_policy == "auto" && threads >= cores);
+  // (Under idle, --ingest_nice is what the executor falls back to where SCHED_IDLE is refused.)
+  const int nice = idle || ingest_policy == "nice" ? ingest_nice : 0;
+  auto executor =
+      std::make_unique<Executor>(threads, ThreadPriority{.idle = idle, .nice = nice}, "ingest");
+  const std::string ingest_priority =
+      idle ? std::string("SCHED_IDLE")
+           : nice == 0 ? std::string("the server's priority") : absl::StrCat("nice +", nice);
   const int slice_items = absl::GetFlag(FLAGS_ingest_slice_items);
   if (slice_items < 1024) {
     std::fprintf(stderr, "streamstatsd: --ingest_slice_items must be at least 1024, got %d\n",
@@ -726,6 +742,8 @@ int main(int argc, char** argv) {
               sessions.size(),
               tenants.authentication_enabled() ? "bearer-token tenants" : "single tenant, no auth",
               tls_cert.empty() ? "plaintext" : "TLS");
+  std::printf("ingest:      %d thread%s at %s (%d core%s)\n", threads, threads == 1 ? "" : "s",
+              ingest_priority.c_str(), cores, cores == 1 ? "" : "s");
   std::printf("talk to it:  streamstats --server=%s session list\n", bound.c_str());
   if (metrics != nullptr) {
     const std::string ml = absl::GetFlag(FLAGS_metrics_listen);

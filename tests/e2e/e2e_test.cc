@@ -796,8 +796,10 @@ TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
 }
 
 // Issue 7: the threads applying batches run below the gRPC threads that answer questions: at
-// SCHED_IDLE by default, or at --ingest_nice with --ingest_policy=nice; they are named
-// "ingest-<i>" for top -H; bad values are refused.
+// SCHED_IDLE (--ingest_policy=idle, and by default where they are as many as the cores), or at
+// --ingest_nice with --ingest_policy=nice; by default with fewer threads than cores (a core left
+// to gRPC) at the server's own priority (issue 14, session 21). They are named "ingest-<i>" for
+// top -H; bad values are refused.
 TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) {
   struct Sched {
     int policy;  // SCHED_OTHER 0, SCHED_IDLE 5
@@ -833,10 +835,27 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) 
   const int base = getpriority(PRIO_PROCESS, 0);
   ASSERT_EQ(errno, 0);
   const int lowered = std::min(19, base + 10);
+  // The cores the server may run on: this test's.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const int cores = CPU_COUNT(&allowed);
   {
-    Server server(dir_, {"--ingest_threads=3"});
+    Server server(dir_, {absl::StrCat("--ingest_threads=", cores)});
     const auto ingest = sched_of_threads(server.pid(), "ingest-");
-    EXPECT_EQ(ingest, (std::vector<Sched>(3, {SCHED_IDLE, base}))) << describe(ingest);
+    EXPECT_EQ(ingest, (std::vector<Sched>(cores, {SCHED_IDLE, base}))) << describe(ingest);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  if (cores > 1) {
+    Server server(dir_, {absl::StrCat("--ingest_threads=", cores - 1)});
+    const auto ingest = sched_of_threads(server.pid(), "ingest-");
+    EXPECT_EQ(ingest, (std::vector<Sched>(cores - 1, {SCHED_OTHER, base}))) << describe(ingest);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  {
+    Server server(dir_, {"--ingest_threads=1", "--ingest_policy=idle"});
+    const auto ingest = sched_of_threads(server.pid(), "ingest-");
+    EXPECT_EQ(ingest, (std::vector<Sched>(1, {SCHED_IDLE, base}))) << describe(ingest);
     // The main thread (under TSan, the sanitizer's background thread carries the name too).
     const auto main_threads = sched_of_threads(server.pid(), "streamstatsd");
     EXPECT_FALSE(main_threads.empty());
@@ -862,7 +881,7 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) 
   r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
                          " --listen=127.0.0.1:0 --ingest_policy=fifo --data_dir=", dir_, "/bad"));
   EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("--ingest_policy must be idle or nice, got 'fifo'"), std::string::npos)
+  EXPECT_NE(r.out.find("--ingest_policy must be idle, nice or auto, got 'fifo'"), std::string::npos)
       << r.out;
   r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
                          " --listen=127.0.0.1:0 --ingest_slice_items=100 --data_dir=", dir_, "/bad"));
