@@ -111,8 +111,8 @@ ABSL_FLAG(int, ingest_slice_items, 16384, "the fewest items in a slice of a batc
 ABSL_FLAG(std::string, ingest_policy, "auto",
           "scheduling of the threads applying batches: idle (SCHED_IDLE: any other thread of the "
           "server, e.g. one answering a query, preempts them at once), nice (--ingest_nice), or "
-          "auto: idle where the ingest threads are as many as the cores, else the server's own "
-          "priority (a core is left to gRPC's threads; bench/E2E_RESULTS.md, session 21)");
+          "auto: idle, except one ingest thread on a host of several cores (the default on 2 "
+          "cores), which runs at the server's own priority (bench/E2E_RESULTS.md, session 21)");
 ABSL_FLAG(int, ingest_nice, 10,
           "nice increment (0-19) of the threads applying batches under --ingest_policy=nice (and "
           "where the kernel refuses SCHED_IDLE); 0: same priority as the rest of the server");
@@ -671,15 +671,17 @@ int main(int argc, char** argv) {
                  ingest_policy.c_str());
     return 2;
   }
-  // auto: where the ingest threads can fill every core they must yield to gRPC's, or questions
-  // wait for a core (SCHED_IDLE). Where a core is left over (fewer threads than cores: the default
-  // on hosts of 4 cores or fewer) a SCHED_IDLE thread yields for nothing: the kernel counts a core
-  // running only SCHED_IDLE threads as idle, so gRPC's and other waking threads land on it and
-  // preempt it while the spare core sits idle (session 17 measured a third of each second spent
-  // runnable). At the server's own priority the one ingest thread of a 2-vCPU VM moved 1.2-1.5x
-  // as many items at two streams with the questions' p99 under 5 ms at batches of 10^4
-  // (bench/E2E_RESULTS.md, session 21).
-  const bool idle = ingest_policy == "idle" || (ingest_policy == "auto" && threads >= cores);
+  // auto: SCHED_IDLE, except for a single ingest thread on a host of several cores (the default on
+  // 2 cores), which runs at the server's own priority. A single thread can fill one core only, and
+  // at SCHED_IDLE it yields for little: the kernel counts a core running only SCHED_IDLE threads
+  // as idle, so gRPC's and other waking threads land on it and preempt it while the other core
+  // idles (session 17 measured a third of each second spent runnable). At the server's priority
+  // the one ingest thread of a 2-vCPU VM moved 1.2-1.5x as many items at two streams, with the
+  // questions' p99 under 5 ms at batches of 10^4. Several threads at the server's priority take
+  // the cores questions need: on the 16-core host 8 of them put the questions' p99 at 11-13 ms
+  // and 15 at 20-23 ms, against 4-7 ms at SCHED_IDLE (bench/E2E_RESULTS.md, session 21).
+  const bool idle =
+      ingest_policy == "idle" || (ingest_policy == "auto" && (threads > 1 || cores < 2));
   // (Under idle, --ingest_nice is what the executor falls back to where SCHED_IDLE is refused.)
   const int nice = idle || ingest_policy == "nice" ? ingest_nice : 0;
   auto executor =
