@@ -676,8 +676,8 @@ int main(int argc, char** argv) {
   // at SCHED_IDLE it yields for little: the kernel counts a core running only SCHED_IDLE threads
   // as idle, so gRPC's and other waking threads land on it and preempt it while the other core
   // idles (session 17 measured a third of each second spent runnable). At the server's priority
-  // the one ingest thread of a 2-vCPU VM moved 1.2-1.5x as many items at two streams, with the
-  // questions' p99 under 5 ms at batches of 10^4. Several threads at the server's priority take
+  // the one ingest thread of a 2-vCPU VM moved 1.0-1.8x as many items (1.1-1.8x at two streams),
+  // with the questions' p99 under 5 ms at batches of 10^4. Several threads at the server's priority take
   // the cores questions need: on the 16-core host 8 of them put the questions' p99 at 11-13 ms
   // and 15 at 20-23 ms, against 4-7 ms at SCHED_IDLE (bench/E2E_RESULTS.md, session 21).
   const bool idle =
