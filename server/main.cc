@@ -30,6 +30,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/convert.h"
+#include "server/cpu_budget.h"
 #include "server/executor.h"
 #include "server/forwarder.h"
 #include "server/http_api.h"
@@ -645,12 +646,10 @@ int main(int argc, char** argv) {
   }
 #endif
 
-  // The cores this process may run on (taskset, a container's cpuset), not the machine's.
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  const int cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0
-                        ? CPU_COUNT(&allowed)
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The cores this process may run on (taskset, a container's cpuset), not the machine's, and no
+  // more than its cgroup's CPU quota (a Kubernetes limit) rounded up.
+  const CpuBudget budget = DetectCpuBudget();
+  const int cores = budget.cpus;
   int threads = absl::GetFlag(FLAGS_ingest_threads);
   if (threads <= 0) {
     // A core left to gRPC on small hosts: on a 2-core server, one ingest thread kept every
@@ -744,8 +743,13 @@ int main(int argc, char** argv) {
               sessions.size(),
               tenants.authentication_enabled() ? "bearer-token tenants" : "single tenant, no auth",
               tls_cert.empty() ? "plaintext" : "TLS");
-  std::printf("ingest:      %d thread%s at %s (%d core%s)\n", threads, threads == 1 ? "" : "s",
-              ingest_priority.c_str(), cores, cores == 1 ? "" : "s");
+  const std::string quota_note =
+      budget.cpus < budget.affinity
+          ? absl::StrCat(": a CPU quota of ", budget.quota, " of ", budget.affinity, ", ",
+                         budget.quota_file)
+          : "";
+  std::printf("ingest:      %d thread%s at %s (%d core%s%s)\n", threads, threads == 1 ? "" : "s",
+              ingest_priority.c_str(), cores, cores == 1 ? "" : "s", quota_note.c_str());
   std::printf("talk to it:  streamstats --server=%s session list\n", bound.c_str());
   if (metrics != nullptr) {
     const std::string ml = absl::GetFlag(FLAGS_metrics_listen);

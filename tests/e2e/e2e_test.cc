@@ -891,6 +891,43 @@ TEST_F(EndToEnd, IngestThreadsRunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) 
       << r.out;
 }
 
+// A CPU quota (Kubernetes' limits.cpu) sizes the ingest pool as the cores it allows: a server in a
+// cgroup v1 with a quota of one CPU runs one ingest thread, at SCHED_IDLE (it shares that CPU with
+// gRPC's threads), and says why on its startup line (server/cpu_budget.h; the file layouts of cgroup v1 and v2 are tested
+// in tests/server/cpu_budget_test.cc). Skipped where this test cannot make a cgroup (not root,
+// or no cgroup v1 cpu controller mounted).
+TEST_F(EndToEnd, ACgroupCpuQuotaSizesTheIngestPool) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const int cores = CPU_COUNT(&allowed);
+  const std::string cgroup = absl::StrCat("/sys/fs/cgroup/cpu/streamstats_e2e_", getpid());
+  std::error_code ec;
+  if (!fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") || !fs::create_directory(cgroup, ec)) {
+    GTEST_SKIP() << "cannot make a cgroup v1 cpu group here (" << ec.message() << ")";
+  }
+  std::ofstream(cgroup + "/cpu.cfs_period_us") << "100000\n";
+  std::ofstream(cgroup + "/cpu.cfs_quota_us") << "100000\n";  // one CPU
+  // The shell joins the group, then starts the server (its child inherits the group), waits for
+  // it to serve, and stops it.
+  const std::string port = dir_ + "/quota.port";
+  RunResult r = Shell(absl::StrCat(
+      "timeout 60 sh -c 'echo $$ > ", cgroup, "/cgroup.procs && { ", STREAMSTATSD_BIN,
+      " --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --durability=none --data_dir=", dir_,
+      "/quota --port_file=", port,
+      " & p=$!; i=0; while [ ! -s ", port, " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; ",
+      "kill $p; wait $p; }'"));
+  fs::remove(cgroup, ec);  // empty again once the shell and the server have exited
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ingest:      1 thread at SCHED_IDLE (1 core"), std::string::npos) << r.out;
+  if (cores > 1) {
+    EXPECT_NE(r.out.find(absl::StrCat("a CPU quota of 1 of ", cores, ", ", cgroup,
+                                      "/cpu.cfs_quota_us")),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 // The GPU pool's tuning flags are checked whether or not a GPU is built in or used (issue 14).
 TEST_F(EndToEnd, GpuPoolFlagsOutOfRangeStopTheStartNamingTheFlag) {
   const std::pair<std::string, std::string> bad[] = {
