@@ -101,7 +101,8 @@ ABSL_FLAG(int, snapshot_interval_s, 60, "seconds between periodic snapshots; 0: 
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest request message accepted, in bytes");
 ABSL_FLAG(int, ingest_threads, 0,
           "threads applying batches; 0: one per core on hosts of more than 4 cores, else one per "
-          "core but one (at least one), which leaves gRPC's threads and the questions they answer "
+          "core but one (at least one; cores: those the process may run on, no more than its "
+          "cgroup's CPU quota rounded up), which leaves gRPC's threads and the questions they answer "
           "a core during full-speed ingest where a core is a large share (bench/E2E_RESULTS.md, "
           "session 15)");
 ABSL_FLAG(bool, ingest_slices, true,

@@ -49,6 +49,11 @@ class CpuBudgetFiles : public ::testing::Test {
     std::ofstream(p) << text;
   }
   std::string root() const { return root_.string(); }
+  // A cgroup v1 cpu quota of quota_us per period_us in `dir` (under the root).
+  void WriteCfs(const std::string& dir, const std::string& quota_us, const std::string& period_us) {
+    Write(dir + "/cpu.cfs_quota_us", quota_us + "\n");
+    Write(dir + "/cpu.cfs_period_us", period_us + "\n");
+  }
 
   fs::path root_;
 };
@@ -75,8 +80,7 @@ TEST_F(CpuBudgetFiles, CgroupV2InItsOwnNamespace) {
 TEST_F(CpuBudgetFiles, CgroupV1UnderEitherMountName) {
   // A container with a cgroup namespace: its cgroup is the mount's root.
   Write("proc/self/cgroup", "5:cpuacct,cpu:/\n4:memory:/\n");
-  Write("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "200000\n");
-  Write("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  WriteCfs("sys/fs/cgroup/cpu,cpuacct", "200000", "100000");
   EXPECT_EQ(CpuBudgetUnder(root(), 32).cpus, 2);
 }
 
@@ -84,8 +88,7 @@ TEST_F(CpuBudgetFiles, CgroupV1WithoutANamespaceFindsTheBindMountedCgroupAsAnAnc
   // Docker without a cgroup namespace: /proc/self/cgroup names the host's path, and the mount
   // shows the container's own cgroup at its root.
   Write("proc/self/cgroup", "3:cpu:/docker/abc123\n");
-  Write("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "150000\n");
-  Write("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  WriteCfs("sys/fs/cgroup/cpu", "150000", "100000");
   const CpuBudget b = CpuBudgetUnder(root(), 64);
   EXPECT_EQ(b.quota, 1.5);
   EXPECT_EQ(b.cpus, 2);
@@ -93,8 +96,7 @@ TEST_F(CpuBudgetFiles, CgroupV1WithoutANamespaceFindsTheBindMountedCgroupAsAnAnc
 
 TEST_F(CpuBudgetFiles, NoQuotaOrAQuotaAboveTheAffinityLeavesTheAffinity) {
   Write("proc/self/cgroup", "1:cpu:/\n0::/\n");
-  Write("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
-  Write("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  WriteCfs("sys/fs/cgroup/cpu", "-1", "100000");
   Write("sys/fs/cgroup/cpu.max", "max 100000\n");
   CpuBudget b = CpuBudgetUnder(root(), 6);
   EXPECT_EQ(b.cpus, 6);
