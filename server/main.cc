@@ -7,7 +7,6 @@
 #if __has_include(<malloc.h>)
 #include <malloc.h>  // mallopt, where the C library is glibc
 #endif
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 

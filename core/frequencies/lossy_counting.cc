@@ -307,16 +307,15 @@ class IdMap {
   static constexpr size_t kGroup = 16;     // control bytes read at once
   static constexpr uint8_t kEmpty = 0x80;  // a full slot's byte is its tag, below 0x80
 
-  static uint64_t Mix(uint64_t key) { return HomeMix(key); }
   static size_t HomeOf(uint64_t key, unsigned shift) {
-    return static_cast<size_t>(Mix(key) >> shift);
+    return static_cast<size_t>(HomeSlot(key, shift));
   }
   // The 7 bits of the mixed key below the home's (shift >= 7: at most 2^57 slots).
   static uint8_t TagOf(uint64_t mixed, unsigned shift) {
     return static_cast<uint8_t>((mixed >> (shift - 7)) & 0x7f);
   }
   size_t Home(uint64_t key) const { return HomeOf(key, shift_); }
-  uint8_t Tag(uint64_t key) const { return TagOf(Mix(key), shift_); }
+  uint8_t Tag(uint64_t key) const { return TagOf(HomeMix(key), shift_); }
 
   // Slot i's control byte and, for the first kGroup slots, its clone after the last.
   void SetCtrl(size_t i, uint8_t c) {
@@ -392,11 +391,11 @@ class IdMap {
     size_t size = run.size;
     // The items' mixed keys, computed kAhead items early (their slots prefetched then).
     uint64_t ahead[kAhead];
-    for (size_t a = i; a < i + kAhead && a < n; ++a) ahead[a % kAhead] = Mix(keys[a]);
+    for (size_t a = i; a < i + kAhead && a < n; ++a) ahead[a % kAhead] = HomeMix(keys[a]);
     for (; i < end; ++i) {
       const uint64_t mixed = ahead[i % kAhead];
       if (i + kAhead < n) {
-        const uint64_t later = Mix(keys[i + kAhead]);
+        const uint64_t later = HomeMix(keys[i + kAhead]);
         ahead[i % kAhead] = later;
         __builtin_prefetch(&slots[later >> shift]);
       }
