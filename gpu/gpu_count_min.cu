@@ -282,7 +282,12 @@ absl::Status GpuCountMin::AddSelected(absl::Span<const uint64_t> ids,
   estimates->clear();
   STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
   return ids.empty() ? absl::OkStatus()
-                     : dev_->FinishSelected(ids.size(), least, positions, estimates, meanwhile);
+                     : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
+                                            estimates, meanwhile);
+}
+
+const uint64_t* GpuCountMin::IdsInOrder() const {
+  return options_.conservative ? dev_->seq_keys.get() : dev_->ids.get();
 }
 
 absl::Status GpuCountMin::LaunchBatch(absl::Span<const uint64_t> ids,

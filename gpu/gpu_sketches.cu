@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/common/hash.h"
+#include "core/common/home_slot.h"
 #include "gpu/detail/cuda_check.cuh"
 #include "gpu/detail/sketch_device.cuh"
 
@@ -127,6 +128,44 @@ struct AtLeast {
   __device__ __forceinline__ bool operator()(uint32_t i) const { return values[i] >= least; }
 };
 
+constexpr unsigned long long kNoKey = ~0ULL;
+
+// For every item at or above the level: finds its id's cell in an open-addressing table of
+// mask + 1 cells (linear probing from core::HomeSlot; the id ~0, the empty mark, has the extra
+// cell mask + 1 to itself), lowers the cell's n - 1 - position to the item's (so the cell ends
+// with its id's last position) and remembers the cell. A cell is two words, the id and that
+// value, all ~0 before the batch: one memset clears the table.
+__global__ void MarkLastAtLeast(const uint64_t* ids, const uint64_t* values, uint64_t least,
+                                size_t n, unsigned shift, uint64_t mask, unsigned long long* cells,
+                                uint32_t* cell_of) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    if (values[i] < least) continue;
+    const unsigned long long id = ids[i];
+    uint64_t c = mask + 1;
+    if (id != kNoKey) {
+      for (c = core::HomeSlot(id, shift);; c = (c + 1) & mask) {
+        const unsigned long long prev = atomicCAS(&cells[2 * c], kNoKey, id);
+        if (prev == kNoKey || prev == id) break;
+      }
+    }
+    atomicMin(&cells[2 * c + 1], static_cast<unsigned long long>(n - 1 - i));
+    cell_of[i] = static_cast<uint32_t>(c);
+  }
+}
+
+// An item at or above the level whose id does not come again at or above it later in the batch.
+struct LastAtLeast {
+  const uint64_t* values;
+  uint64_t least;
+  const uint64_t* cells;
+  const uint32_t* cell_of;
+  uint64_t n;
+  __device__ __forceinline__ bool operator()(uint32_t i) const {
+    return values[i] >= least && cells[2 * uint64_t{cell_of[i]} + 1] == n - 1 - i;
+  }
+};
+
 // The selected items' positions and estimates into mapped pinned memory: est[0] = the count,
 // est[1 + k] and pos[k] for the k-th selected item.
 __global__ void PackSelected(const uint32_t* selected, const uint64_t* d_count,
@@ -193,6 +232,7 @@ absl::Status detail::SketchDevice::FinishAll(size_t n, std::vector<uint64_t>* es
 }
 
 absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
+                                                  const uint64_t* ids_in_order,
                                                   std::vector<uint32_t>* positions,
                                                   std::vector<uint64_t>* estimates,
                                                   absl::FunctionRef<void()> meanwhile) {
@@ -208,13 +248,36 @@ absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
       cudaHostGetDevicePointer(reinterpret_cast<void**>(&pos), host_selected_positions.get(), 0));
   uint64_t* d_count = small.get() + 1;  // small[0] may hold Aggregate's run count
   const thrust::counting_iterator<uint32_t> items(0);
-  const AtLeast keep{out.get(), least};
   size_t temp = 0;
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-      nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
-  STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-      cub_temp.get(), temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
+  if (ids_in_order == nullptr) {
+    const AtLeast keep{out.get(), least};
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+        nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
+    STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+        cub_temp.get(), temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep,
+        stream));
+  } else {
+    // Each key's last item at or above the level only (a cell table at most half full).
+    unsigned shift = 63;
+    while (shift > 1 && (uint64_t{1} << (64 - shift)) < 2 * n) --shift;
+    const uint64_t cells = uint64_t{1} << (64 - shift);
+    STREAMSTATS_RETURN_IF_ERROR(last_cells.Reserve(2 * (cells + 1)));
+    STREAMSTATS_RETURN_IF_ERROR(last_cell.Reserve(n));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(last_cells.get(), 0xFF, 2 * (cells + 1) * sizeof(uint64_t), stream));
+    MarkLastAtLeast<<<GridFor(n, 256, 8 * 65535), 256, 0, stream>>>(
+        ids_in_order, out.get(), least, n, shift, cells - 1,
+        reinterpret_cast<unsigned long long*>(last_cells.get()), last_cell.get());
+    STREAMSTATS_CUDA_CHECK_LAUNCH();
+    const LastAtLeast keep{out.get(), least, last_cells.get(), last_cell.get(), n};
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+        nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
+    STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+        cub_temp.get(), temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep,
+        stream));
+  }
   PackSelected<<<GridFor(n, 256, 1024), 256, 0, stream>>>(selected.get(), d_count, out.get(), est,
                                                           pos);
   STREAMSTATS_CUDA_CHECK_LAUNCH();

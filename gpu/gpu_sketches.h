@@ -97,8 +97,9 @@ class GpuCountMin {
                                     absl::Span<const uint64_t> weights,
                                     std::vector<uint64_t>* estimates);
   // AddSequential or AddConservativeBatch (by options().conservative), but only the items whose
-  // estimate is >= `least` come back, in order (core::DeviceSketch::AddSelected): selected on
-  // the device and written into mapped pinned memory, one wait per batch.
+  // estimate is >= `least` and whose key does not come again later in the batch at or above it
+  // come back, in order (core::DeviceSketch::AddSelected): selected on the device and written
+  // into mapped pinned memory, one wait per batch.
   absl::Status AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            uint64_t least, std::vector<uint32_t>* positions,
                            std::vector<uint64_t>* estimates,
@@ -114,6 +115,9 @@ class GpuCountMin {
   // Uploads a batch and launches its update (plain: AddPairsInOrder; conservative: the batch
   // form), leaving each item's estimate in the device's `out` buffer; counts the batch.
   absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // After LaunchBatch: the batch's ids on the device in arrival order (the conservative update
+  // sorts `ids` in place and keeps a copy).
+  const uint64_t* IdsInOrder() const;
 
   core::CountMinOptions options_;
   uint64_t depth_ = 0, width_ = 0, count_ = 0;
@@ -229,7 +233,8 @@ class GpuFcm {
                                     absl::Span<const uint64_t> weights,
                                     std::vector<uint64_t>* estimates);
   // Either of the two (by options().conservative), but only the items whose estimate is >=
-  // `least` come back, in order (core::DeviceSketch::AddSelected), selected on the device.
+  // `least` and whose key does not come again later in the batch at or above it come back, in
+  // order (core::DeviceSketch::AddSelected), selected on the device.
   absl::Status AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            uint64_t least, std::vector<uint32_t>* positions,
                            std::vector<uint64_t>* estimates,
@@ -247,6 +252,8 @@ class GpuFcm {
   // Uploads a batch and launches its update (plain or the batch form), leaving each item's
   // estimate in the device's `out` buffer; counts the batch.
   absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // After LaunchBatch: the batch's ids on the device in arrival order (as GpuCountMin's).
+  const uint64_t* IdsInOrder() const;
   // dl > dh: the batch's summary (per-block summaries and merges; nothing with dl = dh or an
   // empty batch), then its absorption into the detector; both on the stream, asynchronous.
   absl::Status LaunchPhaseSummary(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);

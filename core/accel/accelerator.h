@@ -62,10 +62,13 @@ class DeviceSketch {
   // order: (*positions)[k] is such an item's index in `ids`, (*estimates)[k] its estimate (Add's).
   // The heavy-hitter candidates pass their admission level at the batch's start
   // (HeavyHitterCandidates::LeastAdmitted), so what comes back over the bus is what can still
-  // change the set (core/sketches/count_min.h says why nothing else can). The default runs Add
-  // and filters on the host; a GPU selects on the device. `meanwhile` runs at most once, while
-  // the device works on the batch (a GPU: after every launch, before the wait), so the caller's
-  // host work overlaps the device's; it may not run at all (e.g. after an error).
+  // change the set (core/sketches/count_min.h says why nothing else can). An item may also be
+  // left out when its key comes again later in the batch with an estimate >= `least`: the later
+  // offer leaves the candidates as both would (HeavyHitterCandidates::OfferGrowingSelected).
+  // The default runs Add and filters on the host, leaving out only the items below `least`; a
+  // GPU selects on the device and returns each key's last item only. `meanwhile` runs at most
+  // once, while the device works on the batch (a GPU: after every launch, before the wait), so
+  // the caller's host work overlaps the device's; it may not run at all (e.g. after an error).
   virtual absl::Status AddSelected(absl::Span<const uint64_t> ids,
                                    absl::Span<const uint64_t> weights, uint64_t least,
                                    std::vector<uint32_t>* positions,

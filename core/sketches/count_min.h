@@ -57,8 +57,11 @@
 //    Deserialize and Merge keep it so), so LeastAdmitted() never decreases while offers are
 //    made (the set never shrinks, the floor is fixed, the smallest stored estimate only grows),
 //    and an offer below the level it had when the batch was sent would be dropped at once by
-//    HeavyHitterCandidates anyway. The offers left are made in arrival order, so the set and
-//    its heap equal the CPU's bit for bit. For uint64 keys they are made while the next batch
+//    HeavyHitterCandidates anyway. Of a key's items at or above the level only the last comes
+//    back (an earlier offer changes nothing its later one does not: HeavyHitterCandidates::
+//    OfferGrowingSelected). The offers left are made in arrival order, so the set and every
+//    stored estimate equal the CPU's (the heap's layout, Serialize's order of the candidates,
+//    may differ, as after a Merge). For uint64 keys they are made while the next batch
 //    is on the device (FlushOffers; the level sent with that batch is then the one before
 //    them, lower, so a superset: still exact); every reader of the candidates flushes first.
 //    Measured (issue 14, bench/E2E_RESULTS.md "Session 14", 16-core H200 host, Zipf(1.1) keys,

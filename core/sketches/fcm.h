@@ -108,7 +108,8 @@
 //    (GetSession says so).
 //  * As Count-Min's (core/sketches/count_min.h gives the argument), only the items whose
 //    estimate reaches the candidates' admission level at the batch's start come back from the
-//    device (DeviceSketch::AddSelected) and are offered, in order: the same set and heap. FCM's
+//    device (DeviceSketch::AddSelected), each key's last one only, and are offered, in order:
+//    the same set and stored estimates (the heap's layout may differ). FCM's
 //    estimates never decrease either; Deserialize refuses a stored candidate estimate above the
 //    table's. (Offers are made at once here, not while the next batch is on the device.)
 //

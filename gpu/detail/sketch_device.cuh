@@ -31,6 +31,8 @@ struct SketchDevice : DeviceStream {
   DeviceBuffer<uint64_t> ids, weights, sorted_weights, unique, totals, targets, small, out;
   DeviceBuffer<uint64_t> seq_keys, seq_alt, seq_cells, seq_prefix;  // AddPairsInOrder
   DeviceBuffer<uint32_t> idx, selected;
+  DeviceBuffer<uint64_t> last_cells;  // FinishSelected's last occurrences: (id, n - 1 - last)
+  DeviceBuffer<uint32_t> last_cell;   // a cell per item at or above the level
   DeviceBuffer<uint8_t> flags;
   DeviceBuffer<unsigned char> cub_temp;
   PinnedBuffer<uint64_t> host_a, host_b;
@@ -125,9 +127,12 @@ struct SketchDevice : DeviceStream {
   // Ends a timed batch whose n estimates are in out: copies them into `estimates`, waits.
   absl::Status FinishAll(size_t n, std::vector<uint64_t>* estimates);
   // The same, but only the items with out[i] >= least come back, in order (selected on the
-  // device, written straight into mapped pinned memory: one wait). `meanwhile` runs after the
-  // last launch, before the wait (core::DeviceSketch::AddSelected).
-  absl::Status FinishSelected(size_t n, uint64_t least, std::vector<uint32_t>* positions,
+  // device, written straight into mapped pinned memory: one wait). With `ids_in_order` (the
+  // batch's n ids on the device, in arrival order), of those only each id's last one: an
+  // earlier occurrence of a key whose later one comes back changes nothing the candidates keep
+  // (core::DeviceSketch::AddSelected). `meanwhile` runs after the last launch, before the wait.
+  absl::Status FinishSelected(size_t n, uint64_t least, const uint64_t* ids_in_order,
+                              std::vector<uint32_t>* positions,
                               std::vector<uint64_t>* estimates,
                               absl::FunctionRef<void()> meanwhile);
 };

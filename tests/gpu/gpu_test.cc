@@ -435,8 +435,11 @@ TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures)
           for (size_t i = 0; i < probe.size(); ++i) ASSERT_EQ((*a)[i].estimate, (*g)[i].estimate);
         }
       }
-      EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize())
-          << "kind " << static_cast<int>(kind) << " inject " << inject_at;
+      if (kind == core::SummaryKind::kCountMin) {  // candidates' heap order aside
+        EXPECT_TRUE(SketchState(**gpu) == SketchState(**cpu)) << "inject " << inject_at;
+      } else {
+        EXPECT_EQ((*gpu)->Serialize(), (*cpu)->Serialize()) << "inject " << inject_at;
+      }
       // Heavy hitters too (the PBF's candidates were offered from the device's counts).
       auto ha = (*cpu)->HeavyHitters(0.005);
       auto hg = (*gpu)->HeavyHitters(0.005);
@@ -461,9 +464,9 @@ TEST(GpuPool, SketchSummariesLiveOnTheDeviceAndEqualCpuBuiltOnesDespiteFailures)
 }
 
 // Issue 15: a conservative Count-Min lives on the device in sessions too, in the batch form; its
-// bytes, estimates and heavy hitters equal the host's batch form fed the same batches (the core
-// tests' fake device, which never fails here), also when a device call fails (that batch and the
-// rest go to the host, sequential, on both).
+// state (SketchState), estimates and heavy hitters equal the host's batch form fed the same
+// batches (the core tests' fake device, which never fails here), also when a device call fails
+// (that batch and the rest go to the host, sequential, on both).
 TEST(GpuPool, ConservativeCountMinLivesOnTheDeviceInTheBatchFormDespiteFailures) {
   REQUIRE_GPU();
   auto pool = GpuPool::Create(GpuPoolOptions{});
@@ -507,7 +510,7 @@ TEST(GpuPool, ConservativeCountMinLivesOnTheDeviceInTheBatchFormDespiteFailures)
         }
       }
     }
-    EXPECT_EQ((*gpu)->Serialize(), (*ref)->Serialize());
+    EXPECT_TRUE(SketchState(**gpu) == SketchState(**ref));
     auto hr = (*ref)->HeavyHitters(0.005);
     auto hg = (*gpu)->HeavyHitters(0.005);
     ASSERT_TRUE(hr.ok() && hg.ok());

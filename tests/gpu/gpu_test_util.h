@@ -7,11 +7,16 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "core/common/hash.h"
 #include "core/common/ordered_bits.h"
+#include "core/common/serialization.h"
+#include "core/sketches/count_min.h"
+#include "core/sketches/fcm.h"
 #include "core/summary.h"
 #include "gpu/devices.h"
 #include "gpu/gpu_accelerator.h"
@@ -98,6 +103,39 @@ inline core::Batch U64Batch(absl::Span<const uint64_t> ids, absl::Span<const uin
   b.keys = ids;
   b.weights = weights;
   return b;
+}
+
+// A Count-Min's or FCM's state in a form where only what answers depend on counts: the table,
+// the count, the phase detector (FCM) and the heavy-hitter candidates with their stored estimates
+// and strings, sorted. A device returns each key's last item only (DeviceSketch::AddSelected),
+// which leaves the candidates' set and estimates as the CPU's but may lay their heap out in
+// another order, and Serialize writes heap order; everything else of Serialize is here.
+inline std::string SketchState(const core::Summary& s) {
+  core::ByteWriter w;
+  const core::HeavyHitterCandidates* candidates = nullptr;
+  if (const auto* cm = dynamic_cast<const core::CountMin*>(&s)) {
+    for (uint64_t c : cm->table()) w.Put<uint64_t>(c);
+    candidates = &cm->candidates();
+  } else if (const auto* fcm = dynamic_cast<const core::Fcm*>(&s)) {
+    for (uint64_t c : fcm->table()) w.Put<uint64_t>(c);
+    fcm->phase().Serialize(&w);
+    candidates = &fcm->candidates();
+  } else {
+    ADD_FAILURE() << "SketchState: not a Count-Min or FCM";
+    return "";
+  }
+  w.Put<uint64_t>(s.count());
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> entries;
+  candidates->ForEach([&](uint64_t id, uint64_t estimate, absl::string_view str) {
+    entries.emplace_back(estimate, id, std::string(str));
+  });
+  std::sort(entries.begin(), entries.end());
+  for (const auto& [estimate, id, str] : entries) {
+    w.Put<uint64_t>(id);
+    w.Put<uint64_t>(estimate);
+    w.PutString(str);
+  }
+  return w.bytes();
 }
 
 }  // namespace streamstats::gpu

@@ -155,6 +155,68 @@ TEST(HeavyHitterCandidates, OfferGrowingLeavesTheSameHeapAsOffer) {
   }
 }
 
+// What a GPU returns of a Count-Min or FCM batch (DeviceSketch::AddSelected): the items at or
+// above the level the set had at the batch's start, and of those only each key's last one.
+// Offered through OfferGrowingSelected they must leave the very set and stored estimates (and
+// strings) that offering every item does, on nondecreasing estimates with ties, collisions
+// (estimates that jump between a key's items), floors, every small capacity and batches of 1 to
+// 3000 items; only the heap's layout may differ.
+TEST(HeavyHitterCandidates, OfferingEachKeysLastItemAtTheLevelKeepsTheSetAndEstimates) {
+  for (size_t capacity : {0, 1, 2, 7, 64, 1000}) {
+    for (uint64_t floor : {0, 5}) {
+      for (uint64_t seed : {1, 2, 3, 4}) {
+        SCOPED_TRACE(absl::StrCat("capacity ", capacity, " floor ", floor, " seed ", seed));
+        HeavyHitterCandidates every(capacity), last(capacity);
+        every.set_floor(floor);
+        last.set_floor(floor);
+        std::mt19937_64 rng(seed);
+        std::map<uint64_t, uint64_t> estimate;
+        const uint64_t universe = seed % 2 == 0 ? 5000 : 300;
+        size_t offered = 0, kept = 0;
+        for (int b = 0; b < 40; ++b) {
+          const size_t n = 1 + rng() % (b % 4 == 0 ? 3000 : 400);
+          std::vector<uint64_t> ids(n), ests(n);
+          std::vector<std::string> strs(n);
+          for (size_t i = 0; i < n; ++i) {
+            const uint64_t x = rng();
+            const uint64_t id = x % 4 == 0 ? x % 8 : (x >> 8) % universe;
+            estimate[id] += (x >> 61) % 3;  // 0: an equal estimate again
+            if ((x >> 20) % 16 == 0) estimate[(x >> 30) % universe] += 1;  // a collision
+            ids[i] = id;
+            ests[i] = estimate[id];
+            strs[i] = absl::StrCat("k", id);
+          }
+          for (size_t i = 0; i < n; ++i) every.OfferGrowing(ids[i], ests[i], strs[i]);
+          // The device's selection: at or above the level, and no later such item of the key.
+          const uint64_t least = last.LeastAdmitted();
+          std::vector<uint32_t> positions;
+          std::vector<uint64_t> selected;
+          std::map<uint64_t, size_t> last_at;
+          for (size_t i = 0; i < n; ++i) {
+            if (ests[i] >= least) last_at[ids[i]] = i;
+          }
+          for (size_t i = 0; i < n; ++i) {
+            if (ests[i] >= least && last_at[ids[i]] == i) {
+              positions.push_back(static_cast<uint32_t>(i));
+              selected.push_back(ests[i]);
+            }
+          }
+          offered += n;
+          kept += positions.size();
+          last.OfferGrowingSelected(ids.data(), positions.data(), selected.data(),
+                                    positions.size(),
+                                    [&](size_t i) { return absl::string_view(strs[i]); });
+          ASSERT_EQ(ContentsOf(last), ContentsOf(every)) << "batch " << b;
+          ASSERT_EQ(last.LeastAdmitted(), every.LeastAdmitted()) << "batch " << b;
+        }
+        if (capacity >= 7) {
+          EXPECT_LT(kept, offered / 2);  // most items are left out
+        }
+      }
+    }
+  }
+}
+
 TEST(HeavyHitterCandidates, SerializeRoundTripKeepsTheSetAndTheBytes) {
   for (bool with_strings : {false, true}) {
     HeavyHitterCandidates c(50);
