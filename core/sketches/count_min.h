@@ -64,10 +64,13 @@
 //    may differ, as after a Merge). For uint64 keys they are made while the next batch
 //    is on the device (FlushOffers; the level sent with that batch is then the one before
 //    them, lower, so a superset: still exact); every reader of the candidates flushes first.
-//    Measured (issue 14, bench/E2E_RESULTS.md "Session 14", 16-core H200 host, Zipf(1.1) keys,
-//    batches of 10^5, C = 2000): ~73 % of the items come back; ~31 ns of host CPU an item at one
-//    stream (was ~74); 0.77x / 0.57x / 0.49x the CPU backend at 1 / 4 / 16 streams (was 0.29x),
-//    so the pool keeps Count-Min on the host by default.
+//    Measured (issue 14, bench/E2E_RESULTS.md sessions 14 and 22, 16-core H200 host, Zipf(1.1)
+//    keys, batches of 10^5, C = 2000): ~72 % of the items reach the level, 2-4 % are a key's
+//    last and come back; 0.76x / 0.72-0.75x / 0.46-0.48x the CPU backend at 1 / 4 / 16 streams
+//    (1.17-1.19x, 1.04-1.07x and 0.91-0.97x session 14's every-item selection), so the pool
+//    keeps Count-Min on the host by default. At 16 streams the host's time goes to the CUDA
+//    driver's per-call path (libcuda, its locks, context switches: ~17 calls a batch), not to
+//    the wait's polling (bench/E2E_RESULTS.md, session 22).
 // Not thread-safe for writers; const methods may run concurrently (the owning session's shared
 // lock).
 #ifndef STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
