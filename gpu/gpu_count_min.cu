@@ -280,10 +280,52 @@ absl::Status GpuCountMin::AddSelected(absl::Span<const uint64_t> ids,
                                       absl::FunctionRef<void()> meanwhile) {
   positions->clear();
   estimates->clear();
-  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
-  return ids.empty() ? absl::OkStatus()
-                     : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
-                                            estimates, meanwhile);
+  if (options_.conservative) {
+    STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+    return ids.empty() ? absl::OkStatus()
+                       : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
+                                              estimates, meanwhile);
+  }
+  // The plain update: the batch's launches, selection included, as one graph (SketchDevice::
+  // Launch) once a batch size repeats.
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
+  const size_t n = ids.size();
+  if (n == 0) return absl::OkStatus();
+  SketchDevice& d = *dev_;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.Stage(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(d.SetLevel(least));
+  const bool weighted = !weights.empty();
+  STREAMSTATS_RETURN_IF_ERROR(d.Launch(2 * n + (weighted ? 1 : 0), table_, [&]() -> absl::Status {
+    STREAMSTATS_RETURN_IF_ERROR(d.EnqueueUpload(n, weighted));
+    STREAMSTATS_RETURN_IF_ERROR(EnqueuePlain(n, weighted));
+    return d.EnqueueSelect(n, d.ids.get());
+  }));
+  d.bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t);
+  count_ += SumWeights(ids, weights);
+  return d.CollectSelected(n, positions, estimates, meanwhile);
+}
+
+absl::Status GpuCountMin::CheckLaunch(absl::Span<const uint64_t> ids,
+                                      absl::Span<const uint64_t> weights) const {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  if (ids.size() >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
+    return absl::InvalidArgumentError("GPU Count-Min: batch or table too large");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuCountMin::EnqueuePlain(size_t n, bool weighted) {
+  SketchDevice& d = *dev_;
+  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
+  d.timer.Begin(d.stream);
+  const size_t m = n * depth_;
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
+  CmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
+      MakeRows(options_.seed, depth_, width_), d.ids.get(), n, d.seq_keys.get());
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  return d.AddPairsInOrder(m, n, weighted ? d.weights.get() : nullptr, depth_ * width_,
+                           reinterpret_cast<unsigned long long*>(table_));
 }
 
 const uint64_t* GpuCountMin::IdsInOrder() const {
@@ -292,36 +334,28 @@ const uint64_t* GpuCountMin::IdsInOrder() const {
 
 absl::Status GpuCountMin::LaunchBatch(absl::Span<const uint64_t> ids,
                                       absl::Span<const uint64_t> weights) {
-  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
   const size_t n = ids.size();
   if (n == 0) return absl::OkStatus();
-  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
-    return absl::InvalidArgumentError("GPU Count-Min: batch or table too large");
-  }
   SketchDevice& d = *dev_;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
   STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
+  d.bytes_copied += (weights.empty() ? 1 : 2) * n * sizeof(uint64_t);
+  if (!options_.conservative) {
+    STREAMSTATS_RETURN_IF_ERROR(EnqueuePlain(n, !weights.empty()));
+    count_ += SumWeights(ids, weights);
+    return absl::OkStatus();
+  }
   STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
   const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
-  auto* table = reinterpret_cast<unsigned long long*>(table_);
-  d.bytes_copied += (weights.empty() ? 1 : 2) * n * sizeof(uint64_t);
   d.timer.Begin(d.stream);
-  if (options_.conservative) {
-    // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
-    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
-                                                     n * sizeof(uint64_t),
-                                                     cudaMemcpyDeviceToDevice, d.stream));
-    STREAMSTATS_RETURN_IF_ERROR(UpdateInternal(d.ids.get(), w, n, true));
-    STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(d.seq_keys.get(), n, d.out.get()));
-  } else {
-    const size_t m = n * depth_;
-    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
-    CmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
-        MakeRows(options_.seed, depth_, width_), d.ids.get(), n, d.seq_keys.get());
-    STREAMSTATS_CUDA_CHECK_LAUNCH();
-    STREAMSTATS_RETURN_IF_ERROR(d.AddPairsInOrder(m, n, w, depth_ * width_, table));
-  }
+  // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.seq_keys.get(), d.ids.get(),
+                                                   n * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToDevice, d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(UpdateInternal(d.ids.get(), w, n, true));
+  STREAMSTATS_RETURN_IF_ERROR(QueryDeviceAsync(d.seq_keys.get(), n, d.out.get()));
   count_ += SumWeights(ids, weights);
   return absl::OkStatus();
 }

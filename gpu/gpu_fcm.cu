@@ -437,10 +437,58 @@ absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
                                  absl::FunctionRef<void()> meanwhile) {
   positions->clear();
   estimates->clear();
-  STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
-  return ids.empty() ? absl::OkStatus()
-                     : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
-                                            estimates, meanwhile);
+  if (options_.conservative || dl_ != dh_) {
+    STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
+    return ids.empty() ? absl::OkStatus()
+                       : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
+                                              estimates, meanwhile);
+  }
+  // The plain update without a phase detector: as GpuCountMin's, one graph a batch once its
+  // size repeats (SketchDevice::Launch).
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
+  const size_t n = ids.size();
+  if (n == 0) return absl::OkStatus();
+  SketchDevice& d = *dev_;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
+  STREAMSTATS_RETURN_IF_ERROR(d.Stage(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(d.SetLevel(least));
+  const bool weighted = !weights.empty();
+  STREAMSTATS_RETURN_IF_ERROR(d.Launch(2 * n + (weighted ? 1 : 0), table_, [&]() -> absl::Status {
+    STREAMSTATS_RETURN_IF_ERROR(d.EnqueueUpload(n, weighted));
+    STREAMSTATS_RETURN_IF_ERROR(EnqueuePlain(n, weighted));
+    return d.EnqueueSelect(n, d.ids.get());
+  }));
+  d.bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t);
+  count_ += SumWeights(ids, weights);
+  return d.CollectSelected(n, positions, estimates, meanwhile);
+}
+
+absl::Status GpuFcm::CheckLaunch(absl::Span<const uint64_t> ids,
+                                 absl::Span<const uint64_t> weights) const {
+  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  if (ids.size() >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
+    return absl::InvalidArgumentError("GPU FCM: the batch or the table is too large");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuFcm::EnqueuePlain(size_t n, bool weighted) {
+  SketchDevice& d = *dev_;
+  STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
+  const FcmRows rows = MakeFcmRows(options_, depth_, width_, dh_, dl_);
+  const uint64_t* w = weighted ? d.weights.get() : nullptr;
+  d.timer.Begin(d.stream);
+  const size_t slots = dl_ > dh_ ? dl_ : dh_;  // pair slots per item
+  const size_t m = n * slots;
+  STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
+  // Phases from the detector before the batch (read by FcmPairKeys); the detector absorbs the
+  // batch only after every read (the launches are ordered on the stream).
+  FcmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
+      rows, MakePhase(PhaseWords(), options_.k), static_cast<uint32_t>(slots), d.ids.get(), n,
+      d.seq_keys.get());
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseAbsorb(d.ids.get(), w, n));
+  return d.AddPairsInOrder(m, n, w, depth_ * width_, reinterpret_cast<unsigned long long*>(table_));
 }
 
 const uint64_t* GpuFcm::IdsInOrder() const {
@@ -449,12 +497,9 @@ const uint64_t* GpuFcm::IdsInOrder() const {
 
 absl::Status GpuFcm::LaunchBatch(absl::Span<const uint64_t> ids,
                                  absl::Span<const uint64_t> weights) {
-  STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
   const size_t n = ids.size();
   if (n == 0) return absl::OkStatus();
-  if (n >= (size_t{1} << 31) || depth_ * width_ >= (uint64_t{1} << 32) - 1) {
-    return absl::InvalidArgumentError("GPU FCM: the batch or the table is too large");
-  }
   SketchDevice& d = *dev_;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
   STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
@@ -463,20 +508,10 @@ absl::Status GpuFcm::LaunchBatch(absl::Span<const uint64_t> ids,
   auto* table = reinterpret_cast<unsigned long long*>(table_);
   const uint64_t* w = weights.empty() ? nullptr : d.weights.get();
   d.bytes_copied += (weights.empty() ? 1 : 2) * n * sizeof(uint64_t);
-  d.timer.Begin(d.stream);
   if (!options_.conservative) {
-    const size_t slots = dl_ > dh_ ? dl_ : dh_;  // pair slots per item
-    const size_t m = n * slots;
-    STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(m));
-    // Phases from the detector before the batch (read by FcmPairKeys); the detector absorbs the
-    // batch only after every read (the launches are ordered on the stream).
-    FcmPairKeys<<<GridFor(n, 256, 8 * 65535), 256, 0, d.stream>>>(
-        rows, MakePhase(PhaseWords(), options_.k), static_cast<uint32_t>(slots), d.ids.get(), n,
-        d.seq_keys.get());
-    STREAMSTATS_CUDA_CHECK_LAUNCH();
-    STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseAbsorb(d.ids.get(), w, n));
-    STREAMSTATS_RETURN_IF_ERROR(d.AddPairsInOrder(m, n, w, depth_ * width_, table));
+    STREAMSTATS_RETURN_IF_ERROR(EnqueuePlain(n, !weights.empty()));
   } else {
+    d.timer.Begin(d.stream);
     // Aggregation sorts d.ids in place: the estimates are asked for a copy in arrival order.
     STREAMSTATS_RETURN_IF_ERROR(d.seq_keys.Reserve(n));
     STREAMSTATS_RETURN_IF_ERROR(d.targets.Reserve(n));

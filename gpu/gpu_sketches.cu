@@ -122,10 +122,11 @@ __global__ void AddRunTotals(const uint64_t* cells, const uint64_t* prefix, size
   }
 }
 
+// The level is read from device memory (small[2]), so a captured batch takes each batch's level.
 struct AtLeast {
   const uint64_t* values;
-  uint64_t least;
-  __device__ __forceinline__ bool operator()(uint32_t i) const { return values[i] >= least; }
+  const uint64_t* least;
+  __device__ __forceinline__ bool operator()(uint32_t i) const { return values[i] >= *least; }
 };
 
 constexpr unsigned long long kNoKey = ~0ULL;
@@ -135,9 +136,10 @@ constexpr unsigned long long kNoKey = ~0ULL;
 // cell mask + 1 to itself), lowers the cell's n - 1 - position to the item's (so the cell ends
 // with its id's last position) and remembers the cell. A cell is two words, the id and that
 // value, all ~0 before the batch: one memset clears the table.
-__global__ void MarkLastAtLeast(const uint64_t* ids, const uint64_t* values, uint64_t least,
-                                size_t n, unsigned shift, uint64_t mask, unsigned long long* cells,
-                                uint32_t* cell_of) {
+__global__ void MarkLastAtLeast(const uint64_t* ids, const uint64_t* values,
+                                const uint64_t* d_least, size_t n, unsigned shift, uint64_t mask,
+                                unsigned long long* cells, uint32_t* cell_of) {
+  const uint64_t least = *d_least;
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
     if (values[i] < least) continue;
@@ -157,12 +159,12 @@ __global__ void MarkLastAtLeast(const uint64_t* ids, const uint64_t* values, uin
 // An item at or above the level whose id does not come again at or above it later in the batch.
 struct LastAtLeast {
   const uint64_t* values;
-  uint64_t least;
+  const uint64_t* least;
   const uint64_t* cells;
   const uint32_t* cell_of;
   uint64_t n;
   __device__ __forceinline__ bool operator()(uint32_t i) const {
-    return values[i] >= least && cells[2 * uint64_t{cell_of[i]} + 1] == n - 1 - i;
+    return values[i] >= *least && cells[2 * uint64_t{cell_of[i]} + 1] == n - 1 - i;
   }
 };
 
@@ -236,6 +238,18 @@ absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
                                                   std::vector<uint32_t>* positions,
                                                   std::vector<uint64_t>* estimates,
                                                   absl::FunctionRef<void()> meanwhile) {
+  STREAMSTATS_RETURN_IF_ERROR(SetLevel(least));
+  STREAMSTATS_RETURN_IF_ERROR(EnqueueSelect(n, ids_in_order));
+  return CollectSelected(n, positions, estimates, meanwhile);
+}
+
+absl::Status detail::SketchDevice::SetLevel(uint64_t least) {
+  STREAMSTATS_RETURN_IF_ERROR(host_least.Reserve(1));
+  *host_least.get() = least;  // the stream does not read it now: Stage or Upload waited
+  return absl::OkStatus();
+}
+
+absl::Status detail::SketchDevice::EnqueueSelect(size_t n, const uint64_t* ids_in_order) {
   STREAMSTATS_RETURN_IF_ERROR(selected.Reserve(n));
   STREAMSTATS_RETURN_IF_ERROR(small.Reserve(4));
   STREAMSTATS_RETURN_IF_ERROR(host_selected_estimates.Reserve(n + 1));
@@ -247,10 +261,13 @@ absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
   STREAMSTATS_CUDA_RETURN_IF_ERROR(
       cudaHostGetDevicePointer(reinterpret_cast<void**>(&pos), host_selected_positions.get(), 0));
   uint64_t* d_count = small.get() + 1;  // small[0] may hold Aggregate's run count
+  uint64_t* d_least = small.get() + 2;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_least, host_least.get(), sizeof(uint64_t),
+                                                   cudaMemcpyHostToDevice, stream));
   const thrust::counting_iterator<uint32_t> items(0);
   size_t temp = 0;
   if (ids_in_order == nullptr) {
-    const AtLeast keep{out.get(), least};
+    const AtLeast keep{out.get(), d_least};
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
         nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
     STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
@@ -267,10 +284,10 @@ absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
     STREAMSTATS_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(last_cells.get(), 0xFF, 2 * (cells + 1) * sizeof(uint64_t), stream));
     MarkLastAtLeast<<<GridFor(n, 256, 8 * 65535), 256, 0, stream>>>(
-        ids_in_order, out.get(), least, n, shift, cells - 1,
+        ids_in_order, out.get(), d_least, n, shift, cells - 1,
         reinterpret_cast<unsigned long long*>(last_cells.get()), last_cell.get());
     STREAMSTATS_CUDA_CHECK_LAUNCH();
-    const LastAtLeast keep{out.get(), least, last_cells.get(), last_cell.get(), n};
+    const LastAtLeast keep{out.get(), d_least, last_cells.get(), last_cell.get(), n};
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
         nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
     STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
@@ -282,6 +299,12 @@ absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
                                                           pos);
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   timer.End(stream);
+  return absl::OkStatus();
+}
+
+absl::Status detail::SketchDevice::CollectSelected(size_t n, std::vector<uint32_t>* positions,
+                                                   std::vector<uint64_t>* estimates,
+                                                   absl::FunctionRef<void()> meanwhile) {
   meanwhile();
   STREAMSTATS_RETURN_IF_ERROR(Wait());
   timer.Collect();
@@ -290,6 +313,50 @@ absl::Status detail::SketchDevice::FinishSelected(size_t n, uint64_t least,
   positions->assign(host_selected_positions.get(), host_selected_positions.get() + count);
   estimates->assign(host_selected_estimates.get() + 1, host_selected_estimates.get() + 1 + count);
   bytes_copied += count * (sizeof(uint64_t) + sizeof(uint32_t));
+  return absl::OkStatus();
+}
+
+std::vector<const void*> detail::SketchDevice::Addresses(const void* table) const {
+  return {table, ids.get(), weights.get(), sorted_weights.get(), small.get(), out.get(),
+          seq_keys.get(), seq_alt.get(), seq_cells.get(), seq_prefix.get(), selected.get(),
+          last_cells.get(), last_cell.get(), cub_temp.get(), host_a.get(), host_b.get(),
+          host_least.get(), host_selected_estimates.get(), host_selected_positions.get()};
+}
+
+absl::Status detail::SketchDevice::Launch(uint64_t shape, const void* table,
+                                          absl::FunctionRef<absl::Status()> enqueue) {
+  if (graphs_off) return enqueue();
+  if (graph.exec != nullptr && graph.shape == shape && graph.addresses == Addresses(table)) {
+    timer.Replayed();
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.exec, stream));
+    return absl::OkStatus();
+  }
+  if (graph.seen != shape) {  // a new shape: run it once as it is (its buffers grow to fit)
+    graph.seen = shape;
+    return enqueue();
+  }
+  if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  graph.exec = nullptr;
+  cudaGraph_t g = nullptr;
+  cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+  absl::Status enqueued = absl::OkStatus();
+  if (e == cudaSuccess) {
+    enqueued.Update(enqueue());
+    e = cudaStreamEndCapture(stream, &g);
+  }
+  if (e == cudaSuccess && enqueued.ok()) e = cudaGraphInstantiate(&graph.exec, g, 0);
+  if (g != nullptr) cudaGraphDestroy(g);
+  if (e != cudaSuccess || !enqueued.ok() || graph.exec == nullptr) {
+    // Nothing captured ran: this sketch stops capturing and runs the batch as it is.
+    cudaGetLastError();
+    graph.exec = nullptr;
+    graphs_off = true;
+    return enqueue();
+  }
+  graph.shape = shape;
+  graph.addresses = Addresses(table);
+  timer.Replayed();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.exec, stream));
   return absl::OkStatus();
 }
 

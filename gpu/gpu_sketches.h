@@ -118,6 +118,12 @@ class GpuCountMin {
   // After LaunchBatch: the batch's ids on the device in arrival order (the conservative update
   // sorts `ids` in place and keeps a copy).
   const uint64_t* IdsInOrder() const;
+  // CheckBatch and the device's size limits.
+  absl::Status CheckLaunch(absl::Span<const uint64_t> ids,
+                           absl::Span<const uint64_t> weights) const;
+  // The plain update of the n staged ids already on the device (weights too when `weighted`),
+  // estimates into `out`, timer begun: asynchronous on the stream.
+  absl::Status EnqueuePlain(size_t n, bool weighted);
 
   core::CountMinOptions options_;
   uint64_t depth_ = 0, width_ = 0, count_ = 0;
@@ -254,6 +260,11 @@ class GpuFcm {
   absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // After LaunchBatch: the batch's ids on the device in arrival order (as GpuCountMin's).
   const uint64_t* IdsInOrder() const;
+  // As GpuCountMin's: CheckBatch and the size limits; the plain update of staged ids already
+  // on the device (phases and the detector's absorption too with dl > dh), timer begun.
+  absl::Status CheckLaunch(absl::Span<const uint64_t> ids,
+                           absl::Span<const uint64_t> weights) const;
+  absl::Status EnqueuePlain(size_t n, bool weighted);
   // dl > dh: the batch's summary (per-block summaries and merges; nothing with dl = dh or an
   // empty batch), then its absorption into the detector; both on the stream, asynchronous.
   absl::Status LaunchPhaseSummary(const uint64_t* d_ids, const uint64_t* d_weights, size_t n);

@@ -39,10 +39,22 @@ struct SketchDevice : DeviceStream {
   PinnedBuffer<uint64_t> host_selected_estimates;  // FinishSelected: [0] the count, then the
   PinnedBuffer<uint32_t> host_selected_positions;  // estimates; written by a kernel (mapped)
   PinnedBuffer<uint8_t> host_flags;
+  PinnedBuffer<uint64_t> host_least;  // the level EnqueueSelect copies to small[2]
   KernelTimer timer;
   uint64_t bytes_copied = 0;
+  // Launch's captured batch: its shape, the buffers' addresses it was captured with, and the
+  // last shape run as it is (a shape is captured the second time in a row it comes).
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t shape = 0, seen = ~uint64_t{0};
+    std::vector<const void*> addresses;
+  } graph;
+  bool graphs_off = false;  // a capture failed: this sketch launches as it is from then on
 
-  ~SketchDevice() { MakeCurrent(); }
+  ~SketchDevice() {
+    MakeCurrent();
+    if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  }
 
   absl::Status Init(int dev) {
     STREAMSTATS_RETURN_IF_ERROR(DeviceStream::Init(dev));
@@ -60,17 +72,28 @@ struct SketchDevice : DeviceStream {
 
   // Uploads host ids (and weights) into `ids` / `weights` through pinned staging.
   absl::Status Upload(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights) {
+    STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights));
+    return EnqueueUpload(h_ids.size(), !h_weights.empty());
+  }
+  // Upload's two halves: the host's copy into pinned staging (after the stream's work so far),
+  // then the copies to the device, on the stream (what a captured batch repeats).
+  absl::Status Stage(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights) {
     const size_t n = h_ids.size();
-    STREAMSTATS_RETURN_IF_ERROR(ids.Reserve(n));
     STREAMSTATS_RETURN_IF_ERROR(host_a.Reserve(n));
     STREAMSTATS_RETURN_IF_ERROR(Wait());  // host_a may be in flight
     std::memcpy(host_a.get(), h_ids.data(), n * sizeof(uint64_t));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), host_a.get(), n * sizeof(uint64_t),
-                                                     cudaMemcpyHostToDevice, stream));
     if (!h_weights.empty()) {
-      STREAMSTATS_RETURN_IF_ERROR(weights.Reserve(n));
       STREAMSTATS_RETURN_IF_ERROR(host_b.Reserve(n));
       std::memcpy(host_b.get(), h_weights.data(), n * sizeof(uint64_t));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status EnqueueUpload(size_t n, bool weighted) {
+    STREAMSTATS_RETURN_IF_ERROR(ids.Reserve(n));
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), host_a.get(), n * sizeof(uint64_t),
+                                                     cudaMemcpyHostToDevice, stream));
+    if (weighted) {
+      STREAMSTATS_RETURN_IF_ERROR(weights.Reserve(n));
       STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights.get(), host_b.get(),
                                                        n * sizeof(uint64_t),
                                                        cudaMemcpyHostToDevice, stream));
@@ -135,6 +158,24 @@ struct SketchDevice : DeviceStream {
                               std::vector<uint32_t>* positions,
                               std::vector<uint64_t>* estimates,
                               absl::FunctionRef<void()> meanwhile);
+  // FinishSelected's parts: the level into host_least (the stream must not be reading it: after
+  // Stage or Upload); the selection's launches and the timer's end, on the stream, reading the
+  // level through small[2]; then `meanwhile`, the wait and the selected items.
+  absl::Status SetLevel(uint64_t least);
+  absl::Status EnqueueSelect(size_t n, const uint64_t* ids_in_order);
+  absl::Status CollectSelected(size_t n, std::vector<uint32_t>* positions,
+                               std::vector<uint64_t>* estimates,
+                               absl::FunctionRef<void()> meanwhile);
+  // Runs a batch's launches, `enqueue`, on the stream as one CUDA graph where it can (issue 14:
+  // at 16 sessions the host's time went to the driver's ~17 calls a batch): a shape (the caller's
+  // key for what the launches depend on besides the buffers: n, weights) is run as it is the
+  // first time, captured the second time in a row, and replayed while it comes again and no
+  // buffer (nor `table`) moved. The captured launches read only device memory and pinned staging
+  // the host fills before Launch (Stage, SetLevel), so a replay does the same work. A failed
+  // capture turns capturing off for this sketch and runs the batch as it is. Measured (session
+  // 22, bench/E2E_RESULTS.md): 25-30 % fewer server cores for Count-Min and FCM at 16 streams.
+  absl::Status Launch(uint64_t shape, const void* table, absl::FunctionRef<absl::Status()> enqueue);
+  std::vector<const void*> Addresses(const void* table) const;
 };
 
 // Copies `words` into device memory at `device_words` (a sketch's Load) and waits.
