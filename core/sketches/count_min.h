@@ -68,9 +68,11 @@
 //    keys, batches of 10^5, C = 2000): ~72 % of the items reach the level, 2-4 % are a key's
 //    last and come back; 0.76x / 0.72-0.75x / 0.46-0.48x the CPU backend at 1 / 4 / 16 streams
 //    (1.17-1.19x, 1.04-1.07x and 0.91-0.97x session 14's every-item selection), so the pool
-//    keeps Count-Min on the host by default. At 16 streams the host's time goes to the CUDA
-//    driver's per-call path (libcuda, its locks, context switches: ~17 calls a batch), not to
-//    the wait's polling (bench/E2E_RESULTS.md, session 22).
+//    keeps Count-Min on the host by default. A batch's ~17 launches go as one CUDA graph once its
+//    size repeats (gpu/: SketchDevice::Launch): 25-30 % fewer server cores at 16 streams, the
+//    same items/s, because the device is then the limit: 75-90 % busy with the pair sort that
+//    gives each item its sequential estimate, ~0.5 ms of device time a batch of 10^5, about
+//    200 M items/s for one H200, below 16 cores' 320-400 M (bench/E2E_RESULTS.md, session 22).
 // Not thread-safe for writers; const methods may run concurrently (the owning session's shared
 // lock).
 #ifndef STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
