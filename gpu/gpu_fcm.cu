@@ -446,21 +446,13 @@ absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
   // The plain update without a phase detector: as GpuCountMin's, one graph a batch once its
   // size repeats (SketchDevice::Launch).
   STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
-  const size_t n = ids.size();
-  if (n == 0) return absl::OkStatus();
-  SketchDevice& d = *dev_;
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-  STREAMSTATS_RETURN_IF_ERROR(d.Stage(ids, weights));
-  STREAMSTATS_RETURN_IF_ERROR(d.SetLevel(least));
-  const bool weighted = !weights.empty();
-  STREAMSTATS_RETURN_IF_ERROR(d.Launch(2 * n + (weighted ? 1 : 0), table_, [&]() -> absl::Status {
-    STREAMSTATS_RETURN_IF_ERROR(d.EnqueueUpload(n, weighted));
-    STREAMSTATS_RETURN_IF_ERROR(EnqueuePlain(n, weighted));
-    return d.EnqueueSelect(n, d.ids.get());
-  }));
-  d.bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t);
+  if (ids.empty()) return absl::OkStatus();
+  STREAMSTATS_RETURN_IF_ERROR(dev_->AddPlainSelected(
+      ids, weights, least, table_,
+      [this](size_t n, bool weighted) { return EnqueuePlain(n, weighted); }, positions, estimates,
+      meanwhile));
   count_ += SumWeights(ids, weights);
-  return d.CollectSelected(n, positions, estimates, meanwhile);
+  return absl::OkStatus();
 }
 
 absl::Status GpuFcm::CheckLaunch(absl::Span<const uint64_t> ids,

@@ -168,6 +168,20 @@ struct LastAtLeast {
   }
 };
 
+// The items i in [0, n) with keep(i), in order, into d.selected and their count into d_count.
+template <typename Keep>
+absl::Status SelectIf(SketchDevice& d, Keep keep, size_t n, uint64_t* d_count) {
+  const thrust::counting_iterator<uint32_t> items(0);
+  size_t temp = 0;
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+      nullptr, temp, items, d.selected.get(), d_count, static_cast<int64_t>(n), keep, d.stream));
+  STREAMSTATS_RETURN_IF_ERROR(d.cub_temp.Reserve(temp));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(d.cub_temp.get(), temp, items,
+                                                         d.selected.get(), d_count,
+                                                         static_cast<int64_t>(n), keep, d.stream));
+  return absl::OkStatus();
+}
+
 // The selected items' positions and estimates into mapped pinned memory: est[0] = the count,
 // est[1 + k] and pos[k] for the k-th selected item.
 __global__ void PackSelected(const uint32_t* selected, const uint64_t* d_count,
@@ -264,16 +278,8 @@ absl::Status detail::SketchDevice::EnqueueSelect(size_t n, const uint64_t* ids_i
   uint64_t* d_least = small.get() + 2;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_least, host_least.get(), sizeof(uint64_t),
                                                    cudaMemcpyHostToDevice, stream));
-  const thrust::counting_iterator<uint32_t> items(0);
-  size_t temp = 0;
   if (ids_in_order == nullptr) {
-    const AtLeast keep{out.get(), d_least};
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-        nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
-    STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-        cub_temp.get(), temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep,
-        stream));
+    STREAMSTATS_RETURN_IF_ERROR(SelectIf(*this, AtLeast{out.get(), d_least}, n, d_count));
   } else {
     // Each key's last item at or above the level only (a cell table at most half full).
     unsigned shift = 63;
@@ -287,13 +293,8 @@ absl::Status detail::SketchDevice::EnqueueSelect(size_t n, const uint64_t* ids_i
         ids_in_order, out.get(), d_least, n, shift, cells - 1,
         reinterpret_cast<unsigned long long*>(last_cells.get()), last_cell.get());
     STREAMSTATS_CUDA_CHECK_LAUNCH();
-    const LastAtLeast keep{out.get(), d_least, last_cells.get(), last_cell.get(), n};
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-        nullptr, temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep, stream));
-    STREAMSTATS_RETURN_IF_ERROR(cub_temp.Reserve(temp));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-        cub_temp.get(), temp, items, selected.get(), d_count, static_cast<int64_t>(n), keep,
-        stream));
+    STREAMSTATS_RETURN_IF_ERROR(SelectIf(
+        *this, LastAtLeast{out.get(), d_least, last_cells.get(), last_cell.get(), n}, n, d_count));
   }
   PackSelected<<<GridFor(n, 256, 1024), 256, 0, stream>>>(selected.get(), d_count, out.get(), est,
                                                           pos);
@@ -314,6 +315,25 @@ absl::Status detail::SketchDevice::CollectSelected(size_t n, std::vector<uint32_
   estimates->assign(host_selected_estimates.get() + 1, host_selected_estimates.get() + 1 + count);
   bytes_copied += count * (sizeof(uint64_t) + sizeof(uint32_t));
   return absl::OkStatus();
+}
+
+absl::Status detail::SketchDevice::AddPlainSelected(
+    absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights, uint64_t least,
+    const void* table, absl::FunctionRef<absl::Status(size_t, bool)> enqueue_plain,
+    std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
+    absl::FunctionRef<void()> meanwhile) {
+  const size_t n = h_ids.size();
+  const bool weighted = !h_weights.empty();
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights));
+  STREAMSTATS_RETURN_IF_ERROR(SetLevel(least));
+  STREAMSTATS_RETURN_IF_ERROR(Launch(2 * n + (weighted ? 1 : 0), table, [&]() -> absl::Status {
+    STREAMSTATS_RETURN_IF_ERROR(EnqueueUpload(n, weighted));
+    STREAMSTATS_RETURN_IF_ERROR(enqueue_plain(n, weighted));
+    return EnqueueSelect(n, ids.get());
+  }));
+  bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t);
+  return CollectSelected(n, positions, estimates, meanwhile);
 }
 
 std::vector<const void*> detail::SketchDevice::Addresses(const void* table) const {

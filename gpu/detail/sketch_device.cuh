@@ -176,6 +176,15 @@ struct SketchDevice : DeviceStream {
   // 22, bench/E2E_RESULTS.md): 25-30 % fewer server cores for Count-Min and FCM at 16 streams.
   absl::Status Launch(uint64_t shape, const void* table, absl::FunctionRef<absl::Status()> enqueue);
   std::vector<const void*> Addresses(const void* table) const;
+  // A plain Count-Min's or FCM's batch (checked, non-empty) through Launch: stages the ids and
+  // the level, uploads, runs the sketch's own launches `enqueue_plain(n, weighted)` (estimates
+  // into `out`), selects each key's last item at the level (EnqueueSelect), waits for them.
+  absl::Status AddPlainSelected(absl::Span<const uint64_t> h_ids,
+                                absl::Span<const uint64_t> h_weights, uint64_t least,
+                                const void* table,
+                                absl::FunctionRef<absl::Status(size_t, bool)> enqueue_plain,
+                                std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
+                                absl::FunctionRef<void()> meanwhile);
 };
 
 // Copies `words` into device memory at `device_words` (a sketch's Load) and waits.
