@@ -720,11 +720,10 @@ size_t LossyCounting::table_size() const {
 size_t LossyCounting::ChunkItems() const {
   // Where the filter can run: windows folded on the host (lossy_counter.h, FoldsOnHost) and a
   // chunk large enough for the device.
-  constexpr size_t kFilterChunk = 16 * kDefaultChunkItems;
   const bool filters = value_kind_ != ValueKind::kString &&
                        window_ < accelerator_->DeviceWindowKeys() &&
-                       accelerator_->DeviceFilterKeys() <= kFilterChunk;
-  return filters ? kFilterChunk : kDefaultChunkItems;
+                       accelerator_->DeviceFilterKeys() <= kDeviceChunkItems;
+  return filters ? kDeviceChunkItems : kDefaultChunkItems;
 }
 
 int LossyCounting::PartLesson() const {

@@ -552,6 +552,12 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
   return estimate;
 }
 
+size_t CountMin::ChunkItems() const {
+  DeviceSketchSpec spec;
+  spec.count_min = &options_;
+  return accelerator_->KeepsSketch(spec) ? kDeviceChunkItems : kDefaultChunkItems;
+}
+
 void CountMin::ExpectPart(uint64_t weight) {
   FlushOffers();
   candidates_.set_floor(CandidateFloor(options_.epsilon, candidates_.capacity(), weight));

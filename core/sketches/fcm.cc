@@ -483,6 +483,12 @@ uint64_t Fcm::EstimateId(uint64_t id) const {
   return estimate;
 }
 
+size_t Fcm::ChunkItems() const {
+  DeviceSketchSpec spec;
+  spec.fcm = &options_;
+  return accelerator_->KeepsSketch(spec) ? kDeviceChunkItems : kDefaultChunkItems;
+}
+
 void Fcm::ExpectPart(uint64_t weight) {
   candidates_.set_floor(CandidateFloor(options_.epsilon, candidates_.capacity(), weight));
 }

@@ -87,8 +87,6 @@ class KernelTimer {
   void End(cudaStream_t stream) {
     if (armed_) armed_ = cudaEventRecord(end_, stream) == cudaSuccess;
   }
-  // A captured graph whose Begin and End were recorded in it was launched again.
-  void Replayed() { armed_ = begin_ != nullptr; }
   void Collect() {
     float ms = 0;
     if (armed_ && cudaEventElapsedTime(&ms, begin_, end_) == cudaSuccess) seconds_ += ms / 1e3;

@@ -561,6 +561,63 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
             "128)");
 }
 
+std::vector<uint64_t> HitterKeys(const HeavyHittersResult& r) {
+  std::vector<uint64_t> keys;
+  for (const core::HeavyHitter& h : r.items) keys.push_back(h.key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// A sketch whose table a device keeps takes a batch in chunks of kDeviceChunkItems, one device
+// trip each (session 23: at 8192 items a chunk, a batch of 10^5 was 13 trips of ~0.1 ms), and
+// answers as the CPU-built one (plain update: the same counters; the candidates' set as well).
+TEST(Session, ASketchOnADeviceTakesALargeBatchInDeviceChunks) {
+  const size_t chunk = core::Summary::kDeviceChunkItems;
+  std::vector<uint64_t> items(chunk + 5000);
+  std::mt19937_64 rng(23);
+  for (uint64_t& k : items) k = rng() % 1000 < 900 ? rng() % 50 : rng() % 100000;
+  for (const std::string spec_text : {"count_min", "count_min:conservative=true", "fcm"}) {
+    SCOPED_TRACE(spec_text);
+    core::fake::FakeDeviceAccelerator device;
+    auto on_device = *Session::Create(Config("trip", {spec_text}, v1::VALUE_KIND_UINT64), &device);
+    auto on_cpu = *Session::Create(Config("trip", {spec_text}, v1::VALUE_KIND_UINT64), nullptr);
+    core::Batch batch;
+    batch.kind = core::ValueKind::kUint64;
+    batch.keys = absl::MakeConstSpan(items).subspan(0, 100000);
+    ASSERT_TRUE(on_device->Ingest(batch, "", 0).ok());
+    ASSERT_TRUE(on_cpu->Ingest(batch, "", 0).ok());
+    EXPECT_EQ(device.stats.adds, 1);  // the whole batch in one trip
+    batch.keys = items;  // one chunk and the rest
+    ASSERT_TRUE(on_device->Ingest(batch, "", 0).ok());
+    ASSERT_TRUE(on_cpu->Ingest(batch, "", 0).ok());
+    EXPECT_EQ(device.stats.adds, 3);
+    core::Keys keys;
+    keys.kind = core::ValueKind::kUint64;
+    keys.keys = {0, 7, 49, 99999};
+    auto dev_freq = on_device->Frequencies(keys, "");
+    auto cpu_freq = on_cpu->Frequencies(keys, "");
+    ASSERT_TRUE(dev_freq.ok() && cpu_freq.ok());
+    auto dev_hh = on_device->HeavyHitters(0.01, "");
+    auto cpu_hh = on_cpu->HeavyHitters(0.01, "");
+    ASSERT_TRUE(dev_hh.ok() && cpu_hh.ok()) << dev_hh.status() << cpu_hh.status();
+    if (spec_text.find("conservative") == std::string::npos) {
+      // Plain update: the counters and the candidates do not depend on where the batch was cut.
+      for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(dev_freq->results[0].answers[i].estimate,
+                  cpu_freq->results[0].answers[i].estimate);
+      }
+      EXPECT_EQ(HitterKeys(*dev_hh), HitterKeys(*cpu_hh));
+    } else {
+      // Conservative update per device chunk: between the sequential counters and plain ones,
+      // never below a key's count (each of the 50 hot keys came ~3800 times in 2 batches).
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_GE(dev_freq->results[0].answers[i].estimate, 3000u);
+      }
+      EXPECT_EQ(HitterKeys(*dev_hh).size(), 50u);
+    }
+  }
+}
+
 TEST(Session, AProducerSequenceIsAppliedOnce) {
   auto s = *Session::Create(Config("p", {"quantiles"}), nullptr);
   bool dup = false;

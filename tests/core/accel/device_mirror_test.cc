@@ -123,6 +123,30 @@ TEST(DeviceMirror, CountMinOnADeviceEqualsTheCpuOnEveryDistributionAndOrder) {
   }
 }
 
+// A device trip costs about the same for 8192 items as for 10^5 (session 23): where a device keeps
+// the table, Count-Min and FCM ask the session for chunks of kDeviceChunkItems; where it does not
+// (the CPU, --gpu_sketches without them, an FCM phase detector too large), for the default.
+TEST(DeviceMirror, CountMinAndFcmAskForDeviceChunksOnlyWhereADeviceKeepsTheTable) {
+  SummaryOptions fcm;
+  fcm.kind = SummaryKind::kFcm;
+  SummaryOptions tracked = fcm;
+  tracked.fcm.dl = 4;  // a phase detector of 8 * 3 entries: a device keeps it
+  SummaryOptions large = tracked;
+  large.fcm.k = 32;  // 160 entries: it stays in host memory
+  FakeDeviceAccelerator keeps;
+  FakeDeviceAccelerator keeps_none;
+  keeps_none.keeps_sketches = false;
+  for (const SummaryOptions& o : {CmOptions(false), CmOptions(true), fcm, tracked}) {
+    EXPECT_EQ(Make(o, ValueKind::kUint64, &keeps)->ChunkItems(), Summary::kDeviceChunkItems);
+    EXPECT_EQ(Make(o, ValueKind::kString, &keeps)->ChunkItems(), Summary::kDeviceChunkItems);
+    EXPECT_EQ(Make(o, ValueKind::kUint64, &keeps_none)->ChunkItems(),
+              Summary::kDefaultChunkItems);
+    EXPECT_EQ(Make(o, ValueKind::kUint64, nullptr)->ChunkItems(), Summary::kDefaultChunkItems);
+  }
+  EXPECT_EQ(Make(large, ValueKind::kUint64, &keeps)->ChunkItems(), Summary::kDefaultChunkItems);
+  EXPECT_EQ(keeps.stats.attaches, 0);  // asking attaches nothing
+}
+
 TEST(DeviceMirror, AFailedAddOrDownloadAtAnyPointLosesNothing) {
   const std::vector<uint64_t> keys =
       MakeKeys(testing::Distribution::kZipf11, testing::Order::kShuffled, 40000, 3);
