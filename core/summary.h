@@ -73,14 +73,21 @@ class Summary {
   // summaries whose cost per item does not grow with their parameters; a summary whose does
   // (PBF: k hash positions per item) asks for less, and one whose host work an item a device
   // cuts (Lossy Counting's filter, one device trip a chunk) asks for more, and so does a sketch
-  // whose table a device keeps (Count-Min, FCM: kDeviceChunkItems, one device trip a chunk, and
-  // a trip costs ~0.1 ms however small: at 8192 items a batch of 10^5 took 13 trips, ~1.6 ms,
-  // where the device adds the whole batch in ~0.3 ms; bench/E2E_RESULTS.md, session 23); a
-  // session takes the least its summaries ask for. A pure function of the options and of where
-  // the summary runs, so replaying a log cuts batches where the live server did.
+  // whose table a device keeps (SketchChunkItems: one device trip a chunk, and a trip costs
+  // ~0.1 ms however small: at 8192 items a batch of 10^5 took 13 trips, ~1.6 ms, where the
+  // device adds the whole batch in ~0.3 ms; bench/E2E_RESULTS.md, session 23); a session takes
+  // the least its summaries ask for. A pure function of the options and of where the summary
+  // runs, so replaying a log cuts batches where the live server did.
   static constexpr size_t kDefaultChunkItems = 8192;
   static constexpr size_t kDeviceChunkItems = 16 * kDefaultChunkItems;
   virtual size_t ChunkItems() const { return kDefaultChunkItems; }
+  // What Count-Min, FCM, HyperLogLog, AMS and Count Sketch ask for: kDeviceChunkItems where
+  // `accelerator` keeps their table on a device (Accelerator::KeepsSketch: the GPU pool per
+  // --gpu_sketches), else the default. (The PBF keeps its own: its host draws every item's
+  // tokens, so a device chunk would hold the session as long as the host's.)
+  static size_t SketchChunkItems(const Accelerator& accelerator, const DeviceSketchSpec& spec) {
+    return accelerator.KeepsSketch(spec) ? kDeviceChunkItems : kDefaultChunkItems;
+  }
 
   // Adds everything `other` summarizes. InvalidArgument unless kind, value kind and parameters
   // match (or the summary's mathematics cannot merge; its header says so).

@@ -159,14 +159,14 @@ ABSL_FLAG(int64_t, gpu_launch_max_keys, int64_t{1} << 22,
 ABSL_FLAG(int, gpu_streams_per_device, 4,
           "GPU workers per device, each with its own CUDA stream and buffers, so one launch's "
           "copies overlap another's sort; in [1, 16]");
-ABSL_FLAG(std::string, gpu_sketches, "pbf,ams,count_sketch",
+ABSL_FLAG(std::string, gpu_sketches, "count_min,conservative,pbf,ams,count_sketch,fcm",
           "sketch tables kept on the GPUs: none, all, or a comma list of count_min (plain, "
           "bit-equal to the CPU), conservative (conservative Count-Min in its batch form), pbf, "
           "hll (HyperLogLog registers, equal to the CPU's), ams (AMS counters, equal to the "
           "CPU's), count_sketch (its counters, equal to the CPU's; candidates offered per "
           "batch) and fcm (FCM's table, with dl > dh its phase detector too: plain bit-equal to "
           "the CPU, conservative in the batch form); the others stay in host memory "
-          "(measured: bench/E2E_RESULTS.md, sessions 9, 10 and 12; bench/GPU_RESULTS.md)");
+          "(measured: bench/E2E_RESULTS.md, sessions 9, 10, 12 and 23; bench/GPU_RESULTS.md)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint; port 0 picks one; empty: no metrics");
 ABSL_FLAG(std::string, http_listen, "",

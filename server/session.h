@@ -304,7 +304,7 @@ class Session {
   // The summaries' bytes alone, as Stats().memory_bytes: what quotas and metrics read.
   uint64_t MemoryBytes() const;
   uint64_t count() const;
-  // Ingest chunks (at most 8192 items) and merged parts applied so far, read without the lock
+  // Ingest chunks (Summary::ChunkItems) and merged parts applied so far, read without the lock
   // (a progress counter for tests and metrics).
   uint64_t chunks_applied() const { return chunks_applied_.load(std::memory_order_acquire); }
 

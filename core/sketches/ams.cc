@@ -35,6 +35,12 @@ void Ams::set_accelerator(Accelerator* accelerator) {
   accelerator_ = accelerator != nullptr ? accelerator : CpuAcceleratorInstance();
 }
 
+size_t Ams::ChunkItems() const {
+  DeviceSketchSpec spec;
+  spec.ams = &shape_;
+  return SketchChunkItems(*accelerator_, spec);
+}
+
 absl::Status Ams::Update(const Batch& batch) {
   const size_t n = batch.size();
   const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();

@@ -555,7 +555,7 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
 size_t CountMin::ChunkItems() const {
   DeviceSketchSpec spec;
   spec.count_min = &options_;
-  return accelerator_->KeepsSketch(spec) ? kDeviceChunkItems : kDefaultChunkItems;
+  return SketchChunkItems(*accelerator_, spec);
 }
 
 void CountMin::ExpectPart(uint64_t weight) {

@@ -161,9 +161,7 @@ class CountMin final : public Summary {
   // that matters enters there with its last occurrence (server/session.h's argument). Saves the
   // slow offers of a fresh, nearly empty candidate set (most keys of a batch).
   void ExpectPart(uint64_t weight) override;
-  // kDeviceChunkItems where the accelerator keeps the table on a device (KeepsSketch), else the
-  // default: a device trip a chunk.
-  size_t ChunkItems() const override;
+  size_t ChunkItems() const override;  // Summary::SketchChunkItems
 
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;

@@ -50,6 +50,12 @@ bool CountSketch::UpdateOnDevice(const Batch& batch) {
   return true;
 }
 
+size_t CountSketch::ChunkItems() const {
+  DeviceSketchSpec spec;
+  spec.count_sketch = &shape_;
+  return SketchChunkItems(*accelerator_, spec);
+}
+
 absl::Status CountSketch::Update(const Batch& batch) {
   const size_t n = batch.size();
   const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();

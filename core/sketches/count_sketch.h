@@ -91,6 +91,7 @@ class CountSketch final : public Summary {
   std::string Describe() const override;
 
   absl::Status Update(const Batch& batch) override;
+  size_t ChunkItems() const override;  // Summary::SketchChunkItems
   absl::Status Merge(const Summary& other) override;
 
   uint64_t count() const override { return count_; }

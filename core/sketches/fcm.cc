@@ -486,7 +486,7 @@ uint64_t Fcm::EstimateId(uint64_t id) const {
 size_t Fcm::ChunkItems() const {
   DeviceSketchSpec spec;
   spec.fcm = &options_;
-  return accelerator_->KeepsSketch(spec) ? kDeviceChunkItems : kDefaultChunkItems;
+  return SketchChunkItems(*accelerator_, spec);
 }
 
 void Fcm::ExpectPart(uint64_t weight) {

@@ -320,9 +320,7 @@ class Fcm final : public Summary {
   absl::Status Merge(const Summary& other) override;
   // As Count-Min's (core/sketches/count_min.h): candidates from estimates >= the part's floor.
   void ExpectPart(uint64_t weight) override;
-  // kDeviceChunkItems where the accelerator keeps the table on a device (KeepsSketch), else the
-  // default: a device trip a chunk.
-  size_t ChunkItems() const override;
+  size_t ChunkItems() const override;  // Summary::SketchChunkItems
 
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;

@@ -177,6 +177,12 @@ void Hll::Raise(uint64_t j, uint8_t rho) {
   if (rho > Packed(j)) Set(j, rho);
 }
 
+size_t Hll::ChunkItems() const {
+  DeviceSketchSpec spec;
+  spec.hll = &options_;
+  return SketchChunkItems(*accelerator_, spec);
+}
+
 absl::Status Hll::Update(const Batch& batch) {
   const size_t n = batch.size();
   // On a device: done there. (A failed device call has already brought wide_ up to date and

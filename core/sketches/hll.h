@@ -100,6 +100,7 @@ class Hll final : public Summary {
   ValueKind value_kind() const override { return value_kind_; }
   std::string Describe() const override;
   absl::Status Update(const Batch& batch) override;
+  size_t ChunkItems() const override;  // Summary::SketchChunkItems
   absl::Status Merge(const Summary& other) override;
   uint64_t count() const override { return count_; }
   size_t MemoryBytes() const override;

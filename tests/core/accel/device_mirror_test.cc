@@ -124,9 +124,10 @@ TEST(DeviceMirror, CountMinOnADeviceEqualsTheCpuOnEveryDistributionAndOrder) {
 }
 
 // A device trip costs about the same for 8192 items as for 10^5 (session 23): where a device keeps
-// the table, Count-Min and FCM ask the session for chunks of kDeviceChunkItems; where it does not
-// (the CPU, --gpu_sketches without them, an FCM phase detector too large), for the default.
-TEST(DeviceMirror, CountMinAndFcmAskForDeviceChunksOnlyWhereADeviceKeepsTheTable) {
+// its table, Count-Min, FCM, HyperLogLog, AMS and Count Sketch ask the session for chunks of
+// kDeviceChunkItems; where none does (the CPU, --gpu_sketches without it, an FCM phase detector
+// too large), for the default. (The PBF keeps its own: its host draws every item's tokens.)
+TEST(DeviceMirror, SketchesAskForDeviceChunksOnlyWhereADeviceKeepsTheTable) {
   SummaryOptions fcm;
   fcm.kind = SummaryKind::kFcm;
   SummaryOptions tracked = fcm;
@@ -136,7 +137,13 @@ TEST(DeviceMirror, CountMinAndFcmAskForDeviceChunksOnlyWhereADeviceKeepsTheTable
   FakeDeviceAccelerator keeps;
   FakeDeviceAccelerator keeps_none;
   keeps_none.keeps_sketches = false;
-  for (const SummaryOptions& o : {CmOptions(false), CmOptions(true), fcm, tracked}) {
+  SummaryOptions hll, ams, count_sketch;
+  hll.kind = SummaryKind::kHll;
+  ams.kind = SummaryKind::kAms;
+  count_sketch.kind = SummaryKind::kCountSketch;
+  for (const SummaryOptions& o :
+       {CmOptions(false), CmOptions(true), fcm, tracked, hll, ams, count_sketch}) {
+    SCOPED_TRACE(static_cast<int>(o.kind));
     EXPECT_EQ(Make(o, ValueKind::kUint64, &keeps)->ChunkItems(), Summary::kDeviceChunkItems);
     EXPECT_EQ(Make(o, ValueKind::kString, &keeps)->ChunkItems(), Summary::kDeviceChunkItems);
     EXPECT_EQ(Make(o, ValueKind::kUint64, &keeps_none)->ChunkItems(),
