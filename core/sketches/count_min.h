@@ -64,15 +64,14 @@
 //    may differ, as after a Merge). For uint64 keys they are made while the next batch
 //    is on the device (FlushOffers; the level sent with that batch is then the one before
 //    them, lower, so a superset: still exact); every reader of the candidates flushes first.
-//    Measured (issue 14, bench/E2E_RESULTS.md sessions 14 and 22, 16-core H200 host, Zipf(1.1)
-//    keys, batches of 10^5, C = 2000): ~72 % of the items reach the level, 2-4 % are a key's
-//    last and come back; 0.76x / 0.72-0.75x / 0.46-0.48x the CPU backend at 1 / 4 / 16 streams
-//    (1.17-1.19x, 1.04-1.07x and 0.91-0.97x session 14's every-item selection), so the pool
-//    keeps Count-Min on the host by default. A batch's ~17 launches go as one CUDA graph once its
-//    size repeats (gpu/: SketchDevice::Launch): 25-30 % fewer server cores at 16 streams, the
-//    same items/s, because the device is then the limit: 75-90 % busy with the pair sort that
-//    gives each item its sequential estimate, ~0.5 ms of device time a batch of 10^5, about
-//    200 M items/s for one H200, below 16 cores' 320-400 M (bench/E2E_RESULTS.md, session 22).
+//    Measured (issue 14, bench/E2E_RESULTS.md sessions 14, 22 and 23, 16-core H200 host,
+//    Zipf(1.1) keys, batches of 10^5, C = 2000): ~72 % of the items reach the level, 2-4 % are a
+//    key's last and come back. A batch's ~17 launches go as one CUDA graph once its size repeats
+//    (gpu/: SketchDevice::Launch). A session hands the device chunks of kDeviceChunkItems
+//    (Summary::SketchChunkItems: at 8192 items a chunk, 13 device trips a batch, it ran at
+//    0.46-0.77x the CPU); end to end 1.20x / 1.35x / 1.57x the CPU backend at 1 / 4 / 16 streams
+//    (conservative 1.36-1.47x), so the pool keeps Count-Min on the device by default. In process
+//    the device takes a batch in 0.27 ms from one thread, 1.65 G items/s from 16.
 // Not thread-safe for writers; const methods may run concurrently (the owning session's shared
 // lock).
 #ifndef STREAMSTATS_CORE_SKETCHES_COUNT_MIN_H_
