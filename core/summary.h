@@ -84,7 +84,10 @@ class Summary {
   // What Count-Min, FCM, HyperLogLog, AMS and Count Sketch ask for: kDeviceChunkItems where
   // `accelerator` keeps their table on a device (Accelerator::KeepsSketch: the GPU pool per
   // --gpu_sketches), else the default. (The PBF keeps its own: its host draws every item's
-  // tokens, so a device chunk would hold the session as long as the host's.)
+  // tokens, so a device chunk would hold the session as long as the host's.) A kept sketch
+  // whose attach failed, or that a device failure moved back to the host, still asks for
+  // kDeviceChunkItems: a question may then wait for a host chunk of 131072 items (~1.3 ms for
+  // Count-Min), the price of a chunk size that a replay can reproduce.
   static size_t SketchChunkItems(const Accelerator& accelerator, const DeviceSketchSpec& spec) {
     return accelerator.KeepsSketch(spec) ? kDeviceChunkItems : kDefaultChunkItems;
   }

@@ -337,8 +337,8 @@ absl::Status Session::ApplyChunks(const core::Batch& batch, std::optional<Parts>
   const size_t n = batch.size();
   // Items applied under one hold of the session lock (core::Summary::ChunkItems): a question
   // waits for at most one chunk.
-  // The least any summary asks for (each asks for the default or less, but Lossy Counting on a
-  // device filter asks for more).
+  // The least any summary asks for (the default or less, but Lossy Counting on a device filter
+  // and a sketch whose table a device keeps ask for more: Summary::kDeviceChunkItems).
   size_t chunk_items = std::numeric_limits<size_t>::max();
   {
     ReaderMutexLock lock(&mu_);
