@@ -13,17 +13,9 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
+#include "core/common/varint.h"
 #include "server/split_session.h"
 #include "server/summary_roles.h"
-
-#if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
-// reports at the header's lines once inlined (core/accel/simd_sort.cc says more).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
 
 namespace streamstats::server {
 
@@ -388,121 +380,13 @@ void FillExport(const Session& session, SessionExport e, v1::ExportSummaryRespon
 
 namespace {
 
-// A varint at p (< end) into *out: the byte after it, or nullptr where it does not end within
-// nine bytes (values from 2^63 up, and malformed bytes, are left to protobuf).
-inline const uint8_t* ReadVarint(const uint8_t* p, const uint8_t* end, uint64_t* out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 63 && p < end; shift += 7) {
-    const uint64_t b = *p++;
-    v |= (b & 0x7f) << shift;
-    if (b < 0x80) {
-      *out = v;
-      return p;
-    }
-  }
-  return nullptr;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define STREAMSTATS_VARINT_VECTORS 1
-// Decodes keys of up to four bytes from *q while 64 bytes remain before q_end, into out (at most
-// max_keys), 16 a step: the step's 64 bytes in one vector, the ends of their keys (bytes without
-// the continuation bit) compressed into one vector of positions and the starts one lane after
-// them, then each key's bytes permuted into a 32-bit lane and their 7-bit groups joined. Stops
-// before a key of five bytes or more, and where fewer than 64 bytes remain; returns how many keys
-// it decoded and moves *q past them. Keys over 10^6 take three bytes each, which the byte-by-byte
-// loop below decodes with a branch a byte: 1.36 ns a key on one core of the 2-vCPU VM, 16 % of
-// the server at 16 x 16 uint64 on the 16-core host (perf, session 16).
-__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,bmi2,popcnt"))) size_t
-DecodeShortVarintsVbmi2(const uint8_t** q, const uint8_t* q_end, uint64_t* out,
-                        size_t max_keys) {
-  alignas(64) static constexpr uint8_t kTables[3][64] = {
-      // byte i: i (positions)
-      {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-       22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
-       44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63},
-      // byte 4k + j: k (the key a byte of the output belongs to)
-      {0,  0,  0,  0,  1,  1,  1,  1,  2,  2,  2,  2,  3,  3,  3,  3,  4,  4,  4,  4,  5,  5,
-       5,  5,  6,  6,  6,  6,  7,  7,  7,  7,  8,  8,  8,  8,  9,  9,  9,  9,  10, 10, 10, 10,
-       11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
-      // byte 4k + j: j (its place in the key)
-      {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3,
-       0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3,
-       0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}};
-  const __m512i position = _mm512_load_si512(kTables[0]);
-  const __m512i key_of = _mm512_load_si512(kTables[1]);
-  const __m512i place = _mm512_load_si512(kTables[2]);
-  // Lane k <- lane k - 1 (lane 0 <- lane 63, masked off below).
-  const __m512i previous = _mm512_sub_epi8(position, _mm512_set1_epi8(1));
-  const __m512i one = _mm512_set1_epi8(1);
-  const __m512i three = _mm512_set1_epi8(3);
-  const __m512i low7 = _mm512_set1_epi8(0x7f);
-  const uint8_t* p = *q;
-  size_t done = 0;
-  while (q_end - p >= 64 && done < max_keys) {
-    const __m512i data = _mm512_loadu_si512(p);
-    const uint64_t ends = ~_mm512_movepi8_mask(data);
-    size_t n = std::min<size_t>({static_cast<size_t>(__builtin_popcountll(ends)), 16,
-                                 max_keys - done});
-    if (n == 0) break;
-    const __mmask64 first_n = (uint64_t{1} << n) - 1;
-    const __m512i end = _mm512_maskz_compress_epi8(ends, position);
-    const __m512i start =
-        _mm512_maskz_add_epi8(~uint64_t{1}, _mm512_permutexvar_epi8(previous, end), one);
-    const __mmask64 too_long =
-        _mm512_mask_cmpgt_epu8_mask(first_n, _mm512_sub_epi8(end, start), three);
-    if (too_long != 0) {
-      n = static_cast<size_t>(__builtin_ctzll(too_long));
-      if (n == 0) break;
-    }
-    const __m512i from = _mm512_add_epi8(_mm512_permutexvar_epi8(key_of, start), place);
-    const __mmask64 within = _mm512_cmple_epu8_mask(from, _mm512_permutexvar_epi8(key_of, end));
-    const __m512i x = _mm512_and_si512(_mm512_maskz_permutexvar_epi8(within, from, data), low7);
-    const __m512i v = _mm512_or_si512(
-        _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(0x7f)),
-                        _mm512_and_si512(_mm512_srli_epi32(x, 1), _mm512_set1_epi32(0x3f80))),
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(x, 2), _mm512_set1_epi32(0x1fc000)),
-                        _mm512_and_si512(_mm512_srli_epi32(x, 3), _mm512_set1_epi32(0xfe00000))));
-    const __mmask8 low_keys = static_cast<__mmask8>(n >= 8 ? 0xff : (1u << n) - 1);
-    _mm512_mask_storeu_epi64(out + done, low_keys,
-                             _mm512_cvtepu32_epi64(_mm512_castsi512_si256(v)));
-    if (n > 8) {
-      _mm512_mask_storeu_epi64(out + done + 8, static_cast<__mmask8>((1u << (n - 8)) - 1),
-                               _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(v, 1)));
-    }
-    // Past the n-th key's last byte.
-    p += __builtin_ctzll(_pdep_u64(uint64_t{1} << (n - 1), ends)) + 1;
-    done += n;
-  }
-  *q = p;
-  return done;
-}
-
-bool HasVarintVectors() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vbmi") &&
-                          __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("bmi2");
-  return has;
-}
-#endif
+using core::ReadVarint;
 
 std::atomic<uint64_t> keys_batches_decoded_here{0};  // KeysBatchesDecodedHere
-std::atomic<bool> vectors_allowed{true};               // SetConvertVectorsForTesting
-
-// Whether DecodeKeys may call DecodeShortVarintsVbmi2: the CPU has it and no test turned it off.
-bool VarintVectorsAllowed() {
-#if defined(STREAMSTATS_VARINT_VECTORS)
-  return HasVarintVectors() && vectors_allowed.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
-}
 
 // Uint64Keys' bytes [p, end) appended to `keys`: field 1, packed or not, and nothing else
 // (another field, a 10-byte varint, anything malformed: false, and protobuf parses the batch).
-// `allow_vectors`: VarintVectorsAllowed(), read once per request.
-bool DecodeKeys(const uint8_t* p, const uint8_t* end, bool allow_vectors,
+bool DecodeKeys(const uint8_t* p, const uint8_t* end,
                 google::protobuf::RepeatedField<uint64_t>* keys) {
   while (p < end) {
     uint64_t tag;
@@ -521,68 +405,13 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end, bool allow_vectors,
     p = q_end;
     if (len == 0) continue;
     if (q_end[-1] & 0x80) return false;  // the last varint does not end
-    // One key per byte without the continuation bit, counted eight bytes at a time: the array
-    // is sized once.
-    constexpr uint64_t kHigh = 0x8080808080808080ULL;
-    size_t count = 0;
-    const uint8_t* b = q;
-    for (; q_end - b >= 8; b += 8) {
-      uint64_t w;
-      std::memcpy(&w, b, sizeof w);
-      count += (((~w & kHigh) >> 7) * 0x0101010101010101ULL) >> 56;
-    }
-    for (; b < q_end; ++b) count += *b < 0x80;
+    // One key per byte without the continuation bit: the array is sized once.
+    const size_t count = core::CountVarintEnds(q, q_end);
     if (keys->size() + count > static_cast<size_t>(std::numeric_limits<int>::max())) return false;
     keys->Reserve(keys->size() + static_cast<int>(count));
-    uint64_t* out = keys->AddNAlreadyReserved(static_cast<int>(count));
-#if defined(STREAMSTATS_VARINT_VECTORS)
-    // Not where most keys take one byte: 16 a step is slower than one a byte.
-    const bool vectors = allow_vectors && 2 * len >= 3 * count;
-#else
-    static_cast<void>(allow_vectors);
-#endif
-    // Keys of up to four bytes (up to 2^28) inline, byte by byte with constant shifts: the
-    // branches follow the keys' lengths, which a stream's keys mostly share, so they predict
-    // and the next key's start is known before this one's bytes arrive.
-    for (size_t i = 0; i < count; ++i) {
-#if defined(STREAMSTATS_VARINT_VECTORS)
-      if (vectors && q_end - q >= 64) {
-        i += DecodeShortVarintsVbmi2(&q, q_end, out + i, count - i);
-        if (i == count) break;
-      }
-#endif
-      if (q_end - q >= 4) {
-        const uint64_t b0 = q[0];
-        if (b0 < 0x80) {
-          out[i] = b0;
-          q += 1;
-          continue;
-        }
-        const uint64_t b1 = q[1];
-        uint64_t v = (b0 & 0x7f) | ((b1 & 0x7f) << 7);
-        if (b1 < 0x80) {
-          out[i] = v;
-          q += 2;
-          continue;
-        }
-        const uint64_t b2 = q[2];
-        v |= (b2 & 0x7f) << 14;
-        if (b2 < 0x80) {
-          out[i] = v;
-          q += 3;
-          continue;
-        }
-        const uint64_t b3 = q[3];
-        v |= (b3 & 0x7f) << 21;
-        if (b3 < 0x80) {
-          out[i] = v;
-          q += 4;
-          continue;
-        }
-      }
-      if ((q = ReadVarint(q, q_end, &out[i])) == nullptr) return false;
+    if (!core::DecodeVarints(q, q_end, count, keys->AddNAlreadyReserved(static_cast<int>(count)))) {
+      return false;
     }
-    if (q != q_end) return false;  // cannot happen: one end per key
   }
   return true;
 }
@@ -592,7 +421,7 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end, bool allow_vectors,
 // `rest`). False, with `request` in any state, for anything else (another payload or none, the
 // keys field twice, an unknown field inside the keys), so that protobuf parses the batch as ever
 // (ParseIngestRequest in convert.h says why).
-bool ParseKeysRequest(const uint8_t* p, const uint8_t* end, bool allow_vectors,
+bool ParseKeysRequest(const uint8_t* p, const uint8_t* end,
                       v1::IngestRequest* request, std::string* rest) {
   rest->clear();
   bool seen_keys = false;
@@ -607,7 +436,7 @@ bool ParseKeysRequest(const uint8_t* p, const uint8_t* end, bool allow_vectors,
       uint64_t len;
       if ((tag & 7) != 2 || seen_keys) return false;
       if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
-      if (!DecodeKeys(p, p + len, allow_vectors, request->mutable_keys()->mutable_keys())) {
+      if (!DecodeKeys(p, p + len, request->mutable_keys()->mutable_keys())) {
         return false;
       }
       p += len;
@@ -649,7 +478,7 @@ uint64_t KeysBatchesDecodedHere() {
 }
 
 void SetConvertVectorsForTesting(bool on) {
-  vectors_allowed.store(on, std::memory_order_relaxed);
+  core::SetVarintVectorsForTesting(on);
 }
 
 grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
@@ -658,7 +487,7 @@ grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
     grpc::Slice slice;
     if (bytes->TrySingleSlice(&slice).ok() || bytes->DumpToSingleSlice(&slice).ok()) {
       thread_local std::string rest;
-      if (ParseKeysRequest(slice.begin(), slice.end(), VarintVectorsAllowed(), request, &rest)) {
+      if (ParseKeysRequest(slice.begin(), slice.end(), request, &rest)) {
         keys_batches_decoded_here.fetch_add(1, std::memory_order_relaxed);
         bytes->Clear();
         return grpc::Status::OK;

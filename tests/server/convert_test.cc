@@ -163,9 +163,9 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
                                        (1ull << 28) - 1, 1ull << 28, (1ull << 56) - 1, 1ull << 62,
                                        (1ull << 63) - 1, 1ull << 63, ~0ull};
   const std::vector<uint64_t> short_keys = {(1ull << 28) - 1, 1ull << 28, 5, (1ull << 62)};
-  // Where the decoder takes 16 keys of up to four bytes a step (convert.cc): keys of each
-  // length from 1 to 4 bytes alone and mixed, and longer keys (5 to 10 bytes) among 3-byte ones
-  // at every position of a step, alone and in runs.
+  // Where the decoder takes 16 keys of up to four bytes a step (core/common/varint.cc): keys of
+  // each length from 1 to 4 bytes alone and mixed, and longer keys (5 to 10 bytes) among 3-byte
+  // ones at every position of a step, alone and in runs.
   std::vector<std::vector<uint64_t>> stepped(6);
   for (uint64_t i = 0; i < 20000; ++i) {
     const uint64_t r = (i * 0x9E3779B97F4A7C15ull) ^ (i >> 3);
@@ -280,8 +280,8 @@ std::string KeysOfLength(int n, int bytes, uint64_t seed) {
   return s;
 }
 
-// The 512-bit decoder (convert.cc) takes 64 bytes a step and at most 16 keys of up to four
-// bytes: packed runs of exactly 64 and 65 bytes, a step's last key ending at its byte 63 or one
+// The 512-bit decoder (core/common/varint.cc) takes 64 bytes a step and at most 16 keys of up to
+// four bytes: packed runs of exactly 64 and 65 bytes, a step's last key ending at its byte 63 or one
 // past it, overlong keys (zero groups padding a value, as protobuf accepts) inside a step,
 // 10-byte keys among 1-byte ones, a truncated last varint and packed lengths past the end all
 // parse, or are refused, as a fresh Deserialize does, with the vectors and without.

@@ -475,7 +475,8 @@ TEST_F(Durability, EventTimesOfATimeWindowSurviveACrash) {
 
 // A batch record's bytes, pinned: the log encodes packed columns whole (issue 14), and must write
 // exactly what the per-item encoding wrote, or older logs and newer ones would not be the same
-// format. The expected payloads are built field by field here.
+// format; small uint64 keys go as varints, flagged in the kind byte (session 24). The expected
+// payloads are built field by field here.
 TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
   const std::string data = dir_ + "/data";
   Life life;
@@ -537,17 +538,65 @@ TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
     w.Put<uint64_t>(0);
     expected.push_back(w.bytes());
   }
+  // Keys below 2^63 whose varints are smaller than eight bytes each (with the eight of their
+  // count) go as varints (session 24): the kind byte's high bit, the bytes' count, the bytes.
+  // Every length from one byte to nine, and the weights after them as before.
+  ASSERT_TRUE(life.sessions->Create("t", Config(KeySpec("v"))).ok());
+  {
+    const std::vector<uint64_t> keys = {0, 1, 5, 20, 100, 127, 128, 16383, 16384, 1ull << 40,
+                                        (1ull << 56) - 1, 1ull << 56, (1ull << 63) - 1, 5};
+    const std::vector<uint64_t> weights(keys.size(), 2);
+    core::Batch b;
+    b.kind = core::ValueKind::kUint64;
+    b.keys = keys;
+    b.weights = weights;
+    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "v"), b, "", 0).ok());
+    std::string varints;
+    for (uint64_t k : keys) {
+      for (; k >= 0x80; k >>= 7) varints.push_back(static_cast<char>((k & 0x7f) | 0x80));
+      varints.push_back(static_cast<char>(k));
+    }
+    ASSERT_EQ(varints.size(), 46u);  // 6 x 1, 2, 2, 3, 6, 8, 9, 9, 1: against 8 x 14 = 112
+    core::ByteWriter w;
+    w.PutString("t");
+    w.PutString("v");
+    w.PutString("");
+    w.Put<uint64_t>(0);
+    w.Put<uint8_t>(0x80 | static_cast<uint8_t>(core::ValueKind::kUint64));
+    w.Put<uint64_t>(keys.size());
+    w.PutString(varints);
+    w.Put<uint64_t>(weights.size());
+    for (uint64_t x : weights) w.Put<uint64_t>(x);
+    expected.push_back(w.bytes());
+  }
+  {
+    // Keys whose varints are no smaller: eight bytes each, as ever.
+    const std::vector<uint64_t> keys = {1ull << 62, (1ull << 62) + 1};
+    core::Batch b;
+    b.kind = core::ValueKind::kUint64;
+    b.keys = keys;
+    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "v"), b, "", 0).ok());
+    core::ByteWriter w;
+    header(&w, "v", "", 0, core::ValueKind::kUint64, keys.size());
+    for (uint64_t k : keys) w.Put<uint64_t>(k);
+    w.Put<uint64_t>(0);
+    expected.push_back(w.bytes());
+  }
   std::string log;
   for (const std::string& segment : Segments(data + "/wal")) log += ReadAll(segment);
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_TRUE(Contains(log, expected[i])) << "record " << i << " is not in the log as encoded";
   }
-  // And they replay.
+  // And they replay to the same answers.
+  const std::string before = Describe(*life.sessions, "t");
   Crash(&life);
   ASSERT_TRUE(Start(data, &life, false).ok());
   EXPECT_EQ((*life.sessions->Get("t", "xy"))->count(), 4u);
   EXPECT_EQ((*life.sessions->Get("t", "k"))->count(), 1006u);
   EXPECT_EQ((*life.sessions->Get("t", "s"))->count(), 3u);
+  EXPECT_EQ((*life.sessions->Get("t", "v"))->count(), 30u);
+  EXPECT_EQ(Describe(*life.sessions, "t"), before);
+  EXPECT_TRUE(Contains(before, "f count_min 4 [")) << before;  // key 5, twice with weight 2
 }
 
 TEST_F(Durability, DeleteThenRecreateWithTheSameNameAcrossASnapshotReplaysTheNewSession) {

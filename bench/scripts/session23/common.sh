@@ -12,7 +12,8 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version 
 # bench_row LABEL SERVER STREAMS SESSIONS SUMMARY QUERY_RATE SERVER_FLAGS...: starts SERVER (a
 # binary: streamstatsd, an older one, or ingest_sink) on loopback, runs `streamstats bench`
 # against it (batches of 10^5 Zipf(1.1) uint64 keys, 4 s), prints one row (items/s, server and
-# client CPU, ack and question latency) and stops the server. With PROFILE set to a perf event
+# client CPU, ack and question latency) and stops the server. DURATION (default 4) sets the
+# seconds of the run. With PROFILE set to a perf event
 # (e.g. "-e cpu-clock"), `perf record -g` ($PERF) samples the server for 2 s into $OUT/LABEL.data.
 bench_row() {
   local label=$1 server=$2 s=$3 ss=$4 summ=$5 q=$6 pp=""
@@ -24,9 +25,9 @@ bench_row() {
       > /dev/null 2>&1) &
     pp=$!
   fi
-  timeout 30 "$CLI" --server="$STARTED_ADDR" bench --server_pid="$STARTED_PID" --streams="$s" \
-    --sessions="$ss" --batch=100000 --payload=uint64 --duration=4 --summary="$summ" \
-    --distribution=zipf --query_rate="$q" > "$WORK/out" 2>&1
+  timeout $((30 + ${DURATION:-4})) "$CLI" --server="$STARTED_ADDR" bench --server_pid="$STARTED_PID" --streams="$s" \
+    --sessions="$ss" --batch=100000 --payload=uint64 --summary="$summ" \
+    --distribution=zipf --query_rate="$q" --duration="${DURATION:-4}" > "$WORK/out" 2>&1
   printf "%-22s S=%-2s/%-2s %-28s %s | %s | %s | %s\n" "$label" "$s" "$ss" "$summ" \
     "$(grep throughput "$WORK/out" | awk '{printf "%8.2f M", $2/1e6}')" \
     "$(grep 'server CPU' "$WORK/out" | sed 's/^ *//;s/(pid [0-9]*) *//')" \
