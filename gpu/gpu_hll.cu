@@ -71,7 +71,8 @@ absl::Status GpuHll::Update(absl::Span<const uint64_t> ids, absl::Span<const uin
       d.ids.get(), ids.size(), seed_mix_, p_, registers_);
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   d.timer.End(d.stream);
-  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream));
+  // SketchDevice::Wait, as the other sketches: cudaStreamSynchronize spins a core by default.
+  STREAMSTATS_RETURN_IF_ERROR(d.Wait());
   d.timer.Collect();
   count_ += SumWeights(ids, weights);
   return absl::OkStatus();

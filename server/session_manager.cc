@@ -36,6 +36,14 @@ constexpr absl::string_view kSnapshotSuffix = ".snapshot";
 // kind it knows) rather than misreading it.
 constexpr uint8_t kVarintKeys = 0x80;
 
+// A batch record (WalRecordType::kBatch; the same bytes in cluster mode's replicated log):
+//   string tenant | string session | string producer | u64 sequence | u8 kind | u64 n |
+//   the items: doubles (8 bytes each), uint64 keys (8 bytes each, or with kVarintKeys in the
+//   kind a u64 byte count and the keys as varints), or strings (each a string) |
+//   u64 weights (0 or n) | the weights (8 bytes each) |
+//   only when there are ys or an event time: u64 ys (0 or n) | the ys | [double event time]
+// where a string is its u64 length and its bytes. Little-endian throughout.
+
 std::string EncodeBatchRecord(const std::string& tenant, const std::string& name,
                               absl::string_view producer, uint64_t sequence,
                               const core::Batch& batch) {

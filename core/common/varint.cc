@@ -23,9 +23,9 @@ namespace {
 // the continuation bit) compressed into one vector of positions and the starts one lane after
 // them, then each key's bytes permuted into a 32-bit lane and their 7-bit groups joined. Stops
 // before a key of five bytes or more, and where fewer than 64 bytes remain; returns how many keys
-// it decoded and moves *q past them. Keys over 10^6 take three bytes each, which DecodeVarints's
-// byte-by-byte loop decodes with a branch a byte: 1.36 ns a key on one core of the 2-vCPU VM, 16 % of
-// the server at 16 x 16 uint64 on the 16-core host (perf, session 16).
+// it decoded and moves *q past them. Keys over 10^6 take three bytes each, which DecodeVarints'
+// byte-by-byte loop decodes with a branch a byte: 1.36 ns a key on one core of the 2-vCPU VM,
+// 16 % of the server at 16 x 16 uint64 on the 16-core host (perf, session 16).
 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,bmi2,popcnt"))) size_t
 DecodeShortVarintsVbmi2(const uint8_t** q, const uint8_t* q_end, uint64_t* out,
                         size_t max_keys) {
@@ -112,13 +112,24 @@ inline uint64_t SpreadByHalves(uint64_t v) {
   return v;
 }
 
+// SpreadByHalves undone: the low seven bits of each of w's bytes, joined (56 bits at most).
+inline uint64_t GatherSevenBitGroups(uint64_t w) {
+  w &= 0x7F7F7F7F7F7F7F7FULL;
+  w = ((w >> 1) & 0x3F803F803F803F80ULL) | (w & 0x007F007F007F007FULL);
+  w = ((w >> 2) & 0x0FFFC0000FFFC000ULL) | (w & 0x00003FFF00003FFFULL);
+  w = ((w >> 4) & 0x00FFFFFFF0000000ULL) | (w & 0x000000000FFFFFFFULL);
+  return w;
+}
+
 // The bytes of a varint by the count of leading zeros of (value | 1), and for n bytes the high
 // bits of its first n - 1 (a value below 2^56 takes at most 8).
 struct Tables {
   uint8_t size[64] = {};
   uint64_t more[9] = {};
   constexpr Tables() {
-    for (int zeros = 0; zeros < 64; ++zeros) size[zeros] = static_cast<uint8_t>((64 - zeros + 6) / 7);
+    for (int zeros = 0; zeros < 64; ++zeros) {
+      size[zeros] = static_cast<uint8_t>((64 - zeros + 6) / 7);
+    }
     for (int n = 2; n <= 8; ++n) more[n] = 0x8080808080808080ULL >> (8 * (9 - n));
   }
 };
@@ -130,7 +141,8 @@ inline size_t VarintSize(uint64_t v) { return kTables.size[__builtin_clzll(v | 1
 // value is stored as eight bytes and the cursor moves by its length, so `p` has eight bytes to
 // spare past the end. Returns the end.
 template <uint64_t (*spread)(uint64_t)>
-__attribute__((always_inline)) inline char* EncodeVarints(absl::Span<const uint64_t> keys, char* p) {
+__attribute__((always_inline)) inline char* EncodeVarints(absl::Span<const uint64_t> keys,
+                                                          char* p) {
   for (uint64_t k : keys) {
     const size_t n = VarintSize(k);
     if (k < (uint64_t{1} << 56)) {
@@ -153,15 +165,14 @@ char* EncodeVarintsPortable(absl::Span<const uint64_t> keys, char* p) {
 __attribute__((target("bmi2"))) inline uint64_t SpreadByPdep(uint64_t v) {
   return _pdep_u64(v, 0x7F7F7F7F7F7F7F7FULL);
 }
-// 2.1x EncodeVarintsPortable on the 2-vCPU VM's Xeon. Not on AMD's Zen 1 and 2, where pdep is
-// microcoded (tens to hundreds of cycles).
-__attribute__((target("bmi2"))) char* EncodeVarintsPdep(absl::Span<const uint64_t> keys, char* p) {
+// Not on AMD's Zen 1 and 2, where pdep is microcoded (tens to hundreds of cycles).
+__attribute__((target("bmi2"))) char* EncodeVarintsPdep(absl::Span<const uint64_t> keys,
+                                                         char* p) {
   return EncodeVarints<SpreadByPdep>(keys, p);
 }
-bool FastPdep() {
-  static const bool fast = __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
-                           !__builtin_cpu_is("znver2");
-  return fast;
+#else
+char* EncodeVarintsPdep(absl::Span<const uint64_t> keys, char* p) {  // never called
+  return EncodeVarintsPortable(keys, p);
 }
 #endif
 
@@ -178,16 +189,38 @@ std::optional<size_t> VarintBytes(absl::Span<const uint64_t> keys) {
   return bytes;
 }
 
-void AppendVarints(absl::Span<const uint64_t> keys, size_t bytes, std::string* out) {
+namespace {
+
+// AppendVarints through `encode` (EncodeVarintsPdep or EncodeVarintsPortable).
+void AppendWith(char* (*encode)(absl::Span<const uint64_t>, char*),
+                absl::Span<const uint64_t> keys, size_t bytes, std::string* out) {
   const size_t base = out->size();
   out->resize(base + bytes + 8);  // EncodeVarints' eight bytes to spare
   char* const start = out->data() + base;
-#if defined(STREAMSTATS_VARINT_VECTORS)
-  char* const end = FastPdep() ? EncodeVarintsPdep(keys, start) : EncodeVarintsPortable(keys, start);
-#else
-  char* const end = EncodeVarintsPortable(keys, start);
-#endif
+  char* const end = encode(keys, start);
   out->resize(base + static_cast<size_t>(end - start));  // `bytes`
+}
+
+}  // namespace
+
+void AppendVarints(absl::Span<const uint64_t> keys, size_t bytes, std::string* out) {
+  AppendWith(internal::VarintPdepInUse() ? EncodeVarintsPdep : EncodeVarintsPortable, keys, bytes,
+             out);
+}
+
+void internal::AppendVarintsPortable(absl::Span<const uint64_t> keys, size_t bytes,
+                                     std::string* out) {
+  AppendWith(EncodeVarintsPortable, keys, bytes, out);
+}
+
+bool internal::VarintPdepInUse() {
+#if defined(STREAMSTATS_VARINT_VECTORS)
+  static const bool fast = __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
+                           !__builtin_cpu_is("znver2");
+  return fast;
+#else
+  return false;
+#endif
 }
 
 size_t CountVarintEnds(const uint8_t* p, const uint8_t* end) {
@@ -211,11 +244,19 @@ bool DecodeVarints(const uint8_t* q, const uint8_t* const q_end, size_t count, u
   // Keys of up to four bytes (up to 2^28) inline, byte by byte with constant shifts: the
   // branches follow the keys' lengths, which a stream's keys mostly share, so they predict
   // and the next key's start is known before this one's bytes arrive.
+#if defined(STREAMSTATS_VARINT_VECTORS)
+  // Where a step stops short at a key of five bytes or more, the next 16 keys go byte by byte
+  // before the vectors are tried again: keys of 8 and 9 bytes (hashes) cost 35 ns each when
+  // every key began with a step that decoded nothing (varint_bench, session 24).
+  size_t next_step = 0;
+#endif
   for (size_t i = 0; i < count; ++i) {
 #if defined(STREAMSTATS_VARINT_VECTORS)
-    if (vectors && q_end - q >= 64) {
-      i += DecodeShortVarintsVbmi2(&q, q_end, out + i, count - i);
+    if (vectors && i >= next_step && q_end - q >= 64) {
+      const size_t decoded = DecodeShortVarintsVbmi2(&q, q_end, out + i, count - i);
+      i += decoded;
       if (i == count) break;
+      if (decoded < 16) next_step = i + 16;
     }
 #endif
     if (q_end - q >= 4) {
@@ -246,6 +287,23 @@ bool DecodeVarints(const uint8_t* q, const uint8_t* const q_end, size_t count, u
         q += 4;
         continue;
       }
+    }
+    if (q_end - q >= 9) {
+      // Five to nine bytes: where the first of eight without the high bit is, then the groups
+      // gathered in three steps, not a loop and a branch a byte (22-35 ns a 9-byte key).
+      uint64_t w;
+      std::memcpy(&w, q, 8);
+      const uint64_t ends = ~w & 0x8080808080808080ULL;
+      if (ends != 0) {
+        const unsigned bytes = (static_cast<unsigned>(__builtin_ctzll(ends)) >> 3) + 1;
+        out[i] = GatherSevenBitGroups(bytes == 8 ? w : w & ((uint64_t{1} << (8 * bytes)) - 1));
+        q += bytes;
+        continue;
+      }
+      if (q[8] >= 0x80) return false;  // ten bytes or more: 2^63 and up
+      out[i] = GatherSevenBitGroups(w) | (uint64_t{q[8]} << 56);
+      q += 9;
+      continue;
     }
     if ((q = ReadVarint(q, q_end, &out[i])) == nullptr) return false;
   }

@@ -25,6 +25,15 @@ std::optional<size_t> VarintBytes(absl::Span<const uint64_t> keys);
 // (reserve that to keep its buffer).
 void AppendVarints(absl::Span<const uint64_t> keys, size_t bytes, std::string* out);
 
+namespace internal {
+// AppendVarints with the portable spreading of a key's groups (three shift-and-mask steps)
+// where AppendVarints may use one BMI2 pdep: for tests and benchmarks; the same bytes.
+void AppendVarintsPortable(absl::Span<const uint64_t> keys, size_t bytes, std::string* out);
+// Whether AppendVarints uses pdep here (the CPU has BMI2 and is not an AMD Zen 1 or 2, where it
+// is microcoded).
+bool VarintPdepInUse();
+}  // namespace internal
+
 // A varint at p (< end) into *out: the byte after it, or nullptr where it does not end within
 // nine bytes (values from 2^63 up, and malformed bytes; the wire's parser leaves those to
 // protobuf).

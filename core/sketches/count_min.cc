@@ -552,6 +552,21 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
   return estimate;
 }
 
+void CountMin::EstimateIds(absl::Span<const uint64_t> ids, absl::Span<uint64_t> out) const {
+  mirror_.Refresh();
+  std::fill(out.begin(), out.end(), std::numeric_limits<uint64_t>::max());
+  const count_min_internal::Simd simd = BestSimd();
+  const DoubleMod dm = DoubleMod::For(width_);
+  uint64_t cells[kStage];
+  for (size_t begin = 0; begin < ids.size(); begin += kStage) {
+    const size_t len = std::min(kStage, ids.size() - begin);
+    for (uint64_t r = 0; r < depth_; ++r) {
+      RowCellsOf(rows_[r], mod_w_, dm, r * width_, ids.data() + begin, len, cells, simd);
+      for (size_t j = 0; j < len; ++j) out[begin + j] = std::min(out[begin + j], table_[cells[j]]);
+    }
+  }
+}
+
 size_t CountMin::ChunkItems() const {
   DeviceSketchSpec spec;
   spec.count_min = &options_;
@@ -582,7 +597,10 @@ absl::Status CountMin::Merge(const Summary& other_summary) {
   const std::vector<uint64_t>& other_table = other->table();
   for (size_t i = 0; i < table_.size(); ++i) table_[i] += other_table[i];
   count_ += other->count_;
-  candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return EstimateId(id); });
+  candidates_.MergeFrom(other->candidates_,
+                        [this](absl::Span<const uint64_t> ids, absl::Span<uint64_t> out) {
+                          EstimateIds(ids, out);
+                        });
   return absl::OkStatus();
 }
 

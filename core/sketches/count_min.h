@@ -173,6 +173,10 @@ class CountMin final : public Summary {
 
   // The minimum over the rows for a key id (core/common/key_id.h).
   uint64_t EstimateId(uint64_t id) const;
+  // EstimateId of every ids[i] into out[i] (out.size() == ids.size()), the rows' cells hashed a
+  // stage at a time with the vector kernels, as Update does: how a merge re-estimates its union
+  // of candidates.
+  void EstimateIds(absl::Span<const uint64_t> ids, absl::Span<uint64_t> out) const;
 
   const CountMinOptions& options() const { return options_; }
   uint64_t depth() const { return depth_; }

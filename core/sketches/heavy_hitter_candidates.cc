@@ -138,6 +138,30 @@ void HeavyHitterCandidates::OfferSlow(uint64_t id, uint64_t estimate, absl::stri
   SiftDown(0, candidate);
 }
 
+void HeavyHitterCandidates::Rebuild(const std::vector<Merged>& all) {
+  std::vector<std::string> strings;  // first: `all` may view the strings of this set
+  strings.reserve(all.size());
+  for (const Merged& e : all) strings.emplace_back(e.str);
+  Clear();
+  strings_.swap(strings);
+  if (all.empty()) return;
+  // Push's rule (2 * size <= cells, at least 16), reached in one step.
+  size_t cells = 16;
+  while (cells < 2 * all.size()) cells *= 2;
+  index_.assign(cells, Cell{0, kAbsent});
+  for (size_t c = cells; c > 1; c >>= 1) --index_shift_;
+  heap_.reserve(all.size());
+  // Pushed in `all`'s order with a sift up each, as Push does: the same heap as before this
+  // rebuild existed (the serialized order is pinned by tests/core/summary_bytes_golden_test.cc).
+  for (const Merged& e : all) {
+    const uint32_t pos = static_cast<uint32_t>(heap_.size());
+    heap_.push_back(Node{e.estimate, e.id, pos, IndexInsert(e.id, pos)});
+    SiftUp(pos, heap_.back());
+  }
+  full_ = heap_.size() == capacity_;
+  first_leaf_ = static_cast<uint32_t>(heap_.size() / 2);
+}
+
 void HeavyHitterCandidates::Clear() {
   heap_.clear();
   full_ = capacity_ == 0;

@@ -25,10 +25,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/common/home_slot.h"
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
@@ -193,39 +195,42 @@ class HeavyHitterCandidates {
   void Clear();
 
   // Replaces the set by the top `capacity` of the union with `other`, every key re-estimated
-  // through `estimate(id)` (the merged sketch's estimate). `other` may be *this.
-  template <typename EstimateFn>
+  // through `estimate` (the merged sketch's estimates): either estimate(id), or, where the
+  // sketch can take them all at once, estimate(ids, out) filling out[i] for ids[i]. `other` may
+  // be *this.
   //
   // Offering each key once would leave exactly the top `capacity` by (estimate, id), the heap's
   // strict order, whatever the order of the offers; they are chosen here by one partial selection
-  // and pushed instead, because the offers (a sift, an index update and often an eviction each)
-  // cost ~0.5 ms at C = 2000, which a hot session pays under its lock for every merged part.
-  // The set equals the offers'; the heap's layout (and so the serialized order) may differ.
+  // and pushed into a heap rebuilt at once (Rebuild), because the offers (a sift, an index
+  // update and often an eviction each) cost ~0.5 ms at C = 2000, which a hot session pays under
+  // its lock for every merged part. The set equals the offers'; the heap's layout (and so the
+  // serialized order) may differ from theirs.
+  template <typename EstimateFn>
   void MergeFrom(const HeavyHitterCandidates& other, EstimateFn estimate) {
-    struct Entry {
-      uint64_t estimate;
-      uint64_t id;
-      std::string str;
-    };
-    std::vector<Entry> all;
+    std::vector<Merged> all;
     all.reserve(size() + other.size());
-    ForEach([&](uint64_t id, uint64_t, absl::string_view str) {
-      all.push_back({0, id, std::string(str)});
-    });
+    ForEach([&](uint64_t id, uint64_t, absl::string_view str) { all.push_back({0, id, str}); });
     other.ForEach([&](uint64_t id, uint64_t, absl::string_view str) {
-      if (Find(id) == kAbsent) all.push_back({0, id, std::string(str)});
+      if (Find(id) == kAbsent) all.push_back({0, id, str});
     });
-    for (Entry& e : all) e.estimate = estimate(e.id);
+    if constexpr (std::is_invocable_v<EstimateFn&, absl::Span<const uint64_t>,
+                                      absl::Span<uint64_t>>) {
+      std::vector<uint64_t> ids(all.size()), estimates(all.size());
+      for (size_t i = 0; i < all.size(); ++i) ids[i] = all[i].id;
+      estimate(absl::Span<const uint64_t>(ids), absl::Span<uint64_t>(estimates));
+      for (size_t i = 0; i < all.size(); ++i) all[i].estimate = estimates[i];
+    } else {
+      for (Merged& e : all) e.estimate = estimate(e.id);
+    }
     if (all.size() > capacity_) {
-      const auto greater = [](const Entry& a, const Entry& b) {
+      const auto greater = [](const Merged& a, const Merged& b) {
         return a.estimate != b.estimate ? a.estimate > b.estimate : a.id > b.id;
       };
       std::nth_element(all.begin(), all.begin() + static_cast<ptrdiff_t>(capacity_), all.end(),
                        greater);
       all.resize(capacity_);
     }
-    Clear();
-    for (const Entry& e : all) Push(e.id, e.estimate, e.str);
+    Rebuild(all);
   }
 
   // Heap array, slots, id index and strings.
@@ -284,6 +289,17 @@ class HeavyHitterCandidates {
   // Frees id's cell `cell`; cells shifted back tell their nodes.
   void IndexErase(uint32_t cell);
   void IndexGrow();
+
+  // One key of MergeFrom's union; its string viewed where this set or the other keeps it.
+  struct Merged {
+    uint64_t estimate;
+    uint64_t id;
+    absl::string_view str;
+  };
+  // Replaces the set by `all` (distinct ids, at most capacity_; the strings copied before the
+  // old ones go), pushed in order: Clear and a Push each, with the index sized once instead of
+  // grown (and rehashed) eight times on the way to C = 2000.
+  void Rebuild(const std::vector<Merged>& all);
 
   // `i` = Find(id), already looked up.
   void OfferSlow(uint64_t id, uint64_t estimate, absl::string_view str, uint32_t i);

@@ -59,6 +59,9 @@ TEST(Varint, AppendsWhatTheReferenceEncodesAndDecodesBackWithVectorsAndWithout) 
     std::string out = "prefix";
     AppendVarints(keys, *bytes, &out);
     ASSERT_EQ(out, "prefix" + want);
+    std::string portable = "prefix";  // the three shift steps, where AppendVarints has pdep
+    internal::AppendVarintsPortable(keys, *bytes, &portable);
+    ASSERT_EQ(portable, "prefix" + want);
     const auto* p = reinterpret_cast<const uint8_t*>(want.data());
     EXPECT_EQ(CountVarintEnds(p, p + want.size()), keys.size());
     for (const bool vectors : {true, false}) {
