@@ -495,6 +495,15 @@ TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
     w->Put<uint8_t>(static_cast<uint8_t>(kind));
     w->Put<uint64_t>(n);
   };
+  // A batch of uint64 keys (weights: empty, or one each) into session `name`, no producer.
+  auto ingest_keys = [&](const std::string& name, const std::vector<uint64_t>& keys,
+                         const std::vector<uint64_t>& weights) {
+    core::Batch b;
+    b.kind = core::ValueKind::kUint64;
+    b.keys = keys;
+    b.weights = weights;
+    return life.sessions->Ingest("t", **life.sessions->Get("t", name), b, "", 0).ok();
+  };
   std::vector<std::string> expected;
   {
     const std::vector<double> values = {1.5, -2.25, 1e300, 0};
@@ -514,11 +523,7 @@ TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
   {
     const std::vector<uint64_t> keys = {3, ~uint64_t{0}, 0, 1ull << 40};
     const std::vector<uint64_t> weights = {1, 2, 3, 1000};
-    core::Batch b;
-    b.kind = core::ValueKind::kUint64;
-    b.keys = keys;
-    b.weights = weights;
-    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "k"), b, "", 0).ok());
+    ASSERT_TRUE(ingest_keys("k", keys, weights));
     core::ByteWriter w;
     header(&w, "k", "", 0, core::ValueKind::kUint64, keys.size());
     for (uint64_t k : keys) w.Put<uint64_t>(k);
@@ -546,11 +551,7 @@ TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
     const std::vector<uint64_t> keys = {0, 1, 5, 20, 100, 127, 128, 16383, 16384, 1ull << 40,
                                         (1ull << 56) - 1, 1ull << 56, (1ull << 63) - 1, 5};
     const std::vector<uint64_t> weights(keys.size(), 2);
-    core::Batch b;
-    b.kind = core::ValueKind::kUint64;
-    b.keys = keys;
-    b.weights = weights;
-    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "v"), b, "", 0).ok());
+    ASSERT_TRUE(ingest_keys("v", keys, weights));
     std::string varints;
     for (uint64_t k : keys) {
       for (; k >= 0x80; k >>= 7) varints.push_back(static_cast<char>((k & 0x7f) | 0x80));
@@ -572,10 +573,7 @@ TEST_F(Durability, BatchRecordsKeepTheirBytesForEveryValueKindAndColumn) {
   {
     // Keys whose varints are no smaller: eight bytes each, as ever.
     const std::vector<uint64_t> keys = {1ull << 62, (1ull << 62) + 1};
-    core::Batch b;
-    b.kind = core::ValueKind::kUint64;
-    b.keys = keys;
-    ASSERT_TRUE(life.sessions->Ingest("t", **life.sessions->Get("t", "v"), b, "", 0).ok());
+    ASSERT_TRUE(ingest_keys("v", keys, {}));
     core::ByteWriter w;
     header(&w, "v", "", 0, core::ValueKind::kUint64, keys.size());
     for (uint64_t k : keys) w.Put<uint64_t>(k);
