@@ -337,6 +337,14 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     return s;
   }
 
+  absl::Status Upload(absl::Span<const uint64_t> state) override {
+    if (cm_ == nullptr) return core::DeviceSketch::Upload(state);
+    absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
+                                         : cm_->Load(state, 0);
+    Account(s);
+    return s;
+  }
+
   absl::Status Download(absl::Span<uint64_t> state) override {
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
                      : fcm_ != nullptr   ? fcm_->DownloadTo(state)

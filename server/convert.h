@@ -46,7 +46,8 @@ grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
 uint64_t KeysBatchesDecodedHere();
 // For tests and benchmarks: whether ParseIngestRequest may decode keys with the 512-bit vectors
 // where the CPU has them (the default), or only byte by byte. Both ways give the same request.
-// Process-wide; read once per request.
+// Process-wide (core::SetVarintVectorsForTesting: the log's replay reads it too); read once per
+// packed field.
 void SetConvertVectorsForTesting(bool on);
 
 // A batch viewing the request's arrays; string keys are copied into `strings`.

@@ -57,6 +57,10 @@ ABSL_FLAG(std::string, wal_fsync, "always",
           "always: an ack waits for fdatasync (group commit) | interval: fsync every "
           "--wal_fsync_interval_ms (acked batches survive a process crash, not a power loss)");
 ABSL_FLAG(int, wal_fsync_interval_ms, 100, "fsync period of --wal_fsync=interval");
+ABSL_FLAG(bool, log_varint_keys, true,
+          "write uint64 keys into the log's batch records (the WAL, or the cluster's JetStream "
+          "stream) as varints where that is smaller; servers before this one cannot read such "
+          "records, so a cluster's rolling upgrade sets false until every member runs this one");
 ABSL_FLAG(bool, wal_ignore_corruption, false,
           "start even when the log is corrupt before its end: keep what precedes the damage and "
           "rename the bad segment to *.corrupt");
@@ -465,7 +469,8 @@ int main(int argc, char** argv) {
   if (gpu_pool != nullptr) backend_name = gpu_pool->name();
   SessionManager sessions({.data_dir = durability == "none" ? "" : data_dir,
                            .accelerator = gpu_pool.get(),
-                           .tenants = &tenants});
+                           .tenants = &tenants,
+                           .varint_keys = absl::GetFlag(FLAGS_log_varint_keys)});
   if (absl::Status s = sessions.LoadAll(ConfigFromSpecBytes); !s.ok()) {
     std::fprintf(stderr, "streamstatsd: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -50,20 +50,42 @@ bool MergesInParts(const core::SummaryOptions& o) {
 
 // Parts use the session's accelerator. On the GPU pool, a quantile, Lossy Counting or IPv4
 // hierarchical heavy-hitter part sends its windows there as the session's own summary does (the
-// pool keeps no state for them); a Count-Min or FCM table the accelerator keeps on a device
-// (core/accel/device_mirror.h; the pool per --gpu_sketches) would be one more device table per
-// batch, so sessions holding one apply their batches one at a time there. Tables that stay in
-// host memory take parts as on the CPU.
+// pool keeps no state for them). A part of a Count-Min, FCM or HyperLogLog whose table the
+// accelerator keeps on a device (core/accel/device_mirror.h; the pool per --gpu_sketches) is
+// built in host memory instead (BuildParts): a device table of its own would cost an attach for
+// one batch. Tables that stay in host memory take parts as on the CPU.
+
+// Whether `accelerator` keeps this summary's table on a device (of the summaries that merge in
+// parts: Count-Min, FCM, HyperLogLog).
+bool KeptOnDevice(const core::SummaryOptions& o, const core::Accelerator* accelerator) {
+  core::DeviceSketchSpec spec;
+  if (o.kind == SummaryKind::kCountMin) spec.count_min = &o.count_min;
+  if (o.kind == SummaryKind::kFcm) spec.fcm = &o.fcm;
+  if (o.kind == SummaryKind::kHll) spec.hll = &o.hll;
+  return (spec.count_min != nullptr || spec.fcm != nullptr || spec.hll != nullptr) &&
+         accelerator->KeepsSketch(spec);
+}
+
+// Parts are built on the host and merged into the session's summaries. A Count-Min on a device
+// takes a merged table back there (DeviceMirror::Reload); an FCM's or a HyperLogLog's device copy
+// would be dropped and attached again at every merge, so those apply one batch at a time there.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
   return std::all_of(config.summaries.begin(), config.summaries.end(),
                      [accelerator](const core::SummaryOptions& o) {
-                       core::DeviceSketchSpec spec;
-                       if (o.kind == SummaryKind::kCountMin) spec.count_min = &o.count_min;
-                       if (o.kind == SummaryKind::kFcm) spec.fcm = &o.fcm;
-                       const bool on_device = (spec.count_min != nullptr || spec.fcm != nullptr) &&
-                                              accelerator->KeepsSketch(spec);
-                       return MergesInParts(o) && !on_device;
+                       return MergesInParts(o) && (o.kind == SummaryKind::kCountMin ||
+                                                   !KeptOnDevice(o, accelerator));
                      });
+}
+
+// Whether one stream's large batch may be sliced into parts: not where a summary's table is on a
+// device, which takes the batch whole in one trip (Summary::kDeviceChunkItems) rather than in
+// slices built on the host and merged.
+bool SlicesAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
+  return PartsAllowed(config, accelerator) &&
+         std::none_of(config.summaries.begin(), config.summaries.end(),
+                      [accelerator](const core::SummaryOptions& o) {
+                        return KeptOnDevice(o, accelerator);
+                      });
 }
 
 // How many times the slice size a batch's slices of this session take: a Count-Min or FCM part
@@ -139,6 +161,7 @@ Session::Session(SessionConfig config, core::Accelerator* accelerator,
       accelerator_(accelerator),
       turns_(turns != nullptr ? std::move(turns) : std::make_shared<QueryTurns>()),
       parts_allowed_(PartsAllowed(config_, accelerator_)),
+      slices_allowed_(SlicesAllowed(config_, accelerator_)),
       slice_scale_(SliceScale(config_)),
       keeps_moments_(config_.value_kind == core::ValueKind::kNumeric) {
   part_rest_ = std::make_unique<std::atomic<int>[]>(config_.summaries.size());
@@ -315,7 +338,7 @@ absl::Status Session::Settle(absl::string_view producer_id, uint64_t sequence, u
 absl::Status Session::ApplyDirect(const core::Batch& batch, uint64_t lsn) {
   const size_t n = batch.size();
   const size_t slice_items = slice_items_.load(std::memory_order_relaxed) * slice_scale_;
-  if (parts_allowed_ && n >= 2 * slice_items) {
+  if (slices_allowed_ && n >= 2 * slice_items) {
     if (Executor* helpers = helpers_.load(std::memory_order_acquire); helpers != nullptr) {
       const size_t slices = std::min(n / slice_items, 1 + static_cast<size_t>(helpers->idle()));
       if (slices > 1) return ApplySliced(batch, lsn, slices, helpers);
@@ -439,7 +462,10 @@ absl::Status Session::BuildParts(const core::Batch& batch, Parts* parts) const {
   }
   parts->summaries.reserve(part_options_.size());
   for (const core::SummaryOptions& options : part_options_) {
-    auto part = core::CreateSummary(options, config_.value_kind, accelerator_);
+    // A part of a summary whose table is on a device is built on the host: a device copy of its
+    // own would cost an attach (memory, a stream, an upload) for one batch.
+    auto part = core::CreateSummary(options, config_.value_kind,
+                                    KeptOnDevice(options, accelerator_) ? nullptr : accelerator_);
     if (!part.ok()) return part.status();
     (*part)->ExpectPart(weight);
     {

@@ -6,8 +6,8 @@
 // one chunk. When every summary of the session merges with its bound intact and answers
 // independently of the items' order beyond that bound (quantiles, Count-Min, FCM, Lossy
 // Counting, Misra–Gries, hierarchical heavy hitters; not windows, PBF or partitioned summaries;
-// on the GPU pool not Count-Min or FCM, whose tables live on the device), a batch arriving while
-// another is being applied goes
+// on the GPU pool not an FCM or HyperLogLog whose table lives on the device), a batch arriving
+// while another is being applied goes
 // to a fresh part instead, and so does the rest of the batch being applied: an empty summary of
 // the same options, updated without any session lock, then merged into the session's summary
 // under the lock (seed 001 §III's partitioned ingestion, with parts as short-lived as a batch). What the merge does to each
@@ -19,7 +19,10 @@
 // overlap; a large one is sliced over the idle ingest threads instead where the server lends
 // them (set_slice_helpers: the first slice applied directly, the others built as parts and
 // merged in order), else a session fed by one stream (and every replay of the log) applies its
-// batches one after another, exactly as before. A batch is acknowledged after its merge, so every question after an
+// batches one after another, exactly as before. A part of a Count-Min whose table is on a device
+// is built on the host, and its merge puts the merged table back on the device
+// (core/accel/device_mirror.h, Reload). A session with a summary on a device does not slice: the
+// device takes a batch whole. A batch is acknowledged after its merge, so every question after an
 // acknowledgement sees it. Measured: bench/E2E_RESULTS.md, "16 streams into one session".
 // Count-Min / FCM heavy hitters through parts (each part a sketch with its own candidates, merged
 // as the union re-estimated, top C kept): let x end with f >= sN. Take the last batch j in which
@@ -447,6 +450,8 @@ class Session {
   const std::shared_ptr<QueryTurns> turns_;
   // Whether a batch may go to a part while another is applied (see the top of this file).
   const bool parts_allowed_;
+  // Whether one stream's large batch may be sliced into parts (not with a summary on a device).
+  const bool slices_allowed_;
   // Where a large batch's slices may run (set_slice_helpers; null: never sliced).
   std::atomic<Executor*> helpers_{nullptr};
   std::atomic<size_t> slice_items_{kSliceItems};

@@ -46,13 +46,13 @@ constexpr uint8_t kVarintKeys = 0x80;
 
 std::string EncodeBatchRecord(const std::string& tenant, const std::string& name,
                               absl::string_view producer, uint64_t sequence,
-                              const core::Batch& batch) {
+                              const core::Batch& batch, bool varint_keys) {
   core::ByteWriter w;
   const size_t n = batch.size();
   // Keys as varints where that is smaller: the wire carried them so (Zipf keys over 10^6 take
   // 1.6 bytes each), and the log's one writer copies every byte of the record (session 24).
   size_t varint_bytes = 0;  // 0: eight bytes a key
-  if (batch.kind == core::ValueKind::kUint64) {
+  if (varint_keys && batch.kind == core::ValueKind::kUint64) {
     const std::optional<size_t> packed = core::VarintBytes(batch.keys);
     if (packed && *packed + 8 < 8 * n) varint_bytes = *packed;
   }
@@ -124,7 +124,8 @@ bool DecodeBatch(core::ByteReader* r, DecodedBatch* b) {
   b->view.kind = static_cast<core::ValueKind>(kind);
   if (varint_keys) {
     std::string packed;
-    if (b->view.kind != core::ValueKind::kUint64 || !r->GetString(&packed, r->remaining())) {
+    if (b->view.kind != core::ValueKind::kUint64 || !r->GetString(&packed, r->remaining()) ||
+        n > packed.size()) {  // at least a byte a key
       return false;
     }
     b->keys.resize(n);
@@ -312,7 +313,8 @@ absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
   Session::LogFn log;
   std::string record;
   if (options_.replicated_log != nullptr) {
-    record = EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch);
+    record = EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch,
+                               options_.varint_keys);
     // Called under the session's log lock, so the stream holds a session's batches in the order
     // they are applied. A batch JetStream already holds (its earlier append's acknowledgement was
     // lost, so it was never applied here) comes back as a duplicate at its first position: it is
@@ -330,7 +332,8 @@ absl::Status SessionManager::Ingest(const std::string& tenant, Session& session,
   if (options_.wal != nullptr) {
     // Encoded before the session's locks, so that concurrent batches into one session encode in
     // parallel (the log itself takes them one at a time); a duplicate's encoding is wasted.
-    record = EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch);
+    record = EncodeBatchRecord(tenant, session.name(), producer_id, sequence, batch,
+                               options_.varint_keys);
     log = [&]() -> absl::StatusOr<uint64_t> {
       return options_.wal->Append(WalRecordType::kBatch, record);
     };

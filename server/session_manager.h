@@ -39,6 +39,10 @@ class SessionManager {
     // one or neither), and its stream sequence is the record's LSN. An operation returns once
     // the log has stored its record on a quorum; when the log fails, nothing is applied.
     ReplicatedLog* replicated_log = nullptr;
+    // A batch record's uint64 keys as varints where that is smaller (session 24), which servers
+    // before it cannot read; false writes eight bytes a key, as they did (--log_varint_keys: a
+    // cluster's rolling upgrade keeps it off until every member reads them). Both replay.
+    bool varint_keys = true;
   };
 
   explicit SessionManager(Options options);

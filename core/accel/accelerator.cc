@@ -103,6 +103,10 @@ absl::Status DeviceSketch::AddSelected(absl::Span<const uint64_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status DeviceSketch::Upload(absl::Span<const uint64_t>) {
+  return absl::UnimplementedError("this device sketch takes no table after it attached");
+}
+
 absl::Status DeviceSketch::CountSetPositions(absl::Span<const uint64_t>, std::vector<uint64_t>*,
                                              uint64_t*) {
   return absl::UnimplementedError("this device sketch is not a PBF");

@@ -21,8 +21,22 @@ void DeviceMirror::TryAttach(Accelerator* accelerator, DeviceSketchSpec spec) {
 bool DeviceMirror::Add(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                        std::vector<uint64_t>* estimates) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (device_ == nullptr) return false;
+  if (device_ == nullptr || !CatchUpLocked()) return false;
   return AcceptedLocked(device_->Add(ids, weights, estimates), ids, weights);
+}
+
+bool DeviceMirror::CatchUpLocked() {
+  if (!host_ahead_) return true;
+  host_ahead_ = false;
+  const absl::Status uploaded = device_->Upload(host_state_);
+  if (uploaded.ok()) return true;
+  device_.reset();
+  if (absl::IsUnimplemented(uploaded)) {
+    tried_ = false;  // as Detach: the next TryAttach uploads the table
+  } else {
+    ++failures_;  // as any device failure: the sketch stays on the host
+  }
+  return false;
 }
 
 bool DeviceMirror::AddSelected(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
@@ -30,7 +44,7 @@ bool DeviceMirror::AddSelected(absl::Span<const uint64_t> ids, absl::Span<const 
                                std::vector<uint64_t>* estimates,
                                absl::FunctionRef<void()> meanwhile) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (device_ == nullptr) return false;
+  if (device_ == nullptr || !CatchUpLocked()) return false;
   return AcceptedLocked(
       device_->AddSelected(ids, weights, least, positions, estimates, meanwhile), ids, weights);
 }
@@ -72,7 +86,7 @@ bool DeviceMirror::AcceptedLocked(const absl::Status& added, absl::Span<const ui
 bool DeviceMirror::CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
                                      uint64_t* set_bits) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (device_ == nullptr) return false;
+  if (device_ == nullptr || !CatchUpLocked()) return false;
   if (!device_->CountSetPositions(ids, y, set_bits).ok()) {
     FailLocked();  // the journal holds every batch the device accepted, this one included
     return false;
@@ -83,6 +97,7 @@ bool DeviceMirror::CountSetPositions(absl::Span<const uint64_t> ids, std::vector
 void DeviceMirror::FailLocked() {
   ++failures_;
   stale_ = true;
+  host_ahead_ = false;
   std::unique_ptr<DeviceSketch> failed = std::move(device_);
   RefreshLocked();
 }
@@ -130,6 +145,19 @@ void DeviceMirror::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   device_.reset();
   tried_ = false;
+  host_ahead_ = false;
+}
+
+bool DeviceMirror::Reload() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ == nullptr) {
+    tried_ = false;  // as Detach: the next Update may attach
+    return false;
+  }
+  // The caller refreshed before changing the host table, so the journal is empty and the host
+  // table is the whole state; the next batch puts it on the device first (CatchUpLocked).
+  host_ahead_ = true;
+  return true;
 }
 
 size_t DeviceMirror::MemoryBytes() const {

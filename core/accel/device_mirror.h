@@ -18,7 +18,10 @@
 //    count on the host.
 //  * Before reading the host table (queries, Serialize, Merge): Refresh().
 //  * Before changing the host table other than through Add (Merge, Deserialize): Refresh() then
-//    Detach(); the next Update attaches again with the new table.
+//    Detach(); the next Update attaches again with the new table. Or, where the device takes a
+//    table from the host (Count-Min: DeviceSketch::Upload), Refresh(), change the host table,
+//    then Reload(): the device copy stays attached and takes the host table before its next
+//    batch (a hot session merges a part a batch, often with no batch of its own between).
 // Refresh() may be called from several const readers at once (the owning session runs queries
 // under a shared lock); it is serialized internally. Add/TryAttach/Detach need exclusive access.
 #ifndef STREAMSTATS_CORE_ACCEL_DEVICE_MIRROR_H_
@@ -75,6 +78,12 @@ class DeviceMirror {
   void Refresh() const;
   // Drops the device copy (after Refresh) and allows the next TryAttach.
   void Detach();
+  // After Refresh() and a change to the host table: the device copy stays and takes the host
+  // table (DeviceSketch::Upload) before the next Add, AddSelected or CountSetPositions, so merges
+  // with no batch between cost no copy; true. False where there is no device copy (as Detach).
+  // Where that upload fails the call returns false as after any device failure (the copy
+  // dropped, the host table current; a device that takes no table: detached, not a failure).
+  bool Reload();
 
   // Device failures repaired so far (each one moved the sketch back to the host).
   uint64_t failures() const { return failures_; }
@@ -85,6 +94,9 @@ class DeviceMirror {
   // failure (false).
   bool AcceptedLocked(const absl::Status& added, absl::Span<const uint64_t> ids,
                       absl::Span<const uint64_t> weights);
+  // Requires mu_, a device copy. Where the host table is ahead of it (Reload), uploads it;
+  // false (the copy dropped) where that failed.
+  bool CatchUpLocked();
   // Requires mu_. Downloads, or after a failed download replays the journal and detaches.
   void RefreshLocked() const;
   // Requires mu_. After the host copy was brought up to date: runs `refreshed_`, empties the
@@ -101,6 +113,7 @@ class DeviceMirror {
   mutable std::mutex mu_;  // the fields below, for concurrent Refresh() callers
   mutable std::unique_ptr<DeviceSketch> device_;
   mutable bool stale_ = false;
+  bool host_ahead_ = false;  // Reload: the host table is newer than the device copy
   mutable std::vector<uint64_t> journal_ids_, journal_weights_;  // weights: empty or one per id
   mutable std::vector<size_t> journal_ends_;                      // where each batch ends
   mutable bool journal_weighted_ = false;

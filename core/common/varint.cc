@@ -245,8 +245,8 @@ bool DecodeVarints(const uint8_t* q, const uint8_t* const q_end, size_t count, u
   // branches follow the keys' lengths, which a stream's keys mostly share, so they predict
   // and the next key's start is known before this one's bytes arrive.
 #if defined(STREAMSTATS_VARINT_VECTORS)
-  // Where a step stops short at a key of five bytes or more, the next 16 keys go byte by byte
-  // before the vectors are tried again: keys of 8 and 9 bytes (hashes) cost 35 ns each when
+  // Where a call of the steps stops short (at a key of five bytes or more, after fewer than 16
+  // keys), the next 16 keys go byte by byte before the vectors are tried again: keys of 8 and 9 bytes (hashes) cost 35 ns each when
   // every key began with a step that decoded nothing (varint_bench, session 24).
   size_t next_step = 0;
 #endif

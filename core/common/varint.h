@@ -1,6 +1,7 @@
 // Unsigned LEB128 varints, protobuf's: seven bits a byte, low group first, the high bit set on
 // every byte but a value's last. The wire's packed uint64 keys are in this form, and so are the
-// write-ahead log's key columns where that is smaller than eight bytes a key (server/wal.h).
+// write-ahead log's key columns where that is smaller than eight bytes a key (the batch record's
+// layout: server/session_manager.cc, EncodeBatchRecord).
 //
 // Thread safety: pure functions; SetVarintVectorsForTesting is a process-wide atomic.
 #ifndef STREAMSTATS_CORE_COMMON_VARINT_H_
@@ -53,11 +54,12 @@ inline const uint8_t* ReadVarint(const uint8_t* p, const uint8_t* end, uint64_t*
 // How many varints end in [p, end): its bytes without the high bit, eight at a time.
 size_t CountVarintEnds(const uint8_t* p, const uint8_t* end);
 
-// Decodes the varints that fill [p, end) exactly, `count` of them (CountVarintEnds), into out.
-// False where they do not: a value of ten bytes (2^63 and up) or bytes that do not end a value.
-// Keys of up to four bytes go 16 a step through 512-bit vectors where the CPU has AVX-512 VBMI2
-// (and most keys take more than one byte), else one at a time with a branch a byte, which
-// follows the keys' lengths (a stream's keys mostly share them).
+// Decodes the varints that fill [p, end) exactly, `count` of them (CountVarintEnds), into out
+// (room for `count`). False where they do not: a count other than theirs, a value of ten bytes
+// (2^63 and up), bytes that do not end a value; `out` then holds anything. Keys of up to four
+// bytes go 16 a step through 512-bit vectors where the CPU has AVX-512 VBMI2 (and most keys take
+// more than one byte), else one at a time with a branch a byte, which follows the keys' lengths
+// (a stream's keys mostly share them); keys of five to nine bytes are gathered from one word.
 bool DecodeVarints(const uint8_t* p, const uint8_t* end, size_t count, uint64_t* out);
 
 // For tests and benchmarks: whether DecodeVarints may use the 512-bit vectors where the CPU has

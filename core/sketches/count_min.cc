@@ -591,11 +591,12 @@ absl::Status CountMin::Merge(const Summary& other_summary) {
         ValueKindName(value_kind_), " ", Describe(), ", the other ",
         ValueKindName(other->value_kind_), " ", other->Describe()));
   }
-  mirror_.Detach();  // the host table changes below; the next Update uploads it again
+  mirror_.Refresh();  // the host table changes below, then goes back to the device copy
   FlushOffers();
   other->FlushOffers();
   const std::vector<uint64_t>& other_table = other->table();
   for (size_t i = 0; i < table_.size(); ++i) table_[i] += other_table[i];
+  mirror_.Reload();  // or, where it cannot, detached: the next Update uploads the table
   count_ += other->count_;
   candidates_.MergeFrom(other->candidates_,
                         [this](absl::Span<const uint64_t> ids, absl::Span<uint64_t> out) {

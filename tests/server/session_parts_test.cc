@@ -298,13 +298,18 @@ TEST(SessionParts, ConcurrentOwnedBatchesKeepTheQuantileBoundOnEveryOrder) {
 // On an accelerator: a Count-Min or FCM whose table it keeps on a device applies batches one at a
 // time (a part would be one more device table per batch); one it leaves in host memory (the GPU
 // pool under --gpu_sketches without count_min or fcm) takes parts.
-TEST(SessionParts, SketchesInHostMemoryTakePartsOnAnAccelerator) {
+// On an accelerator, parts are built on the host. A Count-Min whose table a device keeps takes
+// each merged table back there (DeviceSketch::Upload: one attach for the session's life, the
+// counters those of one sketch over every batch); an FCM on a device applies one batch at a time
+// (its copy would be dropped at every merge); sketches in host memory take parts as on the CPU.
+TEST(SessionParts, CountMinOnADeviceTakesPartsBuiltOnTheHostAndFcmThereDoesNot) {
   struct Case {
     std::string spec;
     bool keeps_sketches;
     bool parts;
   };
-  for (const Case& c : std::vector<Case>{{"count_min", true, false},
+  for (const Case& c : std::vector<Case>{{"count_min", true, true},
+                                         {"count_min:conservative=true", true, true},
                                          {"count_min", false, true},
                                          {"count_min:conservative=true", false, true},
                                          {"fcm", true, false},
@@ -314,15 +319,89 @@ TEST(SessionParts, SketchesInHostMemoryTakePartsOnAnAccelerator) {
     core::fake::FakeDeviceAccelerator device;
     device.keeps_sketches = c.keeps_sketches;
     auto session = *Session::Create(Config("hot", {c.spec}, v1::VALUE_KIND_UINT64), &device);
-    IngestConcurrently(*session, 5, [](int t, int b) {
+    auto make = [](int t, int b) {
       OwnedBatch kb;
-      for (int i = 0; i < 5000; ++i) kb.keys.push_back((t * 7919 + b * 31 + i) % 3000);
+      for (int i = 0; i < 5000; ++i) kb.keys.push_back((t * 7919 + b * 31 + i * i) % 3000);
       return kb;
-    });
-    EXPECT_EQ(session->count(), uint64_t{kThreads} * 5 * 5000);
+    };
+    // One batch alone first (it goes to the session's own summary, on the device where it is
+    // kept), then eight threads at once, then one alone again (the device copy takes the merged
+    // table before it).
+    ASSERT_TRUE(session->Ingest(make(kThreads, 0).view(), "", 0).ok());
+    IngestConcurrently(*session, 5, make);
+    ASSERT_TRUE(session->Ingest(make(kThreads, 1).view(), "", 0).ok());
+    const uint64_t n = uint64_t{kThreads} * 5 * 5000 + 2 * 5000;
+    EXPECT_EQ(session->count(), n);
     EXPECT_EQ(session->Stats().part_batches > 0, c.parts);
     EXPECT_EQ(device.stats.attaches, c.keeps_sketches ? 1 : 0);
+    const bool uploads = c.keeps_sketches && c.parts;
+    EXPECT_EQ(device.stats.uploads > 0, uploads);
+    // Against one sketch of every batch: plain counters exactly, conservative ones never above
+    // them nor below a key's count; no key with 1 % of the items missing from the candidates.
+    core::SummaryOptions plain = session->config().summaries[0];
+    plain.count_min.conservative = plain.fcm.conservative = false;
+    auto reference = *core::CreateSummary(plain, core::ValueKind::kUint64);
+    absl::flat_hash_map<uint64_t, uint64_t> exact;
+    for (int t = 0; t <= kThreads; ++t) {
+      for (int b = 0; b < (t == kThreads ? 2 : 5); ++b) {
+        const OwnedBatch kb = make(t, b);
+        for (uint64_t k : kb.keys) ++exact[k];
+        ASSERT_TRUE(reference->Update(kb.view()).ok());
+      }
+    }
+    std::vector<uint64_t> asked;
+    for (uint64_t k = 0; k < 3100; ++k) asked.push_back(k);
+    const core::Keys keys = Uint64Keys(asked);
+    auto got = session->Frequencies(keys, "");
+    ASSERT_TRUE(got.ok()) << got.status();
+    auto want = *reference->Frequencies(keys);
+    const bool conservative = c.spec.find("conservative") != std::string::npos;
+    for (size_t i = 0; i < asked.size(); ++i) {
+      const core::FrequencyAnswer& a = got->results[0].answers[i];
+      const uint64_t f = exact.contains(asked[i]) ? exact[asked[i]] : 0;
+      EXPECT_GE(a.estimate, f) << asked[i];
+      if (c.spec.rfind("count_min", 0) == 0 && !conservative) {
+        EXPECT_EQ(a.estimate, want[i].estimate) << asked[i];
+      } else if (c.spec.rfind("count_min", 0) == 0) {
+        EXPECT_LE(a.estimate, want[i].estimate) << asked[i];
+      }
+    }
+    ExpectNoFalseNegatives(*session, c.spec.substr(0, c.spec.find(':')), 0.01, n, exact);
   }
+}
+
+// A device that fails to take a merged table back: the session's Count-Min goes on from its
+// host table, which holds every batch (a device failure: it stays on the host).
+TEST(SessionParts, AFailedUploadOfAMergedTableLosesNothing) {
+  core::fake::FakeDeviceAccelerator device;
+  device.stats.fail_upload_at = 0;
+  auto session = *Session::Create(Config("hot", {"count_min"}, v1::VALUE_KIND_UINT64), &device);
+  auto make = [](int t, int b) {
+    OwnedBatch kb;
+    for (int i = 0; i < 4000; ++i) kb.keys.push_back((t * 131 + b * 17 + i) % 2000);
+    return kb;
+  };
+  ASSERT_TRUE(session->Ingest(make(kThreads, 0).view(), "", 0).ok());  // attaches
+  IngestConcurrently(*session, 4, make);
+  ASSERT_GT(session->Stats().part_batches, 0u);
+  ASSERT_TRUE(session->Ingest(make(kThreads, 1).view(), "", 0).ok());  // the upload fails
+  EXPECT_GE(device.stats.uploads, 1);
+  auto reference = *core::CreateSummary(session->config().summaries[0], core::ValueKind::kUint64);
+  ASSERT_TRUE(reference->Update(make(kThreads, 0).view()).ok());
+  ASSERT_TRUE(reference->Update(make(kThreads, 1).view()).ok());
+  for (int t = 0; t < kThreads; ++t) {
+    for (int b = 0; b < 4; ++b) ASSERT_TRUE(reference->Update(make(t, b).view()).ok());
+  }
+  std::vector<uint64_t> asked;
+  for (uint64_t k = 0; k < 2000; k += 7) asked.push_back(k);
+  const core::Keys keys = Uint64Keys(asked);
+  auto got = session->Frequencies(keys, "");
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto want = *reference->Frequencies(keys);
+  for (size_t i = 0; i < asked.size(); ++i) {
+    EXPECT_EQ(got->results[0].answers[i].estimate, want[i].estimate) << asked[i];
+  }
+  EXPECT_EQ(session->count(), uint64_t{kThreads} * 4 * 4000 + 2 * 4000);
 }
 
 TEST(SessionParts, OneStreamAndWindowsApplyInOrderWithoutParts) {

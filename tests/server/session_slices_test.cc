@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "server/executor.h"
 #include "server/session.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/server/session_test_util.h"
 
 namespace streamstats::server {
@@ -250,6 +251,29 @@ TEST(SessionSlices, SmallBatchesWindowsAndPbfAreNeverSliced) {
     EXPECT_EQ(session->count(), c.window.empty() || c.items * 3 <= 1000000 ? 3 * c.items : 1000000);
     EXPECT_EQ(session->sliced_batches(), 0u);
     EXPECT_EQ(session->Stats().part_batches, 0u);
+  }
+}
+
+// A summary whose table a device keeps takes one stream's large batch whole, in one trip, not in
+// slices built on the host and merged (before session 24 each HyperLogLog slice attached a device
+// table of its own). The same summaries in host memory on the same accelerator are sliced.
+TEST(SessionSlices, SummariesOnADeviceTakeALargeBatchWhole) {
+  auto helpers = IdleHelpers();
+  for (const std::string spec : {"count_min", "fcm", "hll:p=12"}) {
+    for (const bool on_device : {true, false}) {
+      SCOPED_TRACE(spec + (on_device ? " on the device" : " in host memory"));
+      core::fake::FakeDeviceAccelerator device;
+      device.keeps_sketches = on_device;
+      auto session = *Session::Create(Config("s", {spec}, v1::VALUE_KIND_UINT64), &device);
+      session->set_slice_helpers(helpers.get());
+      OwnedBatch b;
+      for (size_t i = 0; i < kBatchItems; ++i) b.keys.push_back(i * i % 7777);
+      for (int k = 0; k < 3; ++k) ASSERT_TRUE(session->Ingest(b.view(), "", 0).ok());
+      EXPECT_EQ(session->count(), 3 * kBatchItems);
+      EXPECT_EQ(session->sliced_batches(), on_device ? 0u : 3u);
+      EXPECT_EQ(device.stats.attaches, on_device ? 1 : 0);
+      EXPECT_EQ(device.stats.adds, on_device ? 3 : 0);
+    }
   }
 }
 

@@ -206,9 +206,26 @@ TEST(DeviceMirror, MergeAndSetAcceleratorMoveTheTableAndKeepItExact) {
   ASSERT_TRUE(cpu_a->Merge(*cpu_b).ok());
   ASSERT_TRUE(dev_a->Merge(*dev_b).ok());
   EXPECT_EQ(cpu_a->Serialize(), dev_a->Serialize());
-  // After the merge the table goes back to the device with the next batch.
+  // The device copy stays attached (DeviceMirror::Reload) and takes the merged table before the
+  // next batch: a second merge first costs no upload.
+  EXPECT_TRUE(dynamic_cast<CountMin&>(*dev_a).on_device());
+  ASSERT_TRUE(cpu_a->Merge(*cpu_b).ok());
+  ASSERT_TRUE(dev_a->Merge(*dev_b).ok());
+  EXPECT_EQ(cpu_a->Serialize(), dev_a->Serialize());
+  EXPECT_EQ(fake.stats.uploads, 0);
   FeedAndCompare(b, cpu_a.get(), dev_a.get(), 3, true);
-  EXPECT_EQ(fake.stats.attaches, 3);
+  EXPECT_EQ(fake.stats.uploads, 1);
+  EXPECT_EQ(fake.stats.attaches, 2);
+  EXPECT_TRUE(dynamic_cast<CountMin&>(*dev_a).on_device());
+  // An upload that fails is a device failure: the batch and the merged table stay on the host,
+  // every item in them.
+  fake.stats.fail_upload_at = fake.stats.uploads;
+  ASSERT_TRUE(cpu_a->Merge(*cpu_b).ok());
+  ASSERT_TRUE(dev_a->Merge(*dev_b).ok());
+  FeedAndCompare(b, cpu_a.get(), dev_a.get(), 5, true);
+  EXPECT_FALSE(dynamic_cast<CountMin&>(*dev_a).on_device());
+  EXPECT_EQ(dynamic_cast<CountMin&>(*dev_a).device_failures(), 1u);
+  EXPECT_EQ(fake.stats.attaches, 2);
   dev_a->set_accelerator(nullptr);  // back to the CPU: the table comes home
   EXPECT_FALSE(dynamic_cast<CountMin&>(*dev_a).on_device());
   FeedAndCompare(a, cpu_a.get(), dev_a.get(), 4, true);

@@ -27,9 +27,11 @@ struct FakeDeviceStats {
   int adds = 0;
   int downloads = 0;
   int counts = 0;
+  int uploads = 0;
   int fail_add_at = -1;       // the n-th Add (0-based) fails
   int fail_download_at = -1;  // the n-th Download fails
   int fail_count_at = -1;     // the n-th CountSetPositions fails
+  int fail_upload_at = -1;    // the n-th Upload fails
 };
 
 // Keeps the state in "device" memory of its own; Count-Min through CountMinPlainAdd
@@ -137,6 +139,17 @@ class FakeDeviceSketch final : public DeviceSketch {
   }
 
   // Every position counted (the host cuts counts short), as the GPU's query kernel does.
+  // Count-Min only, as the GPU pool: the table replaced (after a failure, half of it).
+  absl::Status Upload(absl::Span<const uint64_t> state) override {
+    if (rows_.empty()) return DeviceSketch::Upload(state);
+    if (stats_->uploads++ == stats_->fail_upload_at) {
+      std::copy(state.begin(), state.begin() + state.size() / 2, state_.begin());
+      return absl::InternalError("injected upload error");
+    }
+    std::copy(state.begin(), state.end(), state_.begin());
+    return absl::OkStatus();
+  }
+
   absl::Status CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
                                  uint64_t* set_bits) override {
     if (!rows_.empty() || fcm_walk_ != nullptr) {

@@ -50,6 +50,9 @@ std::vector<std::vector<uint64_t>> KeySets() {
 }
 
 TEST(Varint, AppendsWhatTheReferenceEncodesAndDecodesBackWithVectorsAndWithout) {
+  // Where the CPU has no AVX-512 VBMI2 the "vectors" pass decodes byte by byte too: say which.
+  ::testing::Test::RecordProperty("varint_vectors", VarintVectorsInUse() ? "yes" : "no");
+  ::testing::Test::RecordProperty("varint_pdep", internal::VarintPdepInUse() ? "yes" : "no");
   for (const std::vector<uint64_t>& keys : KeySets()) {
     SCOPED_TRACE(keys.size());
     const std::string want = Reference(keys);

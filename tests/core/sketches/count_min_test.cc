@@ -448,5 +448,37 @@ TEST(CountMin, SerializationRoundTripsAnswerIdentically) {
   }
 }
 
+// EstimateIds (a merge's estimates of its union of candidates, hashed in vectors) equals
+// EstimateId key by key: widths below and above the AVX-512 kernel's 2^20, every kernel level,
+// fed keys and unseen ones, full 64-bit ids.
+TEST(CountMin, EstimateIdsEqualsEstimateIdForEveryWidthAndKernel) {
+  using count_min_internal::Simd;
+  std::mt19937_64 rng(55);
+  for (const double epsilon : {0.3, 0.001, 1e-5, 2e-6}) {
+    SummaryOptions o;
+    o.kind = SummaryKind::kCountMin;
+    o.count_min.epsilon = epsilon;
+    auto summary = *CreateSummary(o, ValueKind::kUint64);
+    std::vector<uint64_t> keys(20000);
+    for (uint64_t& k : keys) k = rng() % 3 == 0 ? rng() : rng() % 5000;
+    Batch b;
+    b.kind = ValueKind::kUint64;
+    b.keys = keys;
+    ASSERT_TRUE(summary->Update(b).ok());
+    const auto& cm = static_cast<const CountMin&>(*summary);
+    std::vector<uint64_t> ids(keys.begin(), keys.begin() + 3000);
+    for (int i = 0; i < 1000; ++i) ids.push_back(rng());
+    for (const Simd simd : {Simd::kAvx512, Simd::kAvx2, Simd::kNone}) {
+      SCOPED_TRACE(::testing::Message() << "epsilon " << epsilon << " simd "
+                                        << static_cast<int>(simd));
+      count_min_internal::LimitSimd(simd);
+      std::vector<uint64_t> out(ids.size());
+      cm.EstimateIds(ids, absl::MakeSpan(out));
+      for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(out[i], cm.EstimateId(ids[i])) << ids[i];
+    }
+    count_min_internal::LimitSimd(Simd::kAvx512);
+  }
+}
+
 }  // namespace
 }  // namespace streamstats::core

@@ -293,5 +293,30 @@ TEST(HeavyHitterCandidates, MergeFromEqualsOfferingTheUnionOnceInAnyOrder) {
   }
 }
 
+// MergeFrom with itself (its strings viewed from its own slots while the set is rebuilt: long
+// ones, on the heap, so a sanitizer sees a read after their release), through the batch form of
+// the estimator, and into a set of capacity 0.
+TEST(HeavyHitterCandidates, MergeFromItselfWithLongStringsAndABatchEstimator) {
+  HeavyHitterCandidates a(8);
+  for (uint64_t id = 0; id < 20; ++id) a.Offer(id, id + 1, std::string(40, 'a' + id % 26));
+  const Contents before = ContentsOf(a);
+  int calls = 0;
+  a.MergeFrom(a, [&](absl::Span<const uint64_t> ids, absl::Span<uint64_t> out) {
+    ++calls;
+    for (size_t i = 0; i < ids.size(); ++i) out[i] = 1000 - ids[i];  // the lightest ids win now
+  });
+  EXPECT_EQ(calls, 1);
+  Contents want;
+  for (const auto& [id, entry] : before) want[id] = {1000 - id, entry.second};
+  EXPECT_EQ(ContentsOf(a), want);
+  a.Offer(99, 5000, std::string(40, 'z'));  // still a working heap
+  EXPECT_EQ(ContentsOf(a).count(99), 1u);
+  HeavyHitterCandidates none(0);
+  none.MergeFrom(a, [](uint64_t id) { return id; });
+  EXPECT_EQ(none.size(), 0u);
+  none.Offer(1, 1, "");
+  EXPECT_EQ(none.size(), 0u);
+}
+
 }  // namespace
 }  // namespace streamstats::core
