@@ -41,6 +41,18 @@ bench_row() {
 # A server's flags for a run without a log, its data directory fresh.
 no_wal() { echo "--durability=none --data_dir=$WORK/d$RANDOM"; }
 
+# hll_rows NEW OLD STREAMS: HyperLogLog on the device (--gpu_sketches with hll) from NEW and OLD
+# (two server binaries), and on the CPU from NEW.
+hll_rows() {
+  local hll="--gpus=auto --gpu_sketches=count_min,conservative,pbf,ams,count_sketch,fcm,hll"
+  # shellcheck disable=SC2046,SC2086  # the flags are words
+  {
+    bench_row "hll gpu" "$1" "$3" "$3" hll 0 $hll $(no_wal)
+    bench_row "hll gpu s23" "$2" "$3" "$3" hll 0 $hll $(no_wal)
+    bench_row "hll cpu" "$1" "$3" "$3" hll 0 --gpus=none $(no_wal)
+  }
+}
+
 gpu_tests_row() {
   timeout 200 "$BIN/gpu_tests" > "$OUT/gpu_tests.log" 2>&1; echo "gpu_tests rc=$?"
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/gpu_tests.log" | head -20

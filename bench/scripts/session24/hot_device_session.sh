@@ -10,7 +10,7 @@
 source "$(dirname "$0")/../session23/common.sh" "$1"
 OLD=$BIN/streamstatsd_s23
 machine_info
-# shellcheck disable=SC2046,SC2086  # the flags are words
+# shellcheck disable=SC2046  # the flags are words
 {
   bench_row "gpu 16->1" "$SERVER" 16 1 count_min 0 --gpus=auto $(no_wal)
   bench_row "gpu 16->1 s23" "$OLD" 16 1 count_min 0 --gpus=auto $(no_wal)
@@ -22,12 +22,7 @@ machine_info
   bench_row "gpu 16x16 s23" "$OLD" 16 16 count_min 0 --gpus=auto $(no_wal)
   bench_row "gpu 1" "$SERVER" 1 1 count_min 0 --gpus=auto $(no_wal)
   bench_row "gpu 1 s23" "$OLD" 1 1 count_min 0 --gpus=auto $(no_wal)
-  HLL="--gpus=auto --gpu_sketches=count_min,conservative,pbf,ams,count_sketch,fcm,hll"
-  for s in 1 4; do
-    bench_row "hll gpu" "$SERVER" "$s" "$s" hll 0 $HLL $(no_wal)
-    bench_row "hll gpu s23" "$OLD" "$s" "$s" hll 0 $HLL $(no_wal)
-    bench_row "hll cpu" "$SERVER" "$s" "$s" hll 0 --gpus=none $(no_wal)
-  done
 }
+for s in 1 4; do hll_rows "$SERVER" "$OLD" "$s"; done
 gpu_tests_row
 date -u

@@ -22,15 +22,7 @@ for summ in count_min fcm; do
     bench_row "cpu 1 s23" "$OLD" 1 1 "$summ" 0 --gpus=none $(no_wal)
   }
 done
-HLL="--gpus=auto --gpu_sketches=count_min,conservative,pbf,ams,count_sketch,fcm,hll"
-for s in 1 4; do
-  # shellcheck disable=SC2046,SC2086  # the flags are words
-  {
-    bench_row "hll gpu" "$SERVER" "$s" "$s" hll 0 $HLL $(no_wal)
-    bench_row "hll gpu s23" "$OLD" "$s" "$s" hll 0 $HLL $(no_wal)
-    bench_row "hll cpu" "$SERVER" "$s" "$s" hll 0 --gpus=none $(no_wal)
-  }
-done
+for s in 1 4; do hll_rows "$SERVER" "$OLD" "$s"; done
 timeout 100 "$BIN/varint_bench"
 gpu_tests_row
 date -u
