@@ -15,6 +15,11 @@
 //                                            doubles and uniform keys over 10^6)
 //                     [--validate]   (each batch passes Session::Validate first, as the server's
 //                                     Ingest does before Session::Ingest)
+//                     [--sessions=one|each]   (one: every thread into one session, the default;
+//                                             each: a session per thread, as T streams into T
+//                                             sessions: the host's own scaling, with no parts
+//                                             or merges, the base the hot session's is read
+//                                             against)
 //
 // Prints, per summary and thread count: items/s, the speedup over the first thread count, the batches that
 // went to parts, and where the parts' time went (updating parts with no lock held; waiting for
@@ -68,6 +73,7 @@ int Run(int argc, char** argv) {
   int slice_helpers = 0;
   bool uniform = false;
   bool validate = false;
+  bool session_each = false;
   size_t slice_items = server::Session::kSliceItems;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
@@ -95,13 +101,16 @@ int Run(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&a, "--data=")) {
       if (a != "zipf" && a != "uniform") return std::fprintf(stderr, "bad --data\n"), 2;
       uniform = a == "uniform";
+    } else if (absl::ConsumePrefix(&a, "--sessions=")) {
+      if (a != "one" && a != "each") return std::fprintf(stderr, "bad --sessions\n"), 2;
+      session_each = a == "each";
     } else if (a == "--validate") {
       validate = true;
     } else {
       std::fprintf(stderr,
                    "usage: hot_session_bench [--threads=1,2,4] [--batch=B] [--items=N] "
                    "[--summary=SPEC]... [--slice_helpers=H] [--slice_items=S] [--data=zipf|uniform] "
-                   "[--validate]\n");
+                   "[--validate] [--sessions=one|each]\n");
       return 2;
     }
   }
@@ -113,9 +122,10 @@ int Run(int argc, char** argv) {
   const size_t pool = std::max<size_t>(batch * 64, std::min<size_t>(items, batch * 256));
   const Data data = Generate(pool, uniform);
   const size_t batches_in_pool = pool / batch;
-  std::printf("hot_session_bench: %zu items per run, batches of %zu, %u hardware threads, %d slice helpers, %s data%s\n",
+  std::printf("hot_session_bench: %zu items per run, batches of %zu, %u hardware threads, %d slice helpers, %s data%s, %s\n",
               items, batch, std::thread::hardware_concurrency(), slice_helpers,
-              uniform ? "uniform" : "zipf", validate ? ", validated" : "");
+              uniform ? "uniform" : "zipf", validate ? ", validated" : "",
+              session_each ? "a session per thread" : "one session");
   std::unique_ptr<server::Executor> helpers;
   if (slice_helpers > 0) helpers = std::make_unique<server::Executor>(slice_helpers, server::ThreadPriority{}, "slices");
   std::printf("| summary | threads | items/s | speedup | part batches | sliced | part update s | merge wait s | merge s |\n");
@@ -130,11 +140,15 @@ int Run(int argc, char** argv) {
     *spec.add_summaries() = *summary;
     double first = 0;  // the first thread count's rate: the speedup's base
     for (int threads : thread_counts) {
-      auto config = server::ConfigFromSpec(spec);
-      if (!config.ok()) return std::fprintf(stderr, "%s\n", config.status().ToString().c_str()), 2;
-      auto session = server::Session::Create(*std::move(config), nullptr);
-      if (!session.ok()) return std::fprintf(stderr, "%s\n", session.status().ToString().c_str()), 2;
-      (*session)->set_slice_helpers(helpers.get(), slice_items);
+      std::vector<std::unique_ptr<server::Session>> sessions;
+      for (int s = 0; s < (session_each ? threads : 1); ++s) {
+        auto config = server::ConfigFromSpec(spec);
+        if (!config.ok()) return std::fprintf(stderr, "%s\n", config.status().ToString().c_str()), 2;
+        auto session = server::Session::Create(*std::move(config), nullptr);
+        if (!session.ok()) return std::fprintf(stderr, "%s\n", session.status().ToString().c_str()), 2;
+        (*session)->set_slice_helpers(helpers.get(), slice_items);
+        sessions.push_back(*std::move(session));
+      }
       const size_t total_batches = std::max<size_t>(1, items / batch);
       std::atomic<size_t> next{0};
       std::atomic<int> ready{0};
@@ -142,7 +156,8 @@ int Run(int argc, char** argv) {
       std::vector<std::thread> workers;
       std::chrono::steady_clock::time_point start;
       for (int t = 0; t < threads; ++t) {
-        workers.emplace_back([&] {
+        server::Session* session = sessions[session_each ? t : 0].get();
+        workers.emplace_back([&, session] {
           ready.fetch_add(1);
           while (ready.load() < threads) std::this_thread::yield();
           for (size_t b; (b = next.fetch_add(1)) < total_batches;) {
@@ -155,8 +170,8 @@ int Run(int argc, char** argv) {
               view.kind = core::ValueKind::kUint64;
               view.keys = absl::MakeConstSpan(data.keys).subspan(at, batch);
             }
-            if (validate && !(*session)->Validate(view).ok()) failed = true;
-            if (!(*session)->Ingest(view, "", 0).ok()) failed = true;
+            if (validate && !session->Validate(view).ok()) failed = true;
+            if (!session->Ingest(view, "", 0).ok()) failed = true;
           }
         });
       }
@@ -166,14 +181,24 @@ int Run(int argc, char** argv) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (failed) return std::fprintf(stderr, "an Ingest failed\n"), 1;
-      const server::SessionStats stats = (*session)->Stats();
+      server::SessionStats stats;  // summed over the sessions
+      uint64_t sliced = 0;
+      for (const auto& session : sessions) {
+        const server::SessionStats one = session->Stats();
+        stats.part_batches += one.part_batches;
+        stats.batches += one.batches;
+        stats.part_update_seconds += one.part_update_seconds;
+        stats.merge_wait_seconds += one.merge_wait_seconds;
+        stats.merge_seconds += one.merge_seconds;
+        sliced += session->sliced_batches();
+      }
       const double rate = static_cast<double>(total_batches * batch) / seconds;
       if (threads == thread_counts.front()) first = rate;
       std::printf("| %s | %d | %.1f M | %.2fx | %llu / %llu | %llu | %.2f | %.2f | %.2f |\n", text.c_str(),
                   threads, rate / 1e6, rate / first,
                   static_cast<unsigned long long>(stats.part_batches),
                   static_cast<unsigned long long>(stats.batches),
-                  static_cast<unsigned long long>((*session)->sliced_batches()), stats.part_update_seconds,
+                  static_cast<unsigned long long>(sliced), stats.part_update_seconds,
                   stats.merge_wait_seconds, stats.merge_seconds);
       std::fflush(stdout);
     }

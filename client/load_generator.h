@@ -60,6 +60,10 @@ struct LoadOptions {
   uint64_t seed = 1;
   bool json = false;                 // print one JSON object instead of the table
   double connect_timeout_s = 10;     // how long to wait for the server to accept a connection
+  // The nice value of the stream threads (writer and reader, 0-19; 0: the process's own). The
+  // question thread keeps the process's own, so on a host the load generator shares with the
+  // server its questions are not queued behind its own senders: they time the server.
+  int sender_nice = 0;
 };
 
 struct LoadReport {

@@ -18,7 +18,7 @@ const char kBenchUsage[] =
     "        [--duration=SECONDS | --items=N] [--query_rate=Q] [--query=auto|quantiles|frequencies|heavy_hitters|health]\n"
     "        [--summary=KIND[:K=V,...]]... [--backend=auto|cpu|gpu] [--sessions=K] [--session=PREFIX]\n"
     "        [--in_flight=N] [--keep] [--server_pid=PID] [--token=TOKEN] [--seed=S] [--json]\n"
-    "        [--connect_timeout=SECONDS (10)]\n"
+    "        [--connect_timeout=SECONDS (10)] [--sender_nice=N (0-19; 0)]\n"
     "      load generator: items/s, MB/s, ack and query latency p50/p99, server CPU\n";
 
 QueryKind ResolveQuery(const LoadOptions& o) {
@@ -53,6 +53,10 @@ absl::Status ValidateLoadOptions(const LoadOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("connect_timeout must be in (0, 3600] seconds, got ", o.connect_timeout_s));
   }
+  if (o.sender_nice < 0 || o.sender_nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sender_nice must be in [0, 19], got ", o.sender_nice));
+  }
   if (ResolveQuery(o) == QueryKind::kQuantiles && o.payload != Payload::kDoubles && o.query_rate > 0) {
     return absl::InvalidArgumentError("quantile queries need --payload=doubles");
   }
@@ -85,6 +89,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::multimap<std::string, st
   STREAMSTATS_INT_FLAG("in_flight", max_in_flight, "an integer >= 0")
   STREAMSTATS_INT_FLAG("server_pid", server_pid, "a process id")
   STREAMSTATS_INT_FLAG("seed", seed, "an unsigned integer")
+  STREAMSTATS_INT_FLAG("sender_nice", sender_nice, "an integer in [0, 19]")
   STREAMSTATS_DOUBLE_FLAG("zipf_s", zipf_s, "a number > 0")
   STREAMSTATS_DOUBLE_FLAG("duration", duration_s, "a number of seconds > 0")
   STREAMSTATS_DOUBLE_FLAG("query_rate", query_rate, "a number of queries per second >= 0")

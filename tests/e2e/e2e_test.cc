@@ -764,9 +764,11 @@ TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
   EXPECT_LE(p50[0], p99[0]) << r.out;
   r = Shell(server.Cli("session list"));
   EXPECT_EQ(r.out.find("bench-"), std::string::npos) << r.out;  // the run deleted its sessions
-  // --query=health: the transport's round trip alone, through the gRPC health service.
+  // --query=health: the transport's round trip alone, through the gRPC health service; the
+  // senders at nice 10 (--sender_nice), the question thread at the process's own.
   r = Shell(server.Cli(
-      "bench --json --items=2000000 --batch=10000 --query=health --query_rate=200 --server_pid=" +
+      "bench --json --items=2000000 --batch=10000 --query=health --query_rate=200 "
+      "--sender_nice=10 --server_pid=" +
       std::to_string(server.pid())));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("\"query\": \"Health.Check\""), std::string::npos) << r.out;
@@ -789,6 +791,9 @@ TEST_F(EndToEnd, BenchReportsItsFiguresAndSaysWhenNoServerAnswers) {
   r = Shell(std::string(STREAMSTATS_BIN) + " bench --items=1000 --connect_timeout=0");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("connect_timeout"), std::string::npos) << r.out;
+  r = Shell(std::string(STREAMSTATS_BIN) + " bench --items=1000 --sender_nice=20");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("sender_nice must be in [0, 19], got 20"), std::string::npos) << r.out;
 }
 
 // The GPU pool's tuning flags are checked whether or not a GPU is built in or used (issue 14).

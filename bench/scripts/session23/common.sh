@@ -13,8 +13,12 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version 
 # binary: streamstatsd, an older one, or ingest_sink) on loopback, runs `streamstats bench`
 # against it (batches of 10^5 Zipf(1.1) uint64 keys, 4 s), prints one row (items/s, server and
 # client CPU, ack and question latency) and stops the server. DURATION (default 4) sets the
-# seconds of the run. With PROFILE set to a perf event
-# (e.g. "-e cpu-clock"), `perf record -g` ($PERF) samples the server for 2 s into $OUT/LABEL.data.
+# seconds of the run; CLIENT_FLAGS (words) go to `streamstats bench` too, and CLIENT (a binary)
+# replaces the carried `streamstats` for the row; PAYLOAD and DISTRIBUTION (default uint64, zipf)
+# change what it sends. With PROFILE set to a perf event
+# (e.g. "-e cpu-clock"), `perf record -g` ($PERF) samples the server for 2 s into $OUT/LABEL.data;
+# with CLIENT_PROFILE set likewise, the load generator from its second 1.5 s on into
+# $OUT/LABEL.client.data. The row ends with the host's busy cores over the run (/proc/stat).
 bench_row() {
   local label=$1 server=$2 s=$3 ss=$4 summ=$5 q=$6 pp=""
   shift 6
@@ -25,17 +29,34 @@ bench_row() {
       > /dev/null 2>&1) &
     pp=$!
   fi
-  timeout $((30 + ${DURATION:-4})) "$CLI" --server="$STARTED_ADDR" bench --server_pid="$STARTED_PID" --streams="$s" \
-    --sessions="$ss" --batch=100000 --payload=uint64 --summary="$summ" \
-    --distribution=zipf --query_rate="$q" --duration="${DURATION:-4}" > "$WORK/out" 2>&1
+  local wrap="" busy0
+  # shellcheck disable=SC2086  # CLIENT_PROFILE and PERF are word lists
+  [ -n "${CLIENT_PROFILE:-}" ] && wrap="$PERF record -D 1500 $CLIENT_PROFILE -g -o $OUT/$label.client.data --"
+  busy0=$(host_busy)
+  # shellcheck disable=SC2086  # CLIENT_FLAGS and wrap are word lists
+  timeout $((30 + ${DURATION:-4})) $wrap "${CLIENT:-$CLI}" --server="$STARTED_ADDR" bench --server_pid="$STARTED_PID" --streams="$s" \
+    --sessions="$ss" --batch=100000 --payload="${PAYLOAD:-uint64}" --summary="$summ" \
+    --distribution="${DISTRIBUTION:-zipf}" --query_rate="$q" --duration="${DURATION:-4}" ${CLIENT_FLAGS:-} \
+    > "$WORK/out" 2>&1
   printf "%-22s S=%-2s/%-2s %-28s %s | %s | %s | %s\n" "$label" "$s" "$ss" "$summ" \
     "$(grep throughput "$WORK/out" | awk '{printf "%8.2f M", $2/1e6}')" \
     "$(grep 'server CPU' "$WORK/out" | sed 's/^ *//;s/(pid [0-9]*) *//')" \
     "$(grep -i 'ack lat' "$WORK/out" | sed 's/^ *//;s/(8 in.*//')" \
     "$(grep -i 'queries' "$WORK/out" | sed 's/^ *//')"
+  echo "   host busy cores over the run: $(host_busy_since "$busy0")"
   [ -n "$pp" ] && wait "$pp"
   kill "$STARTED_PID"; wait "$STARTED_PID" 2>/dev/null
   rm -rf "$WORK"/d*
+}
+
+# host_busy: "busy total" jiffies of all CPUs (/proc/stat); host_busy_since EARLIER: the busy
+# cores in between (user, nice, system, irq, softirq, steal over the elapsed jiffies, x cores).
+host_busy() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
+host_busy_since() {
+  local now
+  now=$(host_busy)
+  awk -v a="$1" -v b="$now" -v n="$(nproc)" 'BEGIN {split(a, x, " "); split(b, y, " ");
+    printf "%.2f of %d", (y[1] - x[1]) / (y[2] - x[2]) * n, n}'
 }
 
 # A server's flags for a run without a log, its data directory fresh.
