@@ -15,6 +15,8 @@
 //                                            doubles and uniform keys over 10^6)
 //                     [--validate]   (each batch passes Session::Validate first, as the server's
 //                                     Ingest does before Session::Ingest)
+//                     [--count_min_simd=avx512|avx2|none]   (caps Count-Min's bucket kernel,
+//                                             count_min_internal::LimitSimd: the same buckets)
 //                     [--sessions=one|each]   (one: every thread into one session, the default;
 //                                             each: a session per thread, as T streams into T
 //                                             sessions: the host's own scaling, with no parts
@@ -37,6 +39,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_common.h"
 #include "client/spec_parser.h"
+#include "core/sketches/count_min.h"
 #include "server/convert.h"
 #include "server/executor.h"
 #include "server/session.h"
@@ -101,6 +104,14 @@ int Run(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&a, "--data=")) {
       if (a != "zipf" && a != "uniform") return std::fprintf(stderr, "bad --data\n"), 2;
       uniform = a == "uniform";
+    } else if (absl::ConsumePrefix(&a, "--count_min_simd=")) {
+      using core::count_min_internal::Simd;
+      if (a != "avx512" && a != "avx2" && a != "none") {
+        return std::fprintf(stderr, "bad --count_min_simd\n"), 2;
+      }
+      core::count_min_internal::LimitSimd(a == "avx512" ? Simd::kAvx512
+                                          : a == "avx2" ? Simd::kAvx2
+                                                        : Simd::kNone);
     } else if (absl::ConsumePrefix(&a, "--sessions=")) {
       if (a != "one" && a != "each") return std::fprintf(stderr, "bad --sessions\n"), 2;
       session_each = a == "each";
@@ -110,7 +121,7 @@ int Run(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: hot_session_bench [--threads=1,2,4] [--batch=B] [--items=N] "
                    "[--summary=SPEC]... [--slice_helpers=H] [--slice_items=S] [--data=zipf|uniform] "
-                   "[--validate] [--sessions=one|each]\n");
+                   "[--validate] [--sessions=one|each] [--count_min_simd=avx512|avx2|none]\n");
       return 2;
     }
   }
