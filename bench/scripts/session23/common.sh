@@ -78,3 +78,33 @@ gpu_tests_row() {
   timeout 200 "$BIN/gpu_tests" > "$OUT/gpu_tests.log" 2>&1; echo "gpu_tests rc=$?"
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/gpu_tests.log" | head -20
 }
+
+# perf_setup: unpacks the carried perf.tgz (the dev VM's perf and its libraries) and sets $PERF.
+perf_setup() {
+  mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
+  PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+}
+
+# perf_tables NAME [BY]: $OUT/NAME.data (bench_row's PROFILE writes LABEL.data, CLIENT_PROFILE
+# LABEL.client.data) as text: NAME.top.txt (self samples by symbol), NAME.BY.txt (self samples by
+# BY: comm, dso, ...; default comm), NAME.children.txt (with callees, >= 2 %); prints the first
+# lines of the first two and removes the data file.
+perf_tables() {
+  local name=$1 by=${2:-comm} data="$OUT/$1.data"
+  $PERF report -i "$data" --no-children --sort sym --stdio -g none 2>/dev/null |
+    grep -v "^#" | grep -v "^$" | head -45 > "$OUT/$name.top.txt"
+  $PERF report -i "$data" --no-children --sort "$by" --stdio -g none 2>/dev/null |
+    grep -v "^#" | grep -v "^$" | head -20 > "$OUT/$name.$by.txt"
+  $PERF report -i "$data" --children --sort sym --stdio -g none --percent-limit 2 2>/dev/null |
+    grep -v "^#" | grep -v "^$" | head -60 > "$OUT/$name.children.txt"
+  rm -f "$data"
+  echo "== $name"; head -25 "$OUT/$name.top.txt"; head -12 "$OUT/$name.$by.txt"
+}
+
+# perf_sleeps NAME: $OUT/NAME.data recorded with -e sched:sched_switch, as where the threads went
+# to sleep (callers, >= 2 %) in NAME.callers.txt; removes the data file.
+perf_sleeps() {
+  $PERF report -i "$OUT/$1.data" --no-children --sort sym --stdio -G --percent-limit 2 2>/dev/null |
+    grep -v "^#" | grep -v "^$" | cut -c1-200 | head -200 > "$OUT/$1.callers.txt"
+  rm -f "$OUT/$1.data"
+}

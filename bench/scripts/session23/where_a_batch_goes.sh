@@ -3,8 +3,7 @@
 # the server's time goes (perf record -g of cpu-clock and of sched:sched_switch; perf carried as
 # perf.tgz: the dev VM's perf and its libraries). Usage: where_a_batch_goes.sh CARRIED_FOLDER
 source "$(dirname "$0")/common.sh" "$1"
-mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
-PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+perf_setup
 G="--gpus=auto --gpu_sketches=count_min,fcm"
 # shellcheck disable=SC2046,SC2086  # flag lists
 {

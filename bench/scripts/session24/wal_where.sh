@@ -5,8 +5,7 @@
 # Usage: wal_where.sh CARRIED_FOLDER (binaries, lib/ and perf.tgz inside)
 # shellcheck source=bench/scripts/session23/common.sh
 source "$(dirname "$0")/../session23/common.sh" "$1"
-mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
-PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+perf_setup
 df -hT "$WORK" | tail -1; free -g | head -2
 grep -H . /proc/sys/vm/dirty_ratio /proc/sys/vm/dirty_background_ratio /proc/sys/vm/dirty_bytes
 rate() { awk '/copied/ {print $(NF-1), $NF}'; }

@@ -6,8 +6,7 @@
 # Usage: client_where.sh CARRIED_FOLDER (binaries, lib/ and perf.tgz inside)
 # shellcheck source=bench/scripts/session23/common.sh
 source "$(dirname "$0")/../session23/common.sh" "$1"
-mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
-PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+perf_setup
 machine_info
 # shellcheck disable=SC2046  # no_wal's flags are words
 {
@@ -17,14 +16,5 @@ machine_info
   bench_row cpu1 "$SERVER" 1 1 count_min 0 --gpus=none $(no_wal)
   bench_row gpu16 "$SERVER" 16 16 count_min 0 --gpus=auto $(no_wal)
 }
-for p in sink16 cpu16; do
-  $PERF report -i "$OUT/$p.client.data" --no-children --sort sym --stdio -g none 2>/dev/null |
-    grep -v "^#" | grep -v "^$" | head -40 > "$OUT/$p.client.top.txt"
-  $PERF report -i "$OUT/$p.client.data" --no-children --sort dso --stdio -g none 2>/dev/null |
-    grep -v "^#" | grep -v "^$" | head -12 > "$OUT/$p.client.dso.txt"
-  $PERF report -i "$OUT/$p.client.data" --children --sort sym --stdio -g none --percent-limit 3 \
-    2>/dev/null | grep -v "^#" | grep -v "^$" | head -50 > "$OUT/$p.client.children.txt"
-  rm -f "$OUT/$p.client.data"
-  echo "== $p client"; head -25 "$OUT/$p.client.top.txt"; cat "$OUT/$p.client.dso.txt"
-done
+for p in sink16 cpu16; do perf_tables "$p.client" dso; done
 date -u

@@ -7,8 +7,7 @@
 # Usage: gpu_where.sh CARRIED_FOLDER (binaries, lib/ and perf.tgz inside)
 # shellcheck source=bench/scripts/session23/common.sh
 source "$(dirname "$0")/../session23/common.sh" "$1"
-mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
-PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+perf_setup
 machine_info
 # shellcheck disable=SC2046  # no_wal's flags are words
 {
@@ -18,17 +17,6 @@ machine_info
   PROFILE="-e cpu-clock" bench_row gpu1 "$SERVER" 1 1 count_min 0 --gpus=auto $(no_wal)
   CLIENT_FLAGS=--in_flight=32 bench_row "gpu16 in_flight 32" "$SERVER" 16 16 count_min 0 --gpus=auto $(no_wal)
 }
-for p in gpu16 gpu1; do
-  $PERF report -i "$OUT/$p.data" --no-children --sort sym --stdio -g none 2>/dev/null |
-    grep -v "^#" | grep -v "^$" | head -45 > "$OUT/$p.top.txt"
-  $PERF report -i "$OUT/$p.data" --no-children --sort comm --stdio -g none 2>/dev/null |
-    grep -v "^#" | grep -v "^$" | head -20 > "$OUT/$p.comm.txt"
-  $PERF report -i "$OUT/$p.data" --children --sort sym --stdio -g none --percent-limit 2 \
-    2>/dev/null | grep -v "^#" | grep -v "^$" | head -60 > "$OUT/$p.children.txt"
-  rm -f "$OUT/$p.data"
-  echo "== $p"; head -30 "$OUT/$p.top.txt"; head -14 "$OUT/$p.comm.txt"
-done
-$PERF report -i "$OUT/gpu16sw.data" --no-children --sort sym --stdio -G 2>/dev/null |
-  grep -v "^#" | grep -v "^$" | head -120 > "$OUT/gpu16sw.callers.txt"
-rm -f "$OUT/gpu16sw.data"
+for p in gpu16 gpu1; do perf_tables "$p"; done
+perf_sleeps gpu16sw
 date -u

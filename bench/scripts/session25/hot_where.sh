@@ -6,8 +6,7 @@
 # Usage: hot_where.sh CARRIED_FOLDER (binaries, lib/ and perf.tgz inside)
 # shellcheck source=bench/scripts/session23/common.sh
 source "$(dirname "$0")/../session23/common.sh" "$1"
-mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
-PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+perf_setup
 machine_info
 # shellcheck disable=SC2046  # no_wal's flags are words
 {
@@ -16,14 +15,6 @@ machine_info
   CLIENT_FLAGS=--in_flight=2 bench_row "hot in_flight 2" "$SERVER" 16 1 count_min 0 --gpus=none $(no_wal)
   CLIENT_FLAGS=--in_flight=32 bench_row "hot in_flight 32" "$SERVER" 16 1 count_min 0 --gpus=none $(no_wal)
 }
-$PERF report -i "$OUT/hot.data" --no-children --sort sym --stdio -g none 2>/dev/null |
-  grep -v "^#" | grep -v "^$" | head -45 > "$OUT/hot.top.txt"
-$PERF report -i "$OUT/hot.data" --no-children --sort comm --stdio -g none 2>/dev/null |
-  grep -v "^#" | grep -v "^$" | head -24 > "$OUT/hot.comm.txt"
-$PERF report -i "$OUT/hot.data" --children --sort sym --stdio -g none --percent-limit 1.5 \
-  2>/dev/null | grep -v "^#" | grep -v "^$" | head -70 > "$OUT/hot.children.txt"
-$PERF report -i "$OUT/hotsw.data" --no-children --sort sym --stdio -G --percent-limit 2 2>/dev/null |
-  grep -v "^#" | grep -v "^$" | cut -c1-200 | head -200 > "$OUT/hotsw.callers.txt"
-rm -f "$OUT"/*.data
-head -30 "$OUT/hot.top.txt"; head -20 "$OUT/hot.comm.txt"
+perf_tables hot
+perf_sleeps hotsw
 date -u

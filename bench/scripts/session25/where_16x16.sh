@@ -8,8 +8,7 @@
 # Usage: where_16x16.sh CARRIED_FOLDER (binaries, hot_session_bench, lib/ and perf.tgz inside)
 # shellcheck source=bench/scripts/session23/common.sh
 source "$(dirname "$0")/../session23/common.sh" "$1"
-mkdir -p "$WORK/p" && tar xzf "$BIN/perf.tgz" -C "$WORK/p"
-PERF="env LD_LIBRARY_PATH=$WORK/p/perflib:$LD_LIBRARY_PATH $WORK/p/perf"
+perf_setup
 machine_info
 lscpu | grep -E "^(Thread|Core|Socket|NUMA node\(s\)|L1d|L2|L3)"
 timeout 150 "$BIN/hot_session_bench" --threads=1,4,8,16 --sessions=each --items=40000000 \
@@ -25,14 +24,5 @@ for s in 16 1; do bench_row sink "$SINK" "$s" "$s" count_min 0; done
   CLIENT_FLAGS=--sender_nice=10 bench_row "gpu16 q nice10" "$SERVER" 16 16 count_min 200 --gpus=auto $(no_wal)
   CLIENT_FLAGS="--query=health --sender_nice=10" bench_row "cpu16 health nice10" "$SERVER" 16 16 count_min 200 --gpus=none $(no_wal)
 }
-for p in cpu16 cpu1; do
-  $PERF report -i "$OUT/$p.data" --no-children --sort sym --stdio 2>/dev/null |
-    grep -v "^#" | grep -v "^$" | head -45 > "$OUT/$p.top.txt"
-  $PERF report -i "$OUT/$p.data" --no-children --sort comm,dso --stdio 2>/dev/null |
-    grep -v "^#" | grep -v "^$" | head -20 > "$OUT/$p.dso.txt"
-  $PERF report -i "$OUT/$p.data" --children --sort sym --stdio -g none --percent-limit 2 \
-    2>/dev/null | grep -v "^#" | grep -v "^$" | head -60 > "$OUT/$p.children.txt"
-  rm -f "$OUT/$p.data"
-done
-head -30 "$OUT/cpu16.top.txt"; echo ---; head -12 "$OUT/cpu16.dso.txt"
+for p in cpu16 cpu1; do perf_tables "$p" dso; done
 date -u
