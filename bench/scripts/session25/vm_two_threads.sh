@@ -7,7 +7,7 @@
 source "$(dirname "$0")/../lib.sh"
 bench_binaries "${1:?the build folder}"
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+trap 'kill ${STARTED_PID:-} 2>/dev/null; rm -rf "$W"' EXIT
 machine_info
 run() {  # THREADS BATCH PAYLOAD
   local dist=zipf out
