@@ -62,7 +62,8 @@ struct LoadOptions {
   double connect_timeout_s = 10;     // how long to wait for the server to accept a connection
   // The nice value of the stream threads (writer and reader, 0-19; 0: the process's own). The
   // question thread keeps the process's own, so on a host the load generator shares with the
-  // server its questions are not queued behind its own senders: they time the server.
+  // server its questions are not queued behind its own senders. gRPC's own threads keep the
+  // process's nice; a value below the process's is refused by the kernel and ignored.
   int sender_nice = 0;
 };
 
