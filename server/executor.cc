@@ -22,13 +22,14 @@ Executor::Executor(int threads, ThreadPriority priority, const char* name) : pri
       pthread_setname_np(pthread_self(), thread_name);
       // On Linux a policy and a nice value belong to the thread; lowering either needs no
       // privilege. A failure only costs query latency under load, never correctness.
-      int nice = priority.nice;
-      if (priority.idle) {
+      const bool lowered = i >= priority.normal_threads;
+      int nice = lowered ? priority.nice : 0;
+      if (lowered && priority.idle) {
         sched_param param{};
         param.sched_priority = 0;
         if (const int err = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param); err == 0) {
           nice = 0;  // an idle-policy thread's nice value does not count
-        } else if (i == 0) {
+        } else if (i == priority.normal_threads) {
           std::fprintf(stderr, "streamstatsd: cannot run %s threads at SCHED_IDLE (%s); nice +%d instead\n",
                        name, std::strerror(err), nice);
         }

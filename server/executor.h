@@ -27,6 +27,8 @@ namespace streamstats::server {
 struct ThreadPriority {
   bool idle = false;  // SCHED_IDLE
   int nice = 0;       // added to the nice value when not idle (or when SCHED_IDLE is refused)
+  // The first this many threads keep the process's own priority; idle and nice apply to the rest.
+  int normal_threads = 0;
 };
 
 class Executor {

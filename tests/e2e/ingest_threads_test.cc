@@ -106,6 +106,18 @@ TEST_F(IngestThreads, RunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) {
     EXPECT_EQ(server.Stop(), 0);
   }
   {
+    // mixed: ingest-0 at the server's priority, the others SCHED_IDLE (session 25).
+    Server server(dir_, {"--ingest_threads=3", "--ingest_policy=mixed"});
+    const auto first = sched_of_threads(server.pid(), "ingest-0");
+    EXPECT_EQ(first, (std::vector<Sched>(1, {SCHED_OTHER, base}))) << describe(first);
+    auto ingest = sched_of_threads(server.pid(), "ingest-");
+    std::sort(ingest.begin(), ingest.end(),
+              [](const Sched& a, const Sched& b) { return a.policy < b.policy; });
+    EXPECT_EQ(ingest, (std::vector<Sched>{{SCHED_OTHER, base}, {SCHED_IDLE, base}, {SCHED_IDLE, base}}))
+        << describe(ingest);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  {
     Server server(dir_, {"--ingest_threads=3", "--ingest_policy=nice"});
     const auto ingest = sched_of_threads(server.pid(), "ingest-");
     EXPECT_EQ(ingest, (std::vector<Sched>(3, {SCHED_OTHER, lowered}))) << describe(ingest);
@@ -124,7 +136,8 @@ TEST_F(IngestThreads, RunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) {
   r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
                          " --listen=127.0.0.1:0 --ingest_policy=fifo --data_dir=", dir_, "/bad"));
   EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("--ingest_policy must be idle, nice or auto, got 'fifo'"), std::string::npos)
+  EXPECT_NE(r.out.find("--ingest_policy must be idle, nice, mixed or auto, got 'fifo'"),
+            std::string::npos)
       << r.out;
   r = Shell(absl::StrCat("timeout 20 ", STREAMSTATSD_BIN,
                          " --listen=127.0.0.1:0 --ingest_slice_items=100 --data_dir=", dir_, "/bad"));
