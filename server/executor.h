@@ -29,6 +29,8 @@ struct ThreadPriority {
   int nice = 0;       // added to the nice value when not idle (or when SCHED_IDLE is refused)
   // The first this many threads keep the process's own priority; idle and nice apply to the rest.
   int normal_threads = 0;
+  // The same, for a pool whose every thread is one of the rest (normal_threads 0).
+  ThreadPriority Lowered() const { return {idle, nice, 0}; }
 };
 
 class Executor {

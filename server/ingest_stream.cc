@@ -39,8 +39,10 @@ class StreamStatsService::IngestReactor final
         authorization_(std::move(authorization)),
         auth_generation_(auth_generation),
         origin_(std::move(origin)),
+        // A lane per stream: each at the ingest threads' lowered priority (under
+        // --ingest_policy=mixed, not the first thread's).
         lane_(service->forwarder_ != nullptr
-                  ? std::make_unique<Executor>(1, service->executor_->priority(), "lane")
+                  ? std::make_unique<Executor>(1, service->executor_->priority().Lowered(), "lane")
                   : nullptr) {
     MutexLock lock(&mu_);
     Advance();
