@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/server_process.h"
+#include "tests/server/thread_sched.h"
 
 namespace {
 
@@ -51,19 +52,8 @@ TEST_F(IngestThreads, RunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) {
   // The policy and nice value of each thread of `pid` whose name starts with `prefix`.
   auto sched_of_threads = [](pid_t pid, const std::string& prefix) {
     std::vector<Sched> out;
-    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-      std::ifstream comm(task.path() / "comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name.rfind(prefix, 0) != 0) continue;
-      std::ifstream stat(task.path() / "stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      // Fields after the parenthesized name: state is field 3, nice 19, policy 41.
-      std::istringstream rest(text.substr(text.rfind(')') + 2));
-      std::vector<std::string> fields(3);
-      std::string field;
-      while (rest >> field) fields.push_back(field);
-      out.push_back({std::stoi(fields.at(41)), std::stoi(fields.at(19))});
+    for (const auto& t : streamstats::testing::ThreadsNamed(pid, prefix)) {
+      out.push_back({t.policy, t.nice});
     }
     return out;
   };
@@ -113,8 +103,8 @@ TEST_F(IngestThreads, RunAtTheirPolicyAndNiceValueAndBadOnesAreRefused) {
     auto ingest = sched_of_threads(server.pid(), "ingest-");
     std::sort(ingest.begin(), ingest.end(),
               [](const Sched& a, const Sched& b) { return a.policy < b.policy; });
-    EXPECT_EQ(ingest, (std::vector<Sched>{{SCHED_OTHER, base}, {SCHED_IDLE, base}, {SCHED_IDLE, base}}))
-        << describe(ingest);
+    const std::vector<Sched> want = {{SCHED_OTHER, base}, {SCHED_IDLE, base}, {SCHED_IDLE, base}};
+    EXPECT_EQ(ingest, want) << describe(ingest);
     EXPECT_EQ(server.Stop(), 0);
   }
   {

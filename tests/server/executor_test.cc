@@ -1,37 +1,22 @@
 #include "server/executor.h"
 
 #include <sched.h>
-#include <sys/resource.h>
 
 #include <atomic>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/server/thread_sched.h"
 
 namespace streamstats::server {
 namespace {
 
-// The scheduling policy (SCHED_OTHER 0, SCHED_IDLE 5) of each thread of this process whose name
-// starts with `prefix`, by name (/proc/self/task/*/stat field 41).
+// The policy of each thread of this process whose name starts with `prefix`, by name.
 std::map<std::string, int> PoliciesOf(const std::string& prefix) {
   std::map<std::string, int> out;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name.rfind(prefix, 0) != 0) continue;
-    std::ifstream stat(task.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    std::istringstream rest(text.substr(text.rfind(')') + 2));
-    std::vector<std::string> fields(3);  // fields 0-2: pid, comm and the one before state
-    std::string field;
-    while (rest >> field) fields.push_back(field);
-    out[name] = std::stoi(fields.at(41));
+  for (const streamstats::testing::ThreadSched& t : streamstats::testing::ThreadsNamed(0, prefix)) {
+    out[t.name] = t.policy;
   }
   return out;
 }
@@ -48,9 +33,9 @@ TEST(Executor, TheFirstThreadsKeepTheProcessPriorityAndTheRestAreLowered) {
   std::atomic<int> ran{0};
   {
     Executor pool(3, mixed, "mixedpool");
-    EXPECT_EQ(PoliciesOf("mixedpool-"),
-              (std::map<std::string, int>{
-                  {"mixedpool-0", SCHED_OTHER}, {"mixedpool-1", SCHED_IDLE}, {"mixedpool-2", SCHED_IDLE}}));
+    EXPECT_EQ(PoliciesOf("mixedpool-"), (std::map<std::string, int>{{"mixedpool-0", SCHED_OTHER},
+                                                                   {"mixedpool-1", SCHED_IDLE},
+                                                                   {"mixedpool-2", SCHED_IDLE}}));
     Executor lane(1, mixed.Lowered(), "lanepool");
     EXPECT_EQ(PoliciesOf("lanepool-"), (std::map<std::string, int>{{"lanepool-0", SCHED_IDLE}}));
     for (int i = 0; i < 100; ++i) pool.Submit([&] { ran.fetch_add(1); });
