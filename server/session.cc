@@ -13,7 +13,6 @@
 #include "absl/strings/str_join.h"
 #include "core/common/serialization.h"
 #include "core/parallel/partitioned.h"
-#include "core/sketches/count_min.h"
 #include "core/sketches/fcm.h"
 #include "server/split_session.h"
 
@@ -574,14 +573,8 @@ SessionStats Session::Stats() const {
   stats.backend = accelerator_->name();
   for (size_t i = 0; i < summaries_.size(); ++i) {
     const core::Summary* s = summaries_[i].get();
-    std::string placement = Placement(*s, config_.summaries[i], *accelerator_);
-    if (const auto* cm = dynamic_cast<const core::CountMin*>(s);
-        cm != nullptr && cm->on_device() && parts_allowed_) {
-      // Under a steady flow most batches take this path, on the host's cores.
-      absl::StrAppend(&placement, "; a batch that comes while another is applied is counted in a "
-                                  "part in host memory, merged into the table");
-    }
-    stats.summaries.push_back({s->kind(), s->Describe(), s->MemoryBytes(), std::move(placement)});
+    stats.summaries.push_back({s->kind(), s->Describe(), s->MemoryBytes(),
+                               Placement(*s, config_.summaries[i], *accelerator_, parts_allowed_)});
     stats.memory_bytes += s->MemoryBytes();
   }
   return stats;

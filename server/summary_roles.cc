@@ -112,14 +112,14 @@ double Fit(const Scope& s, const core::Window& w) {
 // accelerator's threshold for the summary's window size (a sliding or time window sorts blocks
 // of its own sizes; the threshold is reported).
 std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
-                      const core::Accelerator& accelerator) {
+                      const core::Accelerator& accelerator, bool takes_parts) {
   const size_t threshold = accelerator.DeviceWindowKeys();
   if (threshold == std::numeric_limits<size_t>::max()) return "cpu";
   if (const auto* p = dynamic_cast<const core::PartitionedSummary*>(&s); p != nullptr) {
     // Workers share one placement unless a device failure moved some back: name each kind.
     std::vector<std::string> each;
     for (uint32_t i = 0; i < p->partitions(); ++i) {
-      std::string one = Placement(p->worker(i), o, accelerator);
+      std::string one = Placement(p->worker(i), o, accelerator, takes_parts);
       if (std::find(each.begin(), each.end(), one) == each.end()) each.push_back(std::move(one));
     }
     return absl::StrCat(p->partitions(), " workers: ", absl::StrJoin(each, "; "));
@@ -131,7 +131,11 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     return absl::StrCat(accelerator.name(), ": table on the device",
                         cm->options().conservative
                             ? " (conservative update per batch: targets from the table before it)"
-                            : "");
+                            : "",
+                        // Under a steady flow most batches take this path, on the host's cores.
+                        takes_parts ? "; a batch that comes while another is applied is counted "
+                                      "in a part in host memory, merged into the table"
+                                    : "");
   }
   if (const auto* fcm = dynamic_cast<const core::Fcm*>(&s); fcm != nullptr) {
     if (fcm->on_device()) {

@@ -48,9 +48,11 @@ double Fit(const Scope& s, const core::Window& w);
 // of items across parts.
 std::string WhyNotMergeable(const core::SummaryOptions& o);
 
-// Where a summary's work runs, as GetSession reports it.
+// Where a summary's work runs, as GetSession reports it. `takes_parts`: the session counts a
+// batch that comes while another is applied in a part (server/session.h), which for a table on a
+// device is built in host memory.
 std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
-                      const core::Accelerator& accelerator);
+                      const core::Accelerator& accelerator, bool takes_parts = false);
 
 // The guarantee a frequency summary gives, in words with its parameters.
 std::string FrequencyGuarantee(const core::SummaryOptions& options);
