@@ -69,7 +69,8 @@ struct Totals {
 };
 
 // Sums one parsed batch into `totals`; returns its item count.
-uint64_t Consume(const v1::IngestRequest& r, Totals* totals) {
+uint64_t Consume(const server::RequestArena& arena, Totals* totals) {
+  const v1::IngestRequest& r = arena.request();
   uint64_t items = 0, key_sum = 0;
   switch (r.payload_case()) {
     case v1::IngestRequest::kValues: {
@@ -84,6 +85,11 @@ uint64_t Consume(const v1::IngestRequest& r, Totals* totals) {
       items = r.keys().keys_size();
       break;
     case v1::IngestRequest::kStrings:
+      if (arena.strings().decoded) {  // decoded by ParseIngestRequest, as streamstatsd's are
+        for (const std::string& k : arena.strings().view()) key_sum += k.size();
+        items = arena.strings().size;
+        break;
+      }
       for (const std::string& k : r.strings().keys()) key_sum += k.size();
       items = r.strings().keys_size();
       break;
@@ -133,9 +139,10 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       Advance();  // room for the next read
       mu_.Unlock();
       const size_t length = bytes.Length();
-      grpc::Status parsed = server::ParseIngestRequest(&bytes, expect_keys_, arena_.Fresh());
-      expect_keys_ = parsed.ok() && arena_.request().payload_case() == v1::IngestRequest::kKeys;
-      const uint64_t items = parsed.ok() ? Consume(arena_.request(), totals_) : 0;
+      grpc::Status parsed =
+          server::ParseIngestRequest(&bytes, expect_, arena_.Fresh(), &arena_.strings());
+      expect_ = parsed.ok() ? arena_.request().payload_case() : v1::IngestRequest::PAYLOAD_NOT_SET;
+      const uint64_t items = parsed.ok() ? Consume(arena_, totals_) : 0;
       mu_.Lock();
       if (!parsed.ok()) {
         error_ = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -201,7 +208,7 @@ class SinkReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   Totals* const totals_;
   // Parsed as streamstatsd parses (server/convert.h); touched only by the thread with parsing_ set.
   server::RequestArena arena_;
-  bool expect_keys_ = false;
+  v1::IngestRequest::PayloadCase expect_ = v1::IngestRequest::PAYLOAD_NOT_SET;
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer ack_bytes_ ABSL_GUARDED_BY(mu_);  // ack_ as written, kept until OnWriteDone

@@ -416,31 +416,44 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end,
   return true;
 }
 
-// An IngestRequest whose payload is uint64 keys, from its contiguous bytes, into `request`
-// (empty): the keys decoded here, every other field by protobuf (their bytes gathered into
-// `rest`). False, with `request` in any state, for anything else (another payload or none, the
-// keys field twice, an unknown field inside the keys), so that protobuf parses the batch as ever
-// (ParseIngestRequest in convert.h says why).
-bool ParseKeysRequest(const uint8_t* p, const uint8_t* end,
-                      v1::IngestRequest* request, std::string* rest) {
+// StringKeys' bytes [p, end) appended to `column`: field 1 and nothing else (another field or
+// anything malformed: false, and protobuf parses the batch). `bytes` keys need no UTF-8 check.
+bool DecodeStrings(const uint8_t* p, const uint8_t* end, StringKeysColumn* column) {
+  while (p < end) {
+    uint64_t tag, len;
+    if ((p = ReadVarint(p, end, &tag)) == nullptr || tag != ((1 << 3) | 2)) return false;
+    if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
+    if (column->size == static_cast<size_t>(std::numeric_limits<int>::max())) return false;
+    column->Append(reinterpret_cast<const char*>(p), len);
+    p += len;
+  }
+  return true;
+}
+
+// An IngestRequest whose payload is field `payload` (4, uint64 keys, or 5, string keys), from its
+// contiguous bytes, into `request` (empty): the payload's bytes to `decode`, every other field to
+// protobuf (their bytes gathered into `rest`). False, with `request` in any state, for anything
+// else (another payload or none, the payload field twice, anything `decode` refuses), so that
+// protobuf parses the batch as ever (ParseIngestRequest in convert.h says why).
+template <typename Decode>
+bool ParsePayloadRequest(const uint8_t* p, const uint8_t* end, uint64_t payload, Decode decode,
+                         v1::IngestRequest* request, std::string* rest) {
   rest->clear();
-  bool seen_keys = false;
+  bool seen_payload = false;
   while (p < end) {
     const uint8_t* const field_start = p;
     uint64_t tag;
     if ((p = ReadVarint(p, end, &tag)) == nullptr) return false;
     const uint64_t field = tag >> 3;
     if (field == 0 || field > (uint64_t{1} << 29) - 1) return false;
-    if (field == 3 || field == 5) return false;  // values or strings: the oneof is protobuf's
-    if (field == 4) {
+    if (field >= 3 && field <= 5 && field != payload) return false;  // the oneof is protobuf's
+    if (field == payload) {
       uint64_t len;
-      if ((tag & 7) != 2 || seen_keys) return false;
+      if ((tag & 7) != 2 || seen_payload) return false;
       if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
-      if (!DecodeKeys(p, p + len, request->mutable_keys()->mutable_keys())) {
-        return false;
-      }
+      if (!decode(p, p + len)) return false;
       p += len;
-      seen_keys = true;
+      seen_payload = true;
       continue;
     }
     switch (tag & 7) {
@@ -468,8 +481,10 @@ bool ParseKeysRequest(const uint8_t* p, const uint8_t* end,
     }
     rest->append(reinterpret_cast<const char*>(field_start), p - field_start);
   }
-  return seen_keys && request->MergeFromString(*rest);
+  return seen_payload && request->MergeFromString(*rest);
 }
+
+std::atomic<uint64_t> strings_batches_decoded_here{0};  // StringsBatchesDecodedHere
 
 }  // namespace
 
@@ -481,25 +496,63 @@ void SetConvertVectorsForTesting(bool on) {
   core::SetVarintVectorsForTesting(on);
 }
 
-grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, bool expect_keys,
-                                v1::IngestRequest* request) {
-  if (expect_keys && bytes->Length() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+uint64_t StringsBatchesDecodedHere() {
+  return strings_batches_decoded_here.load(std::memory_order_relaxed);
+}
+
+grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, v1::IngestRequest::PayloadCase expect,
+                                v1::IngestRequest* request, StringKeysColumn* strings) {
+  if (strings != nullptr) strings->Clear();
+  const bool keys = expect == v1::IngestRequest::kKeys;
+  if ((keys || (expect == v1::IngestRequest::kStrings && strings != nullptr)) &&
+      bytes->Length() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
     grpc::Slice slice;
     if (bytes->TrySingleSlice(&slice).ok() || bytes->DumpToSingleSlice(&slice).ok()) {
       thread_local std::string rest;
-      if (ParseKeysRequest(slice.begin(), slice.end(), request, &rest)) {
-        keys_batches_decoded_here.fetch_add(1, std::memory_order_relaxed);
+      bool parsed;
+      if (keys) {
+        parsed = ParsePayloadRequest(
+            slice.begin(), slice.end(), 4,
+            [request](const uint8_t* p, const uint8_t* end) {
+              return DecodeKeys(p, end, request->mutable_keys()->mutable_keys());
+            },
+            request, &rest);
+      } else {
+        parsed = ParsePayloadRequest(
+            slice.begin(), slice.end(), 5,
+            [strings](const uint8_t* p, const uint8_t* end) { return DecodeStrings(p, end, strings); },
+            request, &rest);
+        if (parsed) {
+          request->mutable_strings();  // the payload's case; its keys are in `strings`
+          strings->decoded = true;
+        }
+      }
+      if (parsed) {
+        (keys ? keys_batches_decoded_here : strings_batches_decoded_here)
+            .fetch_add(1, std::memory_order_relaxed);
         bytes->Clear();
         return grpc::Status::OK;
       }
     }
-    request->Clear();  // not a keys batch, or not one this decoder takes: protobuf parses it
+    request->Clear();  // not a batch this decoder takes: protobuf parses it
+    if (strings != nullptr) strings->Clear();
   }
   return grpc::SerializationTraits<v1::IngestRequest>::Deserialize(bytes, request);
 }
 
+void RestoreStrings(const StringKeysColumn& strings, v1::IngestRequest* request) {
+  if (!strings.decoded || request->payload_case() != v1::IngestRequest::kStrings ||
+      request->strings().keys_size() != 0) {
+    return;
+  }
+  auto* keys = request->mutable_strings()->mutable_keys();
+  keys->Reserve(static_cast<int>(strings.size));
+  for (const std::string& key : strings.view()) keys->Add()->assign(key);
+}
+
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
-                                             std::vector<std::string>* strings) {
+                                             std::vector<std::string>* strings,
+                                             const StringKeysColumn* decoded) {
   core::Batch b;
   switch (request.payload_case()) {
     case v1::IngestRequest::kValues:
@@ -513,6 +566,10 @@ absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
       break;
     case v1::IngestRequest::kStrings:
       b.kind = core::ValueKind::kString;
+      if (decoded != nullptr && decoded->decoded) {
+        b.strings = decoded->view();
+        break;
+      }
       strings->assign(request.strings().keys().begin(), request.strings().keys().end());
       b.strings = absl::MakeConstSpan(*strings);
       break;

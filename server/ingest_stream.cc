@@ -122,8 +122,8 @@ class StreamStatsService::IngestReactor final
     }
     parsed.length = bytes.Length();
     v1::IngestRequest* request = parsed.request->Fresh();
-    grpc::Status s = ParseIngestRequest(&bytes, expect_keys_, request);
-    expect_keys_ = s.ok() && request->payload_case() == v1::IngestRequest::kKeys;
+    grpc::Status s = ParseIngestRequest(&bytes, expect_, request, &parsed.request->strings());
+    expect_ = s.ok() ? request->payload_case() : v1::IngestRequest::PAYLOAD_NOT_SET;
     if (!s.ok()) {
       parsed.status = absl::InvalidArgumentError(absl::StrCat(
           "a message on the Ingest stream is not an IngestRequest: ", s.error_message()));
@@ -166,7 +166,7 @@ class StreamStatsService::IngestReactor final
     uint64_t items = 0;
     if (status.ok()) {
       MutexLock lock(&apply_mu_);
-      status = ApplyRequest(batch.request->request());
+      status = ApplyRequest(batch.request->request(), batch.request->strings());
       items = applied_items_;
     }
     if (Metrics* m = service_->metrics_; m != nullptr) {
@@ -209,7 +209,9 @@ class StreamStatsService::IngestReactor final
     }
   }
 
-  absl::Status ApplyRequest(v1::IngestRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+  // `strings`: where the parse may have put the request's string keys (StringKeysColumn).
+  absl::Status ApplyRequest(v1::IngestRequest& request, const StringKeysColumn& strings)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     if (service_->shutting_down_) return absl::UnavailableError("server is shutting down");
     // A SIGHUP reload may have revoked the token this stream was opened with, or taken its
     // write role away (an atomic load
@@ -222,7 +224,8 @@ class StreamStatsService::IngestReactor final
       }
     }
     if (request.session().empty()) return absl::InvalidArgumentError("a batch must name its session");
-    auto batch = BatchFromRequest(request, &strings_);
+    decoded_strings_ = &strings;
+    auto batch = BatchFromRequest(request, &strings_, &strings);
     if (!batch.ok()) return batch.status();
     if (batch->size() > service_->limits_.max_batch_items) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -313,6 +316,7 @@ class StreamStatsService::IngestReactor final
       request.set_session(name);
       return count;
     }
+    if (decoded_strings_ != nullptr) RestoreStrings(*decoded_strings_, &request);
     std::vector<v1::IngestRequest> split = SplitByKey(request, config.parts);
     uint64_t count = 0;
     for (uint32_t i = 0; i < config.parts; ++i) {
@@ -333,10 +337,12 @@ class StreamStatsService::IngestReactor final
   }
 
   // Sends a batch to the owner at `address` on this stream's forwarded stream there.
-  absl::StatusOr<uint64_t> Forward(const std::string& address, const v1::IngestRequest& request)
+  absl::StatusOr<uint64_t> Forward(const std::string& address, v1::IngestRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     auto& to = forwards_[address];
     if (to == nullptr || to->done()) to = service_->forwarder_->OpenIngest(address, origin_);
+    // A strings batch's keys may be in the parse's column (the batch views them there).
+    if (decoded_strings_ != nullptr) RestoreStrings(*decoded_strings_, &request);
     auto ack = to->Send(request);
     if (!ack.ok()) return ack.status();
     return ack->count();
@@ -360,9 +366,12 @@ class StreamStatsService::IngestReactor final
   // its own forward, so no cycle can form.
   std::unique_ptr<Executor> lane_;
   uint64_t applied_items_ ABSL_GUARDED_BY(apply_mu_) = 0;  // of the batch in flight
-  // A string batch's keys, copied out of the request (core::Batch views contiguous strings);
-  // kept from batch to batch so the copies reuse their vector and their buffers.
+  // A string batch's keys, copied out of the request (core::Batch views contiguous strings) where
+  // the parse left them there; kept from batch to batch so the copies reuse their buffers.
   std::vector<std::string> strings_ ABSL_GUARDED_BY(apply_mu_);
+  // The column the batch being applied was parsed with: RestoreStrings puts its keys back into
+  // the request where the request travels on (forwarded, split by key).
+  const StringKeysColumn* decoded_strings_ ABSL_GUARDED_BY(apply_mu_) = nullptr;
   Mutex mu_;
   v1::IngestAck ack_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);  // ack_'s bytes, set under mu_ before each write
@@ -373,7 +382,9 @@ class StreamStatsService::IngestReactor final
   std::deque<grpc::ByteBuffer> read_ ABSL_GUARDED_BY(mu_);  // read, not yet parsed, in order
   std::deque<Parsed> parsed_ ABSL_GUARDED_BY(mu_);          // parsed, not yet applied, in order
   std::vector<std::unique_ptr<RequestArena>> spare_ ABSL_GUARDED_BY(mu_);  // for reuse
-  bool expect_keys_ = false;  // the last batch parsed held uint64 keys; only ParseNext's thread
+  // The payload of the last batch parsed (ParseIngestRequest's `expect`); only ParseNext's thread
+  // (one at a time) touches it.
+  v1::IngestRequest::PayloadCase expect_ = v1::IngestRequest::PAYLOAD_NOT_SET;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool parsing_ ABSL_GUARDED_BY(mu_) = false;   // a ParseNext runs on the executor
   bool applying_ ABSL_GUARDED_BY(mu_) = false;  // an ApplyNext runs on the executor

@@ -40,6 +40,7 @@ struct SessionPlan {
   bool numeric = false;
   uint32_t parts = 0;
   bool by_key = false;
+  bool strings = false;  // string keys ("k" and the number), not uint64 ones
 };
 
 std::vector<SessionPlan> Plans() {
@@ -48,6 +49,10 @@ std::vector<SessionPlan> Plans() {
   plans.push_back({"hot-values", true, 3, false});
   plans.push_back({"hot-keys", false, 3, false});
   plans.push_back({"hot-hashed", false, 3, true});
+  // String keys: a replica that does not own the session (or the part) forwards the batch, or
+  // splits it by key, from the keys its parse decoded outside the request (RestoreStrings).
+  plans.push_back({"s-strings", false, 0, false, true});
+  plans.push_back({"hot-strings", false, 3, true, true});
   return plans;
 }
 
@@ -61,7 +66,7 @@ v1::SessionSpec Spec(const SessionPlan& p, bool with_parts) {
     spec.set_value_kind(v1::VALUE_KIND_NUMERIC);
     spec.add_summaries()->mutable_quantiles()->set_epsilon(kEpsilon);
   } else {
-    spec.set_value_kind(v1::VALUE_KIND_UINT64);
+    spec.set_value_kind(p.strings ? v1::VALUE_KIND_STRING : v1::VALUE_KIND_UINT64);
     spec.add_summaries()->mutable_misra_gries()->set_k(200);
     spec.add_summaries()->mutable_lossy_counting()->set_epsilon(kEpsilon);
   }
@@ -73,6 +78,17 @@ v1::SessionSpec Spec(const SessionPlan& p, bool with_parts) {
   return spec;
 }
 
+std::string StringKey(uint64_t k) { return "k" + std::to_string(k); }
+
+// Asks about key k (uint64, or its StringKey).
+void AddKey(const SessionPlan& p, uint64_t k, v1::GetFrequenciesRequest* q) {
+  if (p.strings) {
+    q->mutable_strings()->add_keys(StringKey(k));
+  } else {
+    q->mutable_uint64_keys()->add_keys(k);
+  }
+}
+
 v1::IngestRequest Batch(const SessionPlan& p, uint64_t seq) {
   v1::IngestRequest r;
   r.set_session(p.name);
@@ -82,6 +98,8 @@ v1::IngestRequest Batch(const SessionPlan& p, uint64_t seq) {
   for (int i = 0; i < kBatch; ++i) {
     if (p.numeric) {
       r.mutable_values()->add_values(static_cast<double>(rng() % 100000) / 8.0);
+    } else if (p.strings) {
+      r.mutable_strings()->add_keys(StringKey((rng() % 48) * (rng() % 48)));
     } else {
       r.mutable_keys()->add_keys((rng() % 48) * (rng() % 48));
     }
@@ -128,6 +146,28 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
     fcm.add_summaries()->mutable_fcm();
     auto refused = c->CreateSession(fcm);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  }
+  // A strings batch through each replica, one stream each: two of them forward it to the
+  // session's owner, with the keys their parse decoded outside the request, and the owner counts
+  // every item (a forward that lost the keys is refused: a batch needs an item).
+  {
+    const SessionPlan fwd{"fwd-strings", false, 0, false, true};
+    auto c = Client::Connect(addresses[0], absl::Seconds(10));
+    ASSERT_TRUE(c->CreateSession(Spec(fwd, false)).ok());
+    for (int at = 0; at < 3; ++at) {
+      auto via = Client::Connect(addresses[at], absl::Seconds(10));
+      auto stream = via->StartIngest();
+      for (uint64_t seq = 1; seq <= 2; ++seq) {  // the second is decoded outside the request
+        v1::IngestRequest b = Batch(fwd, seq);
+        b.set_producer_id("via-" + std::to_string(at));
+        ASSERT_TRUE(stream->Write(b));
+      }
+      const absl::Status finished = stream->Finish();
+      ASSERT_TRUE(finished.ok()) << "through node" << at << ": " << finished;
+    }
+    auto info = c->GetSession(fwd.name);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->count(), 6u * kBatch);
   }
   // Who owns each part: the replica the most parts live on is the victim.
   std::map<std::string, int> part_owner;
@@ -222,6 +262,7 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
       v1::IngestRequest b = Batch(p, seq);
       ASSERT_TRUE(stream->Write(b));
       for (uint64_t k : b.keys().keys()) ++exact[k];
+      for (const std::string& k : b.strings().keys()) ++exact[std::stoull(k.substr(1))];
       for (double v : b.values().values()) values.push_back(v);
     }
     ASSERT_TRUE(stream->Finish().ok());
@@ -241,7 +282,7 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
       if (p.numeric) {
         fq.mutable_values()->add_values(values[k * values.size() / 60]);
       } else {
-        fq.mutable_uint64_keys()->add_keys(k * 7);
+        AddKey(p, k * 7, &fq);
       }
     }
     auto a = got->GetFrequencies(fq);
@@ -290,7 +331,7 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
     // Misra–Gries and Lossy Counting: every key's exact count inside the answered interval.
     v1::GetFrequenciesRequest all;
     all.set_session(p.name);
-    for (const auto& [k, f] : exact) all.mutable_uint64_keys()->add_keys(k);
+    for (const auto& [k, f] : exact) AddKey(p, k, &all);
     auto fa = got->GetFrequencies(all);
     ASSERT_TRUE(fa.ok()) << p.name << ": " << fa.status();
     if (p.parts <= 1) {  // one owner, the same batches in the same order: the same summaries
@@ -299,7 +340,7 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
       EXPECT_EQ(fa->DebugString(), fb->DebugString()) << p.name;
     }
     for (const v1::SummaryFrequencies& sf : fa->results()) {
-      ASSERT_EQ(sf.frequencies_size(), all.uint64_keys().keys_size());
+      ASSERT_EQ(sf.frequencies_size(), static_cast<int>(exact.size()));
       int i = 0;
       for (const auto& [k, f] : exact) {
         const v1::Frequency& e = sf.frequencies(i++);
@@ -319,7 +360,10 @@ TEST(ClusterParts, SplitSessionsAnswerAsOneNodeFedTheAckedBatchesThroughAKillNin
       for (const auto& [k, f] : exact) {
         if (f < 0.02 * n) continue;
         const bool listed = std::any_of(h->items().begin(), h->items().end(),
-                                        [k = k](const v1::HeavyHitter& x) { return x.uint64_key() == k; });
+                                        [&, k = k](const v1::HeavyHitter& x) {
+                                          return p.strings ? x.string_key() == StringKey(k)
+                                                           : x.uint64_key() == k;
+                                        });
         EXPECT_TRUE(listed) << p.name << " " << summary << " misses key " << k << " (f=" << f << ")";
       }
     }

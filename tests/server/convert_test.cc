@@ -27,6 +27,13 @@ grpc::ByteBuffer Raw(const std::string& text) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+// The request the arena holds, string keys decoded into its column put back (RestoreStrings).
+v1::IngestRequest Whole(const RequestArena& arena) {
+  v1::IngestRequest whole = arena.request();
+  RestoreStrings(arena.strings(), &whole);
+  return whole;
+}
+
 // Runs `check` with ParseIngestRequest's 512-bit decoder allowed (where the CPU has it) and
 // with keys decoded byte by byte only, leaving the decoder allowed whatever `check` asserts.
 template <typename Check>
@@ -39,9 +46,10 @@ void WithVectorsAndWithout(Check check) {
   SetConvertVectorsForTesting(true);
 }
 
-// Issue 14: a stream's batches, each parsed into its arena's fresh request and expecting keys
-// after a keys batch (as the reactor does), parse to what a fresh Deserialize gives (payload case
-// included: a batch without one has none), with the keys decoder's vectors and without.
+// Issue 14: a stream's batches, each parsed into its arena's fresh request and column, expecting
+// the last batch's payload (as the reactor does), parse to what a fresh Deserialize gives
+// (payload case included: a batch without one has none), with the keys decoder's vectors and
+// without; a strings batch's keys are in the column, and BatchFromRequest views them there.
 TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
   std::vector<v1::IngestRequest> batches;
   v1::IngestRequest doubles;
@@ -76,12 +84,24 @@ TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
   strings.mutable_strings()->add_keys("a");
   strings.mutable_strings()->add_keys("bc");
   batches.push_back(strings);
+  v1::IngestRequest more_strings;  // longer and more keys than the column held
+  more_strings.set_session("t");
+  for (int i = 0; i < 3000; ++i) {
+    more_strings.mutable_strings()->add_keys(std::string(i % 300, static_cast<char>('a' + i % 26)));
+  }
+  more_strings.add_weights(2);
+  batches.push_back(more_strings);
+  batches.push_back(strings);  // fewer again: the column's other strings are not the batch's
+  v1::IngestRequest empty_strings;
+  empty_strings.mutable_strings();
+  batches.push_back(empty_strings);
+  batches.push_back(keys);
   batches.push_back(doubles);
   batches.push_back(fewer);
 
   WithVectorsAndWithout([&] {
     RequestArena arena;
-    bool expect_keys = false;
+    auto expect = v1::IngestRequest::PAYLOAD_NOT_SET;
     for (int round = 0; round < 2; ++round) {
       for (size_t i = 0; i < batches.size(); ++i) {
         SCOPED_TRACE(::testing::Message() << "round " << round << " batch " << i);
@@ -89,12 +109,36 @@ TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
         v1::IngestRequest fresh;
         ASSERT_TRUE(grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh).ok());
         v1::IngestRequest* parsed = arena.Fresh();
-        ASSERT_TRUE(ParseIngestRequest(&b, expect_keys, parsed).ok());
-        expect_keys = parsed->payload_case() == v1::IngestRequest::kKeys;
+        const uint64_t strings_before = StringsBatchesDecodedHere();
+        ASSERT_TRUE(ParseIngestRequest(&b, expect, parsed, &arena.strings()).ok());
         EXPECT_EQ(b.Length(), 0u);  // cleared, as Deserialize clears it
         EXPECT_EQ(parsed->payload_case(), fresh.payload_case());
         EXPECT_EQ(parsed->has_values(), fresh.has_values());
-        EXPECT_EQ(parsed->SerializeAsString(), fresh.SerializeAsString());
+        // After a strings batch, a strings batch's keys are decoded into the column.
+        const bool decoded = expect == v1::IngestRequest::kStrings &&
+                             fresh.payload_case() == v1::IngestRequest::kStrings;
+        EXPECT_EQ(arena.strings().decoded, decoded);
+        EXPECT_EQ(StringsBatchesDecodedHere(), strings_before + (decoded ? 1 : 0));
+        if (decoded) {
+          EXPECT_EQ(parsed->strings().keys_size(), 0);
+        }
+        EXPECT_EQ(Whole(arena).SerializeAsString(), fresh.SerializeAsString());
+        std::vector<std::string> copies;
+        auto batch = BatchFromRequest(*parsed, &copies, &arena.strings());
+        if (fresh.payload_case() == v1::IngestRequest::PAYLOAD_NOT_SET) {
+          EXPECT_FALSE(batch.ok());
+        } else {
+          ASSERT_TRUE(batch.ok());
+          if (fresh.payload_case() == v1::IngestRequest::kStrings) {
+            ASSERT_EQ(batch->strings.size(), static_cast<size_t>(fresh.strings().keys_size()));
+            for (int k = 0; k < fresh.strings().keys_size(); ++k) {
+              EXPECT_EQ(batch->strings[k], fresh.strings().keys(k));
+            }
+            EXPECT_EQ(copies.empty(), decoded);  // viewed in the column, not copied
+          }
+          EXPECT_EQ(batch->weights.size(), static_cast<size_t>(fresh.weights_size()));
+        }
+        expect = parsed->payload_case();
       }
     }
   });
@@ -124,9 +168,11 @@ std::string PackedKeys(const std::vector<uint64_t>& keys) {
   return Delimited(1, body);
 }
 
-// `wire`, expecting keys, parses as a fresh Deserialize parses it, or is refused with its status,
-// with the keys decoder's vectors and without; both ways give the same request.
-void ExpectParsesAsDeserialize(const std::string& wire, RequestArena* arena) {
+// `wire`, expecting `expect` (keys unless told), parses as a fresh Deserialize parses it, or is
+// refused with its status, with the keys decoder's vectors and without; both ways give the same
+// request (a strings batch's keys restored from the column).
+void ExpectParsesAsDeserialize(const std::string& wire, RequestArena* arena,
+                               v1::IngestRequest::PayloadCase expect = v1::IngestRequest::kKeys) {
   grpc::ByteBuffer a = Raw(wire);
   v1::IngestRequest fresh;
   const grpc::Status expected =
@@ -135,16 +181,18 @@ void ExpectParsesAsDeserialize(const std::string& wire, RequestArena* arena) {
   WithVectorsAndWithout([&] {
     grpc::ByteBuffer b = Raw(wire);
     v1::IngestRequest& reused = *arena->Fresh();
-    const grpc::Status status = ParseIngestRequest(&b, true, &reused);
+    const grpc::Status status = ParseIngestRequest(&b, expect, &reused, &arena->strings());
     EXPECT_EQ(b.Length(), 0u);
     ASSERT_EQ(status.ok(), expected.ok());
     EXPECT_EQ(status.error_code(), expected.error_code());
     EXPECT_EQ(status.error_message(), expected.error_message());
     if (status.ok()) {
       EXPECT_EQ(reused.payload_case(), fresh.payload_case());
-      EXPECT_EQ(reused.SerializeAsString(), fresh.SerializeAsString());
+      EXPECT_EQ(Whole(*arena).SerializeAsString(), fresh.SerializeAsString());
+    } else {
+      EXPECT_FALSE(arena->strings().decoded);
     }
-    outcomes.push_back(status.ok() ? reused.SerializeAsString() : status.error_message());
+    outcomes.push_back(status.ok() ? Whole(*arena).SerializeAsString() : status.error_message());
   });
   if (outcomes.size() == 2) {
     EXPECT_EQ(outcomes[0], outcomes[1]);
@@ -229,7 +277,7 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
   auto decoded_here = [&](const std::string& wire) {
     grpc::ByteBuffer b = Raw(wire);
     const uint64_t before = KeysBatchesDecodedHere();
-    EXPECT_TRUE(ParseIngestRequest(&b, true, arena.Fresh()).ok());
+    EXPECT_TRUE(ParseIngestRequest(&b, v1::IngestRequest::kKeys, arena.Fresh()).ok());
     return KeysBatchesDecodedHere() == before + 1;
   };
   WithVectorsAndWithout([&] {
@@ -254,7 +302,7 @@ TEST(ParseIngestRequest, KeysBatchesInEveryWireFormParseAsDeserializeDoes) {
   WithVectorsAndWithout([&] {
     grpc::ByteBuffer sliced(slices.data(), slices.size());
     v1::IngestRequest* reused = arena.Fresh();
-    ASSERT_TRUE(ParseIngestRequest(&sliced, true, reused).ok());
+    ASSERT_TRUE(ParseIngestRequest(&sliced, v1::IngestRequest::kKeys, reused).ok());
     EXPECT_EQ(reused->SerializeAsString(), fresh.SerializeAsString());
   });
 }
@@ -419,8 +467,111 @@ TEST(ParseIngestRequest, BytesThatAreNoIngestRequestFailAsDeserializeFails) {
     grpc::ByteBuffer a = Raw(text), b = Raw(text);
     v1::IngestRequest fresh, parsed;
     EXPECT_FALSE(grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&a, &fresh).ok());
-    EXPECT_FALSE(ParseIngestRequest(&b, true, &parsed).ok());
+    EXPECT_FALSE(ParseIngestRequest(&b, v1::IngestRequest::kKeys, &parsed).ok());
+    RequestArena arena;
+    grpc::ByteBuffer c = Raw(text);
+    EXPECT_FALSE(
+        ParseIngestRequest(&c, v1::IngestRequest::kStrings, arena.Fresh(), &arena.strings()).ok());
+    EXPECT_FALSE(arena.strings().decoded);
   }
+}
+
+std::string StringKeys(const std::vector<std::string>& keys) {
+  std::string body;
+  for (const std::string& k : keys) body += Delimited(1, k);
+  return body;
+}
+
+// Issue 14: strings batches are decoded by ParseIngestRequest itself, into the stream's column,
+// once a stream has sent strings; every wire form protobuf accepts (or refuses) parses as a fresh
+// Deserialize does, whether or not the decoder takes it: keys of every length (empty, 127 and 128
+// bytes, past kMaxStringKeyBytes, whose refusal is the summaries'), any bytes, the keys before
+// the header, the payload twice or switched, an unknown field inside, malformed lengths, a
+// message in many slices.
+TEST(ParseIngestRequest, StringsBatchesInEveryWireFormParseAsDeserializeDoes) {
+  std::mt19937_64 rng(1415);
+  std::vector<std::string> many;
+  for (int i = 0; i < 20000; ++i) many.push_back("user-" + std::to_string(rng() % 1000000));
+  std::vector<std::string> odd = {"", std::string(127, 'x'), std::string(128, 'y'),
+                                  std::string(1025, 'z'), std::string("\0\xff\x80", 3), "é"};
+  std::vector<std::string> random;
+  for (int i = 0; i < 500; ++i) {
+    std::string k(rng() % 40, '\0');
+    for (char& c : k) c = static_cast<char>(rng());
+    random.push_back(k);
+  }
+  std::string header = Delimited(1, "session") + Field(2, 0);
+  Varint(80, &header);
+  std::string weights = Field(6, 2);
+  Varint(2, &weights);
+  weights += std::string("\x01\x02", 2);
+  std::string unknown_in_strings = StringKeys({"a"}) + Field(2, 0);
+  Varint(9, &unknown_in_strings);
+  std::string unknown_top = Field(99, 0);
+  Varint(5, &unknown_top);
+  const std::vector<std::pair<std::string, std::string>> wires = {
+      {"many strings", header + Delimited(5, StringKeys(many)) + weights},
+      {"odd lengths and bytes", header + Delimited(5, StringKeys(odd))},
+      {"random bytes", header + Delimited(5, StringKeys(random)) + Delimited(7, "p")},
+      {"strings first", Delimited(5, StringKeys({"k", "l"})) + header},
+      {"one string", header + Delimited(5, StringKeys({"only"}))},
+      {"empty strings payload", header + Delimited(5, "")},
+      {"no payload", header},
+      {"strings twice", header + Delimited(5, StringKeys({"a"})) + Delimited(5, StringKeys({"b"}))},
+      {"strings then keys", header + Delimited(5, StringKeys({"a"})) + Delimited(4, PackedKeys({1}))},
+      {"values then strings", header + Delimited(3, "") + Delimited(5, StringKeys({"a"}))},
+      {"unknown field in the strings", header + Delimited(5, unknown_in_strings)},
+      {"unknown top-level field", header + unknown_top + Delimited(5, StringKeys({"a", "b"}))},
+      {"a key's length past the payload", header + Delimited(5, Field(1, 2) + "\x05" "ab")},
+      {"the payload's length past the end", header + Field(5, 2) + std::string("\x10\x0a\x01", 3)},
+      {"a key as a varint", header + Delimited(5, Field(1, 0) + "\x05")},
+      {"many strings again", header + Delimited(5, StringKeys(many))},
+  };
+  RequestArena arena;  // every batch expects strings, as after a stream's strings batch
+  for (const auto& [name, wire] : wires) {
+    SCOPED_TRACE(name);
+    ExpectParsesAsDeserialize(wire, &arena, v1::IngestRequest::kStrings);
+  }
+  // The decoder takes the plain forms itself and leaves the others to protobuf.
+  auto decoded_here = [&](const std::string& wire) {
+    grpc::ByteBuffer b = Raw(wire);
+    const uint64_t before = StringsBatchesDecodedHere();
+    EXPECT_TRUE(
+        ParseIngestRequest(&b, v1::IngestRequest::kStrings, arena.Fresh(), &arena.strings()).ok());
+    EXPECT_EQ(arena.strings().decoded, StringsBatchesDecodedHere() == before + 1);
+    return arena.strings().decoded;
+  };
+  EXPECT_TRUE(decoded_here(header + Delimited(5, StringKeys(many)) + weights));
+  EXPECT_TRUE(decoded_here(header + Delimited(5, StringKeys(odd))));
+  EXPECT_TRUE(decoded_here(Delimited(5, StringKeys({"k"})) + header));
+  EXPECT_FALSE(decoded_here(header + Delimited(5, unknown_in_strings)));
+  EXPECT_FALSE(decoded_here(header + Delimited(5, StringKeys({"a"})) + Delimited(5, StringKeys({"b"}))));
+  // Without a column, or expecting keys, protobuf parses strings into the request.
+  {
+    grpc::ByteBuffer b = Raw(header + Delimited(5, StringKeys(odd)));
+    const uint64_t before = StringsBatchesDecodedHere();
+    v1::IngestRequest* parsed = arena.Fresh();
+    ASSERT_TRUE(ParseIngestRequest(&b, v1::IngestRequest::kStrings, parsed).ok());
+    EXPECT_EQ(StringsBatchesDecodedHere(), before);
+    EXPECT_EQ(parsed->strings().keys_size(), static_cast<int>(odd.size()));
+  }
+  // A batch of many slices (as a large message arrives) parses as one.
+  const std::string wire = header + Delimited(5, StringKeys(many)) + weights;
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < wire.size(); at += 4093) slices.emplace_back(wire.substr(at, 4093));
+  grpc::ByteBuffer whole = Raw(wire);
+  v1::IngestRequest fresh;
+  ASSERT_TRUE(grpc::SerializationTraits<v1::IngestRequest>::Deserialize(&whole, &fresh).ok());
+  grpc::ByteBuffer sliced(slices.data(), slices.size());
+  ASSERT_TRUE(ParseIngestRequest(&sliced, v1::IngestRequest::kStrings, arena.Fresh(),
+                                 &arena.strings())
+                  .ok());
+  EXPECT_TRUE(arena.strings().decoded);
+  EXPECT_EQ(Whole(arena).SerializeAsString(), fresh.SerializeAsString());
+  // RestoreStrings leaves a request that holds its own keys as it is.
+  v1::IngestRequest own = fresh;
+  RestoreStrings(arena.strings(), &own);
+  EXPECT_EQ(own.SerializeAsString(), fresh.SerializeAsString());
 }
 
 }  // namespace
