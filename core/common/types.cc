@@ -1,5 +1,7 @@
 #include "core/common/types.h"
 
+#include <algorithm>
+
 namespace streamstats::core {
 
 const char* ValueKindName(ValueKind kind) {
@@ -12,6 +14,23 @@ const char* ValueKindName(ValueKind kind) {
       return "string";
   }
   return "unknown";
+}
+
+StringColumn StringColumn::subspan(size_t pos, size_t len) const {
+  pos = std::min(pos, size_);
+  len = std::min(len, size_ - pos);
+  StringColumn out;
+  if (views_ != nullptr) out.views_ = views_ + pos;
+  if (strings_ != nullptr) out.strings_ = strings_ + pos;
+  out.size_ = len;
+  return out;
+}
+
+absl::Span<const std::string> StringColumn::Strings(std::vector<std::string>* scratch) const {
+  if (views_ == nullptr) return absl::MakeConstSpan(strings_, size_);
+  scratch->resize(size_);
+  for (size_t i = 0; i < size_; ++i) (*scratch)[i].assign(views_[i].data(), views_[i].size());
+  return absl::MakeConstSpan(*scratch);
 }
 
 size_t Batch::size() const {

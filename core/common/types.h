@@ -3,7 +3,9 @@
 #ifndef STREAMSTATS_CORE_COMMON_TYPES_H_
 #define STREAMSTATS_CORE_COMMON_TYPES_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,73 @@ const char* ValueKindName(ValueKind kind);
 // Longest string key accepted anywhere (longer is INVALID_ARGUMENT).
 inline constexpr size_t kMaxStringKeyBytes = 1024;
 
+// A batch's string keys, viewed: std::string objects (what most callers hold) or string_views
+// (a server's parse views the request's wire bytes: server/request_arena.h). Either way an element
+// reads as a string_view; a summary that keeps a window of std::string keys asks for Strings().
+class StringColumn {
+ public:
+  StringColumn() = default;
+  StringColumn(absl::Span<const std::string> strings)  // NOLINT: implicit, as a span is
+      : strings_(strings.data()), size_(strings.size()) {}
+  StringColumn(const std::vector<std::string>& strings)  // NOLINT
+      : StringColumn(absl::MakeConstSpan(strings)) {}
+  StringColumn(absl::Span<const absl::string_view> views)  // NOLINT
+      : views_(views.data()), size_(views.size()) {}
+  StringColumn(const std::vector<absl::string_view>& views)  // NOLINT
+      : StringColumn(absl::MakeConstSpan(views)) {}
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  absl::string_view operator[](size_t i) const {
+    return views_ != nullptr ? views_[i] : absl::string_view(strings_[i]);
+  }
+  // Elements [pos, pos + len), as absl::Span::subspan (len clipped to the end).
+  StringColumn subspan(size_t pos, size_t len = absl::Span<const std::string>::npos) const;
+  // The keys as std::string objects: the viewed ones, or copies made into `*scratch`.
+  absl::Span<const std::string> Strings(std::vector<std::string>* scratch) const;
+
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = absl::string_view;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = absl::string_view;
+    const_iterator(const StringColumn* column, size_t i) : column_(column), i_(i) {}
+    absl::string_view operator*() const { return (*column_)[i_]; }
+    const_iterator() = default;
+    const_iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator before = *this;
+      ++i_;
+      return before;
+    }
+    bool operator==(const const_iterator& o) const { return i_ == o.i_; }
+    bool operator!=(const const_iterator& o) const { return i_ != o.i_; }
+
+   private:
+    const StringColumn* column_ = nullptr;
+    size_t i_ = 0;
+  };
+  const_iterator begin() const { return const_iterator(this, 0); }
+  const_iterator end() const { return const_iterator(this, size_); }
+
+ private:
+  const std::string* strings_ = nullptr;
+  const absl::string_view* views_ = nullptr;
+  size_t size_ = 0;
+};
+
 // A batch of items of one kind; exactly the span matching `kind` is read. `weights` is empty
 // (every item counts once) or has one positive weight per item.
 struct Batch {
   ValueKind kind = ValueKind::kNumeric;
   absl::Span<const double> values;
   absl::Span<const uint64_t> keys;
-  absl::Span<const std::string> strings;
+  StringColumn strings;
   absl::Span<const uint64_t> weights;
   // The y column of correlated sums (core/quantiles/correlated_sum.h): empty, or one finite y
   // per item (the item is the pair (values[i], ys[i])). Other summaries ignore it.

@@ -435,7 +435,8 @@ absl::Status HierarchicalHeavyHitters::Update(const Batch& batch) {
                       accelerator_);
   }
   return cores_.strings->Add(
-      {ipv6 ? absl::MakeConstSpan(scratch_strings_) : batch.strings, batch.weights},
+      {ipv6 ? absl::MakeConstSpan(scratch_strings_) : batch.strings.Strings(&scratch_strings_),
+       batch.weights},
       accelerator_);
 }
 

@@ -60,7 +60,7 @@ struct Gathered {
         keys.push_back(src.keys[i]);
         break;
       case ValueKind::kString:
-        strings.push_back(src.strings[i]);
+        strings.emplace_back(src.strings[i]);
         break;
     }
     if constexpr (std::is_same_v<Source, Batch>) {
