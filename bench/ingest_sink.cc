@@ -86,8 +86,8 @@ uint64_t Consume(const server::RequestArena& arena, Totals* totals) {
       break;
     case v1::IngestRequest::kStrings:
       if (arena.strings().decoded) {  // decoded by ParseIngestRequest, as streamstatsd's are
-        for (const std::string& k : arena.strings().view()) key_sum += k.size();
-        items = arena.strings().size;
+        for (absl::string_view k : arena.strings().view()) key_sum += k.size();
+        items = arena.strings().size();
         break;
       }
       for (const std::string& k : r.strings().keys()) key_sum += k.size();

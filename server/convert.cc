@@ -416,15 +416,16 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end,
   return true;
 }
 
-// StringKeys' bytes [p, end) appended to `column`: field 1 and nothing else (another field or
-// anything malformed: false, and protobuf parses the batch). `bytes` keys need no UTF-8 check.
+// StringKeys' bytes [p, end) appended to `column` as views: field 1 and nothing else (another
+// field or anything malformed: false, and protobuf parses the batch). `bytes` keys need no UTF-8
+// check.
 bool DecodeStrings(const uint8_t* p, const uint8_t* end, StringKeysColumn* column) {
   while (p < end) {
     uint64_t tag, len;
     if ((p = ReadVarint(p, end, &tag)) == nullptr || tag != ((1 << 3) | 2)) return false;
     if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
-    if (column->size == static_cast<size_t>(std::numeric_limits<int>::max())) return false;
-    column->Append(reinterpret_cast<const char*>(p), len);
+    if (column->keys.size() == static_cast<size_t>(std::numeric_limits<int>::max())) return false;
+    column->keys.emplace_back(reinterpret_cast<const char*>(p), len);
     p += len;
   }
   return true;
@@ -518,8 +519,11 @@ grpc::Status ParseIngestRequest(grpc::ByteBuffer* bytes, v1::IngestRequest::Payl
             },
             request, &rest);
       } else {
+        // The column holds the bytes before its keys view them: a small message's slice keeps
+        // its bytes inline, inside the grpc::Slice object itself.
+        strings->wire = std::move(slice);
         parsed = ParsePayloadRequest(
-            slice.begin(), slice.end(), 5,
+            strings->wire.begin(), strings->wire.end(), 5,
             [strings](const uint8_t* p, const uint8_t* end) { return DecodeStrings(p, end, strings); },
             request, &rest);
         if (parsed) {
@@ -546,8 +550,8 @@ void RestoreStrings(const StringKeysColumn& strings, v1::IngestRequest* request)
     return;
   }
   auto* keys = request->mutable_strings()->mutable_keys();
-  keys->Reserve(static_cast<int>(strings.size));
-  for (const std::string& key : strings.view()) keys->Add()->assign(key);
+  keys->Reserve(static_cast<int>(strings.size()));
+  for (absl::string_view key : strings.view()) keys->Add()->assign(key.data(), key.size());
 }
 
 absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,

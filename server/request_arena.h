@@ -6,35 +6,36 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "google/protobuf/arena.h"
+#include "grpcpp/support/slice.h"
 #include "streamstats/v1/streamstats.pb.h"
 
 namespace streamstats::server {
 
 // A strings batch's keys as ParseIngestRequest (server/convert.h) decodes them itself, outside
-// the request, whose payload is then an empty StringKeys. Protobuf made each key a std::string on
-// the request's arena (an allocation with a cleanup entry each, destroyed at the next batch), and
-// the batch copied them again into contiguous strings (core::Batch views a span of them): perf, one
-// stream of string keys into Count-Min, put ~45 % of the server there. Here each key is assigned
-// in place into a string kept from batch to batch, so a stream's column allocates nothing once it
-// has held its longest keys, and the batch views the column itself.
+// the request, whose payload is then an empty StringKeys: views into the message's own bytes,
+// which the column holds (`wire`, a reference to gRPC's slice) until the next parse. Protobuf
+// made each key a std::string on the request's arena (an allocation with a cleanup entry each,
+// destroyed at the next batch), and the batch copied them again into contiguous strings: perf,
+// one stream of string keys into Count-Min on the VM, put ~45 % of the server there; copies into
+// strings kept from batch to batch still cost 23 % (std::string's assign). The batch
+// (core::StringColumn) views these views; a summary that keeps keys copies them. Not to be moved
+// while it holds keys: a small message's slice keeps its bytes inside `wire` itself.
 struct StringKeysColumn {
-  std::vector<std::string> keys;  // [0, size) are the batch's; the rest are kept for reuse
-  size_t size = 0;
-  bool decoded = false;  // the last parse put the batch's keys here
+  std::vector<absl::string_view> keys;  // the batch's, into `wire`
+  grpc::Slice wire;                     // the message's bytes, held while `keys` view them
+  bool decoded = false;                 // the last parse put the batch's keys here
 
-  absl::Span<const std::string> view() const { return absl::MakeConstSpan(keys.data(), size); }
+  absl::Span<const absl::string_view> view() const { return absl::MakeConstSpan(keys); }
+  size_t size() const { return keys.size(); }
   void Clear() {
-    size = 0;
+    keys.clear();  // keeps its capacity
+    wire = grpc::Slice();
     decoded = false;
-  }
-  void Append(const char* data, size_t length) {
-    if (size == keys.size()) keys.emplace_back();
-    keys[size++].assign(data, length);
   }
 };
 

@@ -27,8 +27,20 @@ grpc::ByteBuffer Raw(const std::string& text) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+// Where the parse decoded a strings batch's keys into the column, every key views the message's
+// bytes the column holds (not a copy, and not bytes gone with a moved slice).
+void ExpectKeysViewTheWire(const StringKeysColumn& column) {
+  if (!column.decoded) return;
+  const char* begin = reinterpret_cast<const char*>(column.wire.begin());
+  const char* end = reinterpret_cast<const char*>(column.wire.end());
+  for (absl::string_view key : column.view()) {
+    EXPECT_TRUE(key.empty() || (key.data() >= begin && key.data() + key.size() <= end));
+  }
+}
+
 // The request the arena holds, string keys decoded into its column put back (RestoreStrings).
 v1::IngestRequest Whole(const RequestArena& arena) {
+  ExpectKeysViewTheWire(arena.strings());
   v1::IngestRequest whole = arena.request();
   RestoreStrings(arena.strings(), &whole);
   return whole;
