@@ -298,6 +298,28 @@ absl::Status GpuCountMin::AddSelected(absl::Span<const uint64_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status GpuCountMin::AddSelectedStrings(absl::Span<const uint64_t> packed,
+                                             absl::string_view region,
+                                             absl::Span<const uint64_t> weights, uint64_t least,
+                                             std::vector<uint32_t>* positions,
+                                             std::vector<uint64_t>* estimates,
+                                             absl::FunctionRef<void()> meanwhile) {
+  positions->clear();
+  estimates->clear();
+  if (options_.conservative) {
+    return absl::FailedPreconditionError("GPU Count-Min: string keys hash on the device for the plain update only");
+  }
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(packed, weights));
+  if (packed.empty()) return absl::OkStatus();
+  if (region.empty()) return absl::InvalidArgumentError("GPU Count-Min: string keys need their region");
+  STREAMSTATS_RETURN_IF_ERROR(dev_->AddPlainSelected(
+      packed, weights, least, table_,
+      [this](size_t n, bool weighted) { return EnqueuePlain(n, weighted); }, positions, estimates,
+      meanwhile, region));
+  count_ += SumWeights(packed, weights);
+  return absl::OkStatus();
+}
+
 absl::Status GpuCountMin::CheckLaunch(absl::Span<const uint64_t> ids,
                                       absl::Span<const uint64_t> weights) const {
   STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));

@@ -337,6 +337,27 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     return s;
   }
 
+  // A plain Count-Min hashes string keys on the device.
+  bool HashesStrings() const override {
+    return cm_ != nullptr && fcm_ == nullptr && !cm_->options().conservative;
+  }
+  absl::Status AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
+                                  absl::Span<const uint64_t> weights, uint64_t least,
+                                  std::vector<uint32_t>* positions,
+                                  std::vector<uint64_t>* estimates,
+                                  absl::FunctionRef<void()> meanwhile) override {
+    if (!HashesStrings()) {
+      return core::DeviceSketch::AddSelectedStrings(packed, region, weights, least, positions,
+                                                    estimates, meanwhile);
+    }
+    absl::Status s = pool_->ShouldFail()
+                         ? absl::InternalError("injected device failure")
+                         : cm_->AddSelectedStrings(packed, region, weights, least, positions,
+                                                   estimates, meanwhile);
+    Account(s);
+    return s;
+  }
+
   absl::Status Upload(absl::Span<const uint64_t> state) override {
     if (cm_ == nullptr) return core::DeviceSketch::Upload(state);
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")

@@ -83,6 +83,15 @@ __global__ void HashStringsKernel(const char* bytes, const uint64_t* offsets, si
   }
 }
 
+// ids[i] = (offset << 32) | length of a key in `bytes` (core::PackStringKeys) -> its id, in place.
+__global__ void HashPackedStringsKernel(const char* bytes, uint64_t* ids, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint64_t packed = ids[i];
+    ids[i] = core::HashString(bytes + (packed >> 32), packed & 0xffffffffu);
+  }
+}
+
 // ---- the plain update's sequential pass (SketchDevice::AddPairsInOrder) ----
 
 __global__ void SplitPairs(const uint64_t* keys, const uint64_t* weights, size_t m,
@@ -317,22 +326,39 @@ absl::Status detail::SketchDevice::CollectSelected(size_t n, std::vector<uint32_
   return absl::OkStatus();
 }
 
+absl::Status detail::SketchDevice::EnqueueHashStrings(size_t n, size_t region_bytes) {
+  STREAMSTATS_RETURN_IF_ERROR(key_bytes.Reserve(region_bytes));
+  STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(key_bytes.get(), host_key_bytes.get(),
+                                                   region_bytes, cudaMemcpyHostToDevice, stream));
+  HashPackedStringsKernel<<<GridFor(n, 256), 256, 0, stream>>>(key_bytes.get(), ids.get(), n);
+  STREAMSTATS_CUDA_CHECK_LAUNCH();
+  return absl::OkStatus();
+}
+
 absl::Status detail::SketchDevice::AddPlainSelected(
     absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights, uint64_t least,
     const void* table, absl::FunctionRef<absl::Status(size_t, bool)> enqueue_plain,
     std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
-    absl::FunctionRef<void()> meanwhile) {
+    absl::FunctionRef<void()> meanwhile, absl::string_view region) {
   const size_t n = h_ids.size();
   const bool weighted = !h_weights.empty();
+  if (region.size() >= (size_t{1} << 31)) {
+    return absl::InvalidArgumentError("GPU sketch: a string batch's region is too large");
+  }
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights));
+  if (!region.empty()) STREAMSTATS_RETURN_IF_ERROR(StageRegion(region));
   STREAMSTATS_RETURN_IF_ERROR(SetLevel(least));
-  STREAMSTATS_RETURN_IF_ERROR(Launch(2 * n + (weighted ? 1 : 0), table, [&]() -> absl::Status {
+  // The shape: the batch's size and weights, and a string batch's region size (plus one) above.
+  const uint64_t shape = (region.empty() ? 0 : (uint64_t{region.size()} + 1) << 32) |
+                         (2 * n + (weighted ? 1 : 0));
+  STREAMSTATS_RETURN_IF_ERROR(Launch(shape, table, [&]() -> absl::Status {
     STREAMSTATS_RETURN_IF_ERROR(EnqueueUpload(n, weighted));
+    if (!region.empty()) STREAMSTATS_RETURN_IF_ERROR(EnqueueHashStrings(n, region.size()));
     STREAMSTATS_RETURN_IF_ERROR(enqueue_plain(n, weighted));
     return EnqueueSelect(n, ids.get());
   }));
-  bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t);
+  bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t) + region.size();
   return CollectSelected(n, positions, estimates, meanwhile);
 }
 
@@ -340,7 +366,8 @@ std::vector<const void*> detail::SketchDevice::Addresses(const void* table) cons
   return {table, ids.get(), weights.get(), sorted_weights.get(), small.get(), out.get(),
           seq_keys.get(), seq_alt.get(), seq_cells.get(), seq_prefix.get(), selected.get(),
           last_cells.get(), last_cell.get(), cub_temp.get(), host_a.get(), host_b.get(),
-          host_least.get(), host_selected_estimates.get(), host_selected_positions.get()};
+          host_least.get(), host_selected_estimates.get(), host_selected_positions.get(),
+          key_bytes.get(), host_key_bytes.get()};
 }
 
 absl::Status detail::SketchDevice::Launch(uint64_t shape, const void* table,

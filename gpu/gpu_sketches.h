@@ -42,6 +42,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/sketches/fcm.h"
 #include "core/sketches/pbf.h"
@@ -104,6 +105,15 @@ class GpuCountMin {
                            uint64_t least, std::vector<uint32_t>* positions,
                            std::vector<uint64_t>* estimates,
                            absl::FunctionRef<void()> meanwhile = [] {});
+  // AddSelected of the plain update for string keys the device hashes itself
+  // (core::DeviceSketch::AddSelectedStrings): packed[i] locates key i in `region`
+  // (core::PackStringKeys); the ids equal core::StringKeyId's, so the table, the positions and
+  // the estimates equal AddSelected's on those ids. FailedPrecondition for a conservative sketch.
+  absl::Status AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
+                                  absl::Span<const uint64_t> weights, uint64_t least,
+                                  std::vector<uint32_t>* positions,
+                                  std::vector<uint64_t>* estimates,
+                                  absl::FunctionRef<void()> meanwhile = [] {});
   const core::CountMinOptions& options() const { return options_; }
   // Kernel time and bytes of AddSequential, AddConservativeBatch and DownloadTo so far.
   GpuWorkStats work_stats() const;

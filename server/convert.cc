@@ -420,6 +420,7 @@ bool DecodeKeys(const uint8_t* p, const uint8_t* end,
 // field or anything malformed: false, and protobuf parses the batch). `bytes` keys need no UTF-8
 // check.
 bool DecodeStrings(const uint8_t* p, const uint8_t* end, StringKeysColumn* column) {
+  column->region = absl::string_view(reinterpret_cast<const char*>(p), end - p);
   while (p < end) {
     uint64_t tag, len;
     if ((p = ReadVarint(p, end, &tag)) == nullptr || tag != ((1 << 3) | 2)) return false;
@@ -571,7 +572,8 @@ absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
     case v1::IngestRequest::kStrings:
       b.kind = core::ValueKind::kString;
       if (decoded != nullptr && decoded->decoded) {
-        b.strings = decoded->view();
+        // With their region, so a device can hash them (core::PackStringKeys).
+        b.strings = core::StringColumn(decoded->view(), decoded->region);
         break;
       }
       strings->assign(request.strings().keys().begin(), request.strings().keys().end());

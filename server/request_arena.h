@@ -27,6 +27,7 @@ namespace streamstats::server {
 // while it holds keys: a small message's slice keeps its bytes inside `wire` itself.
 struct StringKeysColumn {
   std::vector<absl::string_view> keys;  // the batch's, into `wire`
+  absl::string_view region;             // the StringKeys payload's bytes in `wire`: every key
   grpc::Slice wire;                     // the message's bytes, held while `keys` view them
   bool decoded = false;                 // the last parse put the batch's keys here
 
@@ -34,6 +35,7 @@ struct StringKeysColumn {
   size_t size() const { return keys.size(); }
   void Clear() {
     keys.clear();  // keeps its capacity
+    region = {};
     wire = grpc::Slice();
     decoded = false;
   }

@@ -103,6 +103,13 @@ absl::Status DeviceSketch::AddSelected(absl::Span<const uint64_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status DeviceSketch::AddSelectedStrings(absl::Span<const uint64_t>, absl::string_view,
+                                              absl::Span<const uint64_t>, uint64_t,
+                                              std::vector<uint32_t>*, std::vector<uint64_t>*,
+                                              absl::FunctionRef<void()>) {
+  return absl::UnimplementedError("this device sketch does not hash string keys");
+}
+
 absl::Status DeviceSketch::Upload(absl::Span<const uint64_t>) {
   return absl::UnimplementedError("this device sketch takes no table after it attached");
 }

@@ -74,6 +74,19 @@ class DeviceSketch {
                                    std::vector<uint32_t>* positions,
                                    std::vector<uint64_t>* estimates,
                                    absl::FunctionRef<void()> meanwhile);
+  // Whether AddSelectedStrings runs here (a GPU's plain Count-Min).
+  virtual bool HashesStrings() const { return false; }
+  // AddSelected for string keys whose ids the device computes itself (core::StringKeyId, bit for
+  // bit: issue 14, "keys hashed on the device, string keys too"): key i is `region`'s bytes
+  // [packed[i] >> 32, + (packed[i] & 0xffffffff)) (core::PackStringKeys), so the host's work is a
+  // pass over the keys' offsets and one copy of the region. Positions and estimates as
+  // AddSelected's. Unimplemented unless HashesStrings().
+  virtual absl::Status AddSelectedStrings(absl::Span<const uint64_t> packed,
+                                          absl::string_view region,
+                                          absl::Span<const uint64_t> weights, uint64_t least,
+                                          std::vector<uint32_t>* positions,
+                                          std::vector<uint64_t>* estimates,
+                                          absl::FunctionRef<void()> meanwhile);
   // Copies the state out: Count-Min's and FCM's row-major d x w counters, the PBF's bit words,
   // the HyperLogLog's 2^p registers, one a word, or AMS's d x w signed counters as 64-bit words.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;

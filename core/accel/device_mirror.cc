@@ -49,7 +49,26 @@ bool DeviceMirror::AddSelected(absl::Span<const uint64_t> ids, absl::Span<const 
       device_->AddSelected(ids, weights, least, positions, estimates, meanwhile), ids, weights);
 }
 
-bool DeviceMirror::AcceptedLocked(const absl::Status& added, absl::Span<const uint64_t> ids,
+bool DeviceMirror::HashesStrings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_ != nullptr && device_->HashesStrings();
+}
+
+bool DeviceMirror::AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
+                                      absl::Span<const uint64_t> weights, uint64_t least,
+                                      std::vector<uint32_t>* positions,
+                                      std::vector<uint64_t>* estimates,
+                                      absl::FunctionRef<void()> meanwhile,
+                                      absl::FunctionRef<absl::Span<const uint64_t>()> host_ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ == nullptr || !CatchUpLocked()) return false;
+  return AcceptedLocked(
+      device_->AddSelectedStrings(packed, region, weights, least, positions, estimates, meanwhile),
+      packed.size(), host_ids, weights);
+}
+
+bool DeviceMirror::AcceptedLocked(const absl::Status& added, size_t n,
+                                  absl::FunctionRef<absl::Span<const uint64_t>()> batch_ids,
                                   absl::Span<const uint64_t> weights) {
   if (!added.ok()) {
     // The device may hold part of this batch: drop it, rebuild the host copy from the journal.
@@ -58,7 +77,7 @@ bool DeviceMirror::AcceptedLocked(const absl::Status& added, absl::Span<const ui
   }
   stale_ = true;
   const size_t limit = std::max<size_t>(size_t{1} << 16, host_state_.size());
-  if (journal_ids_.size() + ids.size() >= limit && device_->Download(host_state_).ok()) {
+  if (journal_ids_.size() + n >= limit && device_->Download(host_state_).ok()) {
     // The journal would be full with this batch: the host copy is brought up to date now
     // instead, and the download holds this batch too, so the batch is not copied in first (a
     // batch of 10^5 ids was an 800 KB copy for nothing). A failed download journals the batch
@@ -70,6 +89,7 @@ bool DeviceMirror::AcceptedLocked(const absl::Status& added, absl::Span<const ui
     journal_weights_.assign(journal_ids_.size(), 1);
     journal_weighted_ = true;
   }
+  const absl::Span<const uint64_t> ids = batch_ids();
   journal_ids_.insert(journal_ids_.end(), ids.begin(), ids.end());
   if (journal_weighted_) {
     if (weights.empty()) {

@@ -33,6 +33,8 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/accel/accelerator.h"
 
@@ -70,6 +72,17 @@ class DeviceMirror {
                    uint64_t least, std::vector<uint32_t>* positions,
                    std::vector<uint64_t>* estimates, absl::FunctionRef<void()> meanwhile);
 
+  // Whether the device copy hashes string keys itself (DeviceSketch::HashesStrings).
+  bool HashesStrings() const;
+  // The same as AddSelected through DeviceSketch::AddSelectedStrings. `host_ids` computes the
+  // batch's ids on the host, called only where the journal must hold them (a batch the table's
+  // download does not follow at once).
+  bool AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
+                          absl::Span<const uint64_t> weights, uint64_t least,
+                          std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
+                          absl::FunctionRef<void()> meanwhile,
+                          absl::FunctionRef<absl::Span<const uint64_t>()> host_ids);
+
   // DeviceSketch::CountSetPositions on the device copy (see the protocol above).
   bool CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,
                          uint64_t* set_bits);
@@ -93,6 +106,12 @@ class DeviceMirror {
   // Requires mu_. After the device's answer to a batch: journals the batch (true), or repairs a
   // failure (false).
   bool AcceptedLocked(const absl::Status& added, absl::Span<const uint64_t> ids,
+                      absl::Span<const uint64_t> weights) {
+    return AcceptedLocked(added, ids.size(), [ids] { return ids; }, weights);
+  }
+  // The same with the batch's n ids computed only where the journal keeps them.
+  bool AcceptedLocked(const absl::Status& added, size_t n,
+                      absl::FunctionRef<absl::Span<const uint64_t>()> ids,
                       absl::Span<const uint64_t> weights);
   // Requires mu_, a device copy. Where the host table is ahead of it (Reload), uploads it;
   // false (the copy dropped) where that failed.

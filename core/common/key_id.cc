@@ -28,6 +28,21 @@ uint64_t KeyIdAt(const Keys& keys, size_t i) {
   return 0;
 }
 
+bool PackStringKeys(const StringColumn& keys, std::vector<uint64_t>* packed) {
+  const absl::string_view region = keys.region();
+  if (region.empty() || region.size() >= (uint64_t{1} << 31)) return false;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(region.data());
+  packed->resize(keys.size());
+  uint64_t* out = packed->data();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const absl::string_view key = keys[i];
+    const uint64_t offset = reinterpret_cast<uintptr_t>(key.data()) - base;  // wraps if below
+    if (offset > region.size() || key.size() > region.size() - offset) return false;
+    out[i] = offset << 32 | key.size();
+  }
+  return true;
+}
+
 absl::string_view KeyStringAt(const Batch& batch, size_t i) {
   return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[i])
                                           : absl::string_view();

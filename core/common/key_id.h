@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -23,6 +24,11 @@ inline uint64_t StringKeyId(absl::string_view s) { return HashString(s.data(), s
 // The id of item i of a batch (or of a question's keys), read from the span matching `kind`.
 uint64_t KeyIdAt(const Batch& batch, size_t i);
 uint64_t KeyIdAt(const Keys& keys, size_t i);
+
+// A string batch's keys as a device takes them to hash itself (DeviceSketch::AddSelectedStrings):
+// packed[i] = (offset of key i in keys.region()) << 32 | its length. False (packed unspecified)
+// where the column has no region, the region is 2^31 bytes or more, or a key lies outside it.
+bool PackStringKeys(const StringColumn& keys, std::vector<uint64_t>* packed);
 
 // The string of item i for string batches; empty otherwise.
 absl::string_view KeyStringAt(const Batch& batch, size_t i);

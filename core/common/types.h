@@ -40,6 +40,10 @@ class StringColumn {
       : views_(views.data()), size_(views.size()) {}
   StringColumn(const std::vector<absl::string_view>& views)  // NOLINT
       : StringColumn(absl::MakeConstSpan(views)) {}
+  // Views that all lie inside `region` (one buffer: a request's bytes), which a device can take
+  // in one copy and hash there (core/accel/accelerator.h, DeviceSketch::AddSelectedStrings).
+  StringColumn(absl::Span<const absl::string_view> views, absl::string_view region)
+      : views_(views.data()), size_(views.size()), region_(region) {}
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -50,6 +54,8 @@ class StringColumn {
   StringColumn subspan(size_t pos, size_t len = absl::Span<const std::string>::npos) const;
   // The keys as std::string objects: the viewed ones, or copies made into `*scratch`.
   absl::Span<const std::string> Strings(std::vector<std::string>* scratch) const;
+  // The buffer every key lies in, where the column was made with one (else empty).
+  absl::string_view region() const { return region_; }
 
   class const_iterator {
    public:
@@ -84,6 +90,7 @@ class StringColumn {
   const std::string* strings_ = nullptr;
   const absl::string_view* views_ = nullptr;
   size_t size_ = 0;
+  absl::string_view region_;
 };
 
 // A batch of items of one kind; exactly the span matching `kind` is read. `weights` is empty

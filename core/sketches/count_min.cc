@@ -453,6 +453,10 @@ bool CountMin::UpdateOnDevice(const Batch& batch) {
     if (!mirror_.attached()) return false;
   }
   const size_t n = batch.size();
+  if (batch.kind == ValueKind::kString && mirror_.HashesStrings() &&
+      PackStringKeys(batch.strings, &scratch_ids_)) {
+    return UpdateStringsOnDevice(batch);
+  }
   absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
   if (batch.kind != ValueKind::kUint64) {
     scratch_ids_.resize(n);
@@ -481,6 +485,39 @@ bool CountMin::UpdateOnDevice(const Batch& batch) {
     for (size_t k = 0; k < m; ++k) pending_ids_[k] = ids[scratch_positions_[k]];
     pending_estimates_.swap(scratch_estimates_);
   }
+  if (batch.weights.empty()) {
+    count_ += n;
+  } else {
+    for (const uint64_t w : batch.weights) count_ += w;
+  }
+  return true;
+}
+
+bool CountMin::UpdateStringsOnDevice(const Batch& batch) {
+  const size_t n = batch.size();
+  std::lock_guard<std::mutex> lock(offers_mu_);
+  // As UpdateOnDevice, with scratch_ids_ holding the keys' places in the region (PackStringKeys):
+  // the device hashes them; the host hashes only the keys that come back, and the whole batch
+  // only where the mirror's journal keeps its ids.
+  const bool added = mirror_.AddSelectedStrings(
+      scratch_ids_, batch.strings.region(), batch.weights, candidates_.LeastAdmitted(),
+      &scratch_positions_, &scratch_estimates_, [this] { FlushOffersLocked(); },
+      [&]() -> absl::Span<const uint64_t> {
+        scratch_ids_.resize(n);
+        for (size_t i = 0; i < n; ++i) scratch_ids_[i] = StringKeyId(batch.strings[i]);
+        return scratch_ids_;
+      });
+  FlushOffersLocked();  // the last device batch's offers come before this batch's
+  if (!added) return false;
+  const size_t m = scratch_positions_.size();
+  pending_ids_.resize(m);  // the selected keys' ids, gathered (offered now, with their strings)
+  for (size_t k = 0; k < m; ++k) {
+    pending_ids_[k] = StringKeyId(batch.strings[scratch_positions_[k]]);
+  }
+  candidates_.OfferGrowingSelected(
+      pending_ids_.data(), nullptr, scratch_estimates_.data(), m,
+      [&](size_t k) { return batch.strings[scratch_positions_[k]]; });
+  pending_ids_.clear();
   if (batch.weights.empty()) {
     count_ += n;
   } else {

@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/common/hash.h"
 #include "gpu/detail/buffers.cuh"
@@ -35,6 +36,8 @@ struct SketchDevice : DeviceStream {
   DeviceBuffer<uint32_t> last_cell;   // a cell per item at or above the level
   DeviceBuffer<uint8_t> flags;
   DeviceBuffer<unsigned char> cub_temp;
+  DeviceBuffer<char> key_bytes;      // a string batch's region (AddPlainSelected)
+  PinnedBuffer<char> host_key_bytes;
   PinnedBuffer<uint64_t> host_a, host_b;
   PinnedBuffer<uint64_t> host_selected_estimates;  // FinishSelected: [0] the count, then the
   PinnedBuffer<uint32_t> host_selected_positions;  // estimates; written by a kernel (mapped)
@@ -88,6 +91,15 @@ struct SketchDevice : DeviceStream {
     }
     return absl::OkStatus();
   }
+  // A string batch's region into pinned staging, after Stage (which waited for the stream).
+  absl::Status StageRegion(absl::string_view region) {
+    STREAMSTATS_RETURN_IF_ERROR(host_key_bytes.Reserve(region.size()));
+    std::memcpy(host_key_bytes.get(), region.data(), region.size());
+    return absl::OkStatus();
+  }
+  // After EnqueueUpload of n packed keys (core::PackStringKeys) as ids: the region's bytes to the
+  // device, then each id computed in place (core::StringKeyId), on the stream.
+  absl::Status EnqueueHashStrings(size_t n, size_t region_bytes);
   absl::Status EnqueueUpload(size_t n, bool weighted) {
     STREAMSTATS_RETURN_IF_ERROR(ids.Reserve(n));
     STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), host_a.get(), n * sizeof(uint64_t),
@@ -181,12 +193,15 @@ struct SketchDevice : DeviceStream {
   // A plain Count-Min's or FCM's batch (checked, non-empty) through Launch: stages the ids and
   // the level, uploads, runs the sketch's own launches `enqueue_plain(n, weighted)` (estimates
   // into `out`), selects each key's last item at the level (EnqueueSelect), waits for them.
+  // With a `region` (< 2^31 bytes), h_ids are string keys packed into it (core::PackStringKeys),
+  // hashed into ids on the device (EnqueueHashStrings) before the sketch's launches.
   absl::Status AddPlainSelected(absl::Span<const uint64_t> h_ids,
                                 absl::Span<const uint64_t> h_weights, uint64_t least,
                                 const void* table,
                                 absl::FunctionRef<absl::Status(size_t, bool)> enqueue_plain,
                                 std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
-                                absl::FunctionRef<void()> meanwhile);
+                                absl::FunctionRef<void()> meanwhile,
+                                absl::string_view region = {});
 };
 
 // Copies `words` into device memory at `device_words` (a sketch's Load) and waits.

@@ -10,6 +10,7 @@
 
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "gtest/gtest.h"
+#include "core/common/key_id.h"
 #include "server/request_arena.h"
 
 namespace streamstats::server {
@@ -33,8 +34,21 @@ void ExpectKeysViewTheWire(const StringKeysColumn& column) {
   if (!column.decoded) return;
   const char* begin = reinterpret_cast<const char*>(column.wire.begin());
   const char* end = reinterpret_cast<const char*>(column.wire.end());
+  // The region (the StringKeys payload) lies in the wire, and every key in the region.
+  EXPECT_TRUE(column.region.data() >= begin && column.region.data() + column.region.size() <= end);
   for (absl::string_view key : column.view()) {
     EXPECT_TRUE(key.empty() || (key.data() >= begin && key.data() + key.size() <= end));
+    EXPECT_TRUE(key.empty() || (key.data() >= column.region.data() &&
+                                key.data() + key.size() <= column.region.data() + column.region.size()));
+  }
+  // What a device is handed (core::PackStringKeys) finds each key in the region.
+  std::vector<uint64_t> packed;
+  const core::StringColumn viewed(column.view(), column.region);
+  if (column.region.empty()) return;
+  ASSERT_TRUE(core::PackStringKeys(viewed, &packed));
+  ASSERT_EQ(packed.size(), column.size());
+  for (size_t i = 0; i < packed.size(); ++i) {
+    EXPECT_EQ(column.region.substr(packed[i] >> 32, packed[i] & 0xffffffffu), column.keys[i]);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "core/common/key_id.h"
 #include "core/common/types.h"
 #include "core/summary.h"
 #include "gtest/gtest.h"
@@ -54,6 +55,31 @@ TEST(StringColumn, ViewsStringsAndStringViewsAlike) {
   const absl::Span<const std::string> copied = b.Strings(&scratch);
   EXPECT_EQ(copied.data(), scratch.data());
   EXPECT_EQ(std::vector<std::string>(copied.begin(), copied.end()), owned);
+}
+
+// PackStringKeys: each key's place in the column's region, what a device copies and hashes; no
+// region, or a key outside it, and the host hashes (false).
+TEST(StringColumn, PackStringKeysLocatesEachKeyInItsRegion) {
+  const std::string region =
+      std::string("\x0a\x03") + "abc" + std::string("\x0a\x00", 2) + "\x0a\x02" + "xy";
+  std::vector<absl::string_view> views = {absl::string_view(region.data() + 2, 3),
+                                          absl::string_view(region.data() + 7, 0),
+                                          absl::string_view(region.data() + 9, 2)};
+  std::vector<uint64_t> packed;
+  ASSERT_TRUE(PackStringKeys(StringColumn(views, region), &packed));
+  ASSERT_EQ(packed.size(), 3u);
+  for (size_t i = 0; i < views.size(); ++i) {
+    EXPECT_EQ(absl::string_view(region).substr(packed[i] >> 32, packed[i] & 0xffffffffu), views[i]);
+  }
+  EXPECT_EQ(StringColumn(views, region).subspan(1).region(), region);  // kept by a slice
+  EXPECT_FALSE(PackStringKeys(StringColumn(views), &packed));         // no region
+  const std::vector<std::string> owned = {"abc"};
+  EXPECT_FALSE(PackStringKeys(StringColumn(owned), &packed));
+  const std::string elsewhere = "zzz";
+  views.push_back(elsewhere);
+  EXPECT_FALSE(PackStringKeys(StringColumn(views, region), &packed));  // a key outside it
+  views.back() = absl::string_view(region.data() + 9, 3);             // past its end
+  EXPECT_FALSE(PackStringKeys(StringColumn(views, region), &packed));
 }
 
 struct Kind {
