@@ -427,6 +427,7 @@ bool DecodeStrings(const uint8_t* p, const uint8_t* end, StringKeysColumn* colum
     if ((p = ReadVarint(p, end, &len)) == nullptr || len > static_cast<uint64_t>(end - p)) return false;
     if (column->keys.size() == static_cast<size_t>(std::numeric_limits<int>::max())) return false;
     column->keys.emplace_back(reinterpret_cast<const char*>(p), len);
+    column->longest = std::max<size_t>(column->longest, len);
     p += len;
   }
   return true;
@@ -573,7 +574,7 @@ absl::StatusOr<core::Batch> BatchFromRequest(const v1::IngestRequest& request,
       b.kind = core::ValueKind::kString;
       if (decoded != nullptr && decoded->decoded) {
         // With their region, so a device can hash them (core::PackStringKeys).
-        b.strings = core::StringColumn(decoded->view(), decoded->region);
+        b.strings = core::StringColumn(decoded->view(), decoded->region, decoded->longest);
         break;
       }
       strings->assign(request.strings().keys().begin(), request.strings().keys().end());

@@ -28,6 +28,7 @@ namespace streamstats::server {
 struct StringKeysColumn {
   std::vector<absl::string_view> keys;  // the batch's, into `wire`
   absl::string_view region;             // the StringKeys payload's bytes in `wire`: every key
+  size_t longest = 0;                   // the longest key's bytes
   grpc::Slice wire;                     // the message's bytes, held while `keys` view them
   bool decoded = false;                 // the last parse put the batch's keys here
 
@@ -36,6 +37,7 @@ struct StringKeysColumn {
   void Clear() {
     keys.clear();  // keeps its capacity
     region = {};
+    longest = 0;
     wire = grpc::Slice();
     decoded = false;
   }

@@ -128,10 +128,18 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     if (!cm->on_device()) return "cpu: table in host memory";
     // core/sketches/count_min.h: conservative update has no parallel form; the device applies
     // each batch in the batch form (same bound, a table that depends on the batches' cuts).
+    // String keys: a plain table's device hashes the keys an Ingest stream's parse left in the
+    // request's bytes (DeviceSketch::AddSelectedStrings); the host hashes the others.
+    const char* strings =
+        s.value_kind() != core::ValueKind::kString ? ""
+        : cm->device_hashes_strings() ? "; string keys hashed on the device (an Ingest stream's; "
+                                        "other batches' on the host)"
+                                      : "; string keys hashed on the host";
     return absl::StrCat(accelerator.name(), ": table on the device",
                         cm->options().conservative
                             ? " (conservative update per batch: targets from the table before it)"
                             : "",
+                        strings,
                         // Under a steady flow most batches take this path, on the host's cores.
                         takes_parts ? "; a batch that comes while another is applied is counted "
                                       "in a part in host memory, merged into the table"

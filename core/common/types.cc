@@ -21,6 +21,7 @@ StringColumn StringColumn::subspan(size_t pos, size_t len) const {
   len = std::min(len, size_ - pos);
   StringColumn out;
   out.region_ = region_;
+  out.max_key_bytes_ = max_key_bytes_;
   if (views_ != nullptr) out.views_ = views_ + pos;
   if (strings_ != nullptr) out.strings_ = strings_ + pos;
   out.size_ = len;

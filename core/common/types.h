@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,10 @@ class StringColumn {
       : StringColumn(absl::MakeConstSpan(views)) {}
   // Views that all lie inside `region` (one buffer: a request's bytes), which a device can take
   // in one copy and hash there (core/accel/accelerator.h, DeviceSketch::AddSelectedStrings).
-  StringColumn(absl::Span<const absl::string_view> views, absl::string_view region)
-      : views_(views.data()), size_(views.size()), region_(region) {}
+  // `max_key_bytes`, where the maker knows it: no key is longer (ValidateBatch then reads no key).
+  StringColumn(absl::Span<const absl::string_view> views, absl::string_view region,
+               size_t max_key_bytes = std::numeric_limits<size_t>::max())
+      : views_(views.data()), size_(views.size()), region_(region), max_key_bytes_(max_key_bytes) {}
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -56,6 +59,8 @@ class StringColumn {
   absl::Span<const std::string> Strings(std::vector<std::string>* scratch) const;
   // The buffer every key lies in, where the column was made with one (else empty).
   absl::string_view region() const { return region_; }
+  // A bound on the keys' lengths the column's maker gave (the largest size_t: none).
+  size_t max_key_bytes() const { return max_key_bytes_; }
 
   class const_iterator {
    public:
@@ -91,6 +96,7 @@ class StringColumn {
   const absl::string_view* views_ = nullptr;
   size_t size_ = 0;
   absl::string_view region_;
+  size_t max_key_bytes_ = std::numeric_limits<size_t>::max();
 };
 
 // A batch of items of one kind; exactly the span matching `kind` is read. `weights` is empty

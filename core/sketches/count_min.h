@@ -189,6 +189,8 @@ class CountMin final : public Summary {
   // True while the table lives on a device; device failures repaired so far.
   bool on_device() const { return mirror_.attached(); }
   uint64_t device_failures() const { return mirror_.failures(); }
+  // Whether the device copy hashes string keys itself (DeviceSketch::HashesStrings).
+  bool device_hashes_strings() const { return mirror_.HashesStrings(); }
   size_t TableBytes() const { return table_.size() * sizeof(uint64_t); }
   const HeavyHitterCandidates& candidates() const {
     FlushOffers();

@@ -154,4 +154,62 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
 }
 
 }  // namespace
+// Issue 14 item 4: GetSession says where a string session's keys are hashed: on the device for a
+// plain Count-Min on the pool (DeviceSketch::AddSelectedStrings), on the host for a conservative
+// one; a plain table's answers equal a CPU session's (the conservative batch form's may not).
+TEST(GpuSession, GetSessionSaysWhereStringKeysAreHashed) {
+  if (gpu::VisibleDevices().empty()) {
+    GTEST_SKIP() << "no CUDA device: GPU test skipped (run gpu_tests on an H100/H200)";
+  }
+  auto pool = gpu::GpuPool::Create(gpu::GpuPoolOptions{});
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (const std::string spec : {"count_min", "count_min:conservative=true"}) {
+    SCOPED_TRACE(spec);
+    auto gpu = *server::Session::Create(server::Config("s", {spec}, v1::VALUE_KIND_STRING),
+                                        pool->get());
+    auto cpu = *server::Session::Create(server::Config("s", {spec}, v1::VALUE_KIND_STRING),
+                                        nullptr);
+    std::string region;
+    std::vector<size_t> at;
+    std::vector<std::string> words;
+    for (int i = 0; i < 5000; ++i) words.push_back("w" + std::to_string(i % 97 * (i % 13)));
+    for (const std::string& w : words) {
+      region += "\x0a";
+      region += static_cast<char>(w.size());
+      at.push_back(region.size());
+      region += w;
+    }
+    std::vector<absl::string_view> views;
+    for (size_t i = 0; i < words.size(); ++i) views.emplace_back(region.data() + at[i], words[i].size());
+    core::Batch viewed, owned;
+    viewed.kind = owned.kind = core::ValueKind::kString;
+    viewed.strings = core::StringColumn(views, region);
+    owned.strings = words;
+    for (int b = 0; b < 3; ++b) {
+      ASSERT_TRUE(gpu->Ingest(viewed, "", 0).ok());
+      ASSERT_TRUE(cpu->Ingest(owned, "", 0).ok());
+    }
+    const std::string placement = gpu->Stats().summaries[0].placement;
+    EXPECT_NE(placement.find(spec == "count_min" ? "; string keys hashed on the device"
+                                                 : "; string keys hashed on the host"),
+              std::string::npos)
+        << placement;
+    if (spec != "count_min") continue;
+    core::Keys keys;
+    keys.kind = core::ValueKind::kString;
+    const std::vector<std::string> asked = {"w0", "w12", "w96", "absent"};
+    keys.strings = asked;
+    auto a = gpu->Frequencies(keys, "");
+    auto c = cpu->Frequencies(keys, "");
+    ASSERT_TRUE(a.ok() && c.ok());
+    ASSERT_EQ(a->results.size(), c->results.size());
+    for (size_t i = 0; i < a->results.size(); ++i) {
+      ASSERT_EQ(a->results[i].answers.size(), c->results[i].answers.size());
+      for (size_t k = 0; k < a->results[i].answers.size(); ++k) {
+        EXPECT_EQ(a->results[i].answers[k].estimate, c->results[i].answers[k].estimate);
+      }
+    }
+  }
+}
+
 }  // namespace streamstats

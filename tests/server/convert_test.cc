@@ -11,6 +11,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "gtest/gtest.h"
 #include "core/common/key_id.h"
+#include "core/summary.h"
 #include "server/request_arena.h"
 
 namespace streamstats::server {
@@ -161,6 +162,11 @@ TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
               EXPECT_EQ(batch->strings[k], fresh.strings().keys(k));
             }
             EXPECT_EQ(copies.empty(), decoded);  // viewed in the column, not copied
+            if (decoded) {  // the parse bounds the keys' lengths: the longest one's
+              size_t longest = 0;
+              for (const std::string& k : fresh.strings().keys()) longest = std::max(longest, k.size());
+              EXPECT_EQ(batch->strings.max_key_bytes(), longest);
+            }
           }
           EXPECT_EQ(batch->weights.size(), static_cast<size_t>(fresh.weights_size()));
         }
@@ -572,6 +578,25 @@ TEST(ParseIngestRequest, StringsBatchesInEveryWireFormParseAsDeserializeDoes) {
   EXPECT_TRUE(decoded_here(Delimited(5, StringKeys({"k"})) + header));
   EXPECT_FALSE(decoded_here(header + Delimited(5, unknown_in_strings)));
   EXPECT_FALSE(decoded_here(header + Delimited(5, StringKeys({"a"})) + Delimited(5, StringKeys({"b"}))));
+  // A key past kMaxStringKeyBytes in a decoded batch is refused as ever (the parse's bound on
+  // the keys' lengths is above the limit, so ValidateBatch reads them); one within it is not.
+  for (const bool too_long : {true, false}) {
+    const std::vector<std::string> keys = {"a", std::string(too_long ? 1025 : 1024, 'z'), "b"};
+    grpc::ByteBuffer b = Raw(header + Delimited(5, StringKeys(keys)));
+    ASSERT_TRUE(
+        ParseIngestRequest(&b, v1::IngestRequest::kStrings, arena.Fresh(), &arena.strings()).ok());
+    ASSERT_TRUE(arena.strings().decoded);
+    std::vector<std::string> copies;
+    auto batch = BatchFromRequest(arena.request(), &copies, &arena.strings());
+    ASSERT_TRUE(batch.ok());
+    const absl::Status valid = core::ValidateBatch(*batch, core::ValueKind::kString);
+    if (too_long) {
+      EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(valid.message().find("string key 1 is 1025 bytes"), std::string::npos) << valid;
+    } else {
+      EXPECT_TRUE(valid.ok()) << valid;
+    }
+  }
   // Without a column, or expecting keys, protobuf parses strings into the request.
   {
     grpc::ByteBuffer b = Raw(header + Delimited(5, StringKeys(odd)));

@@ -537,6 +537,22 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
                    : std::string("fake-device: table on the device (conservative update per "
                                  "batch: targets from the table before it)")) +
                   parts);
+    if (spec_text.rfind("count_min", 0) == 0) {
+      // String keys: this device does not hash them (DeviceSketch::HashesStrings), so the host
+      // does, and GetSession says so (a GPU pool's plain Count-Min: tests/gpu).
+      auto strings = *Session::Create(Config("where", {spec_text}, v1::VALUE_KIND_STRING), &device);
+      const std::vector<std::string> words = {"a", "b", "a"};
+      core::Batch string_batch;
+      string_batch.kind = core::ValueKind::kString;
+      string_batch.strings = words;
+      ASSERT_TRUE(strings->Ingest(string_batch, "", 0).ok());
+      EXPECT_NE(strings->Stats().summaries[0].placement.find(
+                    "table on the device"),
+                std::string::npos);
+      EXPECT_NE(strings->Stats().summaries[0].placement.find("; string keys hashed on the host"),
+                std::string::npos)
+          << strings->Stats().summaries[0].placement;
+    }
     core::Keys keys;
     keys.kind = core::ValueKind::kUint64;
     keys.keys = asked;
@@ -547,7 +563,7 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
     EXPECT_EQ(freq->results[0].answers[1].estimate, 2u);
     EXPECT_EQ(freq->results[0].answers[2].estimate, 0u);
   }
-  EXPECT_EQ(device.stats.attaches, 4);
+  EXPECT_EQ(device.stats.attaches, 6);  // the four sessions and the two string Count-Min ones
   // FCM with dl > dh (issue 15): its table and its phase detector (the batch rule) go on the
   // device too, and GetSession says so; a detector larger than a device keeps (k = 32: 160
   // entries) stays in host memory, and GetSession says why.
@@ -559,7 +575,7 @@ TEST(Session, GetSessionSaysWhereEachSummaryRuns) {
   EXPECT_EQ(tracked->Stats().summaries[0].placement,
             "fake-device: table on the device with its phase detector (dl = 4 > dh = 3: phases "
             "per batch)");
-  EXPECT_EQ(device.stats.attaches, 5);
+  EXPECT_EQ(device.stats.attaches, 7);
   auto large = *Session::Create(Config("where", {"fcm:dl=4,k=32"}, v1::VALUE_KIND_UINT64),
                                 &device);
   ASSERT_TRUE(large->Ingest(batch, "", 0).ok());

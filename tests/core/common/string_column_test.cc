@@ -82,6 +82,23 @@ TEST(StringColumn, PackStringKeysLocatesEachKeyInItsRegion) {
   EXPECT_FALSE(PackStringKeys(StringColumn(views, region), &packed));
 }
 
+// A column's bound on its keys' lengths (what a server's parse knows) spares ValidateBatch its
+// pass over them only where it is within kMaxStringKeyBytes; a column without one is read.
+TEST(StringColumn, ValidateBatchReadsTheKeysUnlessTheirBoundIsWithinTheLimit) {
+  const std::string region = std::string(kMaxStringKeyBytes + 1, 'k');
+  const std::vector<absl::string_view> views = {absl::string_view(region.data(), 3),
+                                                absl::string_view(region)};
+  Batch b;
+  b.kind = ValueKind::kString;
+  b.strings = StringColumn(views, region);  // no bound: the long key is found
+  EXPECT_EQ(ValidateBatch(b, ValueKind::kString).code(), absl::StatusCode::kInvalidArgument);
+  b.strings = StringColumn(views, region, region.size());  // its true bound: found
+  EXPECT_EQ(ValidateBatch(b, ValueKind::kString).code(), absl::StatusCode::kInvalidArgument);
+  b.strings = StringColumn(absl::MakeConstSpan(views).subspan(0, 1), region, 3);
+  EXPECT_TRUE(ValidateBatch(b, ValueKind::kString).ok());
+  EXPECT_EQ(b.strings.subspan(0, 1).max_key_bytes(), 3u);  // a slice keeps the bound
+}
+
 struct Kind {
   const char* name;
   SummaryOptions options;
