@@ -455,6 +455,29 @@ absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status GpuFcm::AddSelectedStrings(absl::Span<const uint64_t> packed,
+                                        absl::string_view region,
+                                        absl::Span<const uint64_t> weights, uint64_t least,
+                                        std::vector<uint32_t>* positions,
+                                        std::vector<uint64_t>* estimates,
+                                        absl::FunctionRef<void()> meanwhile) {
+  positions->clear();
+  estimates->clear();
+  if (!HashesStrings()) {
+    return absl::FailedPreconditionError(
+        "GPU FCM: string keys hash on the device for the plain update without a phase detector");
+  }
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(packed, weights));
+  if (packed.empty()) return absl::OkStatus();
+  if (region.empty()) return absl::InvalidArgumentError("GPU FCM: string keys need their region");
+  STREAMSTATS_RETURN_IF_ERROR(dev_->AddPlainSelected(
+      packed, weights, least, table_,
+      [this](size_t n, bool weighted) { return EnqueuePlain(n, weighted); }, positions, estimates,
+      meanwhile, region));
+  count_ += SumWeights(packed, weights);
+  return absl::OkStatus();
+}
+
 absl::Status GpuFcm::CheckLaunch(absl::Span<const uint64_t> ids,
                                  absl::Span<const uint64_t> weights) const {
   STREAMSTATS_RETURN_IF_ERROR(CheckBatch(ids, weights));

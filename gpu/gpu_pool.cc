@@ -337,9 +337,10 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
     return s;
   }
 
-  // A plain Count-Min hashes string keys on the device.
+  // A plain Count-Min, and a plain FCM without a phase detector, hash string keys on the device.
   bool HashesStrings() const override {
-    return cm_ != nullptr && fcm_ == nullptr && !cm_->options().conservative;
+    if (fcm_ != nullptr) return fcm_->HashesStrings();
+    return cm_ != nullptr && !cm_->options().conservative;
   }
   absl::Status AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
                                   absl::Span<const uint64_t> weights, uint64_t least,
@@ -350,10 +351,11 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
       return core::DeviceSketch::AddSelectedStrings(packed, region, weights, least, positions,
                                                     estimates, meanwhile);
     }
-    absl::Status s = pool_->ShouldFail()
-                         ? absl::InternalError("injected device failure")
-                         : cm_->AddSelectedStrings(packed, region, weights, least, positions,
-                                                   estimates, meanwhile);
+    absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
+                     : fcm_ != nullptr   ? fcm_->AddSelectedStrings(packed, region, weights, least,
+                                                                    positions, estimates, meanwhile)
+                                         : cm_->AddSelectedStrings(packed, region, weights, least,
+                                                                   positions, estimates, meanwhile);
     Account(s);
     return s;
   }

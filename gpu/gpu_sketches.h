@@ -255,6 +255,15 @@ class GpuFcm {
                            uint64_t least, std::vector<uint32_t>* positions,
                            std::vector<uint64_t>* estimates,
                            absl::FunctionRef<void()> meanwhile = [] {});
+  // Whether AddSelectedStrings runs here: the plain update without a phase detector (dl = dh).
+  bool HashesStrings() const { return !options_.conservative && dl_ == dh_; }
+  // AddSelected of that update for string keys the device hashes itself, as
+  // GpuCountMin::AddSelectedStrings; FailedPrecondition unless HashesStrings().
+  absl::Status AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
+                                  absl::Span<const uint64_t> weights, uint64_t least,
+                                  std::vector<uint32_t>* positions,
+                                  std::vector<uint64_t>* estimates,
+                                  absl::FunctionRef<void()> meanwhile = [] {});
   // Plain update of ids already on the device (d_weights may be null), asynchronous on the
   // sketch's stream, no estimates; with dl > dh the phases and the detector's absorption too.
   // What gpu_bench times device-resident.

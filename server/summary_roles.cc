@@ -107,6 +107,16 @@ double Fit(const Scope& s, const core::Window& w) {
   return s.kind == Scope::kSeconds && s.size >= w.last_seconds ? s.size : -1;
 }
 
+// String keys of a table on a device: where they are hashed. A plain table's device hashes the
+// keys an Ingest stream's parse left in the request's bytes (DeviceSketch::AddSelectedStrings);
+// the host hashes the others.
+const char* StringsNote(const core::Summary& s, bool device_hashes) {
+  if (s.value_kind() != core::ValueKind::kString) return "";
+  return device_hashes
+             ? "; string keys hashed on the device (an Ingest stream's; other batches' on the host)"
+             : "; string keys hashed on the host";
+}
+
 // Where a summary's work runs, as GetSession reports it. Sketch tables: on the device when the
 // summary holds a device copy (it moves back to the host on a device failure). Windows: by the
 // accelerator's threshold for the summary's window size (a sliding or time window sorts blocks
@@ -128,13 +138,7 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
     if (!cm->on_device()) return "cpu: table in host memory";
     // core/sketches/count_min.h: conservative update has no parallel form; the device applies
     // each batch in the batch form (same bound, a table that depends on the batches' cuts).
-    // String keys: a plain table's device hashes the keys an Ingest stream's parse left in the
-    // request's bytes (DeviceSketch::AddSelectedStrings); the host hashes the others.
-    const char* strings =
-        s.value_kind() != core::ValueKind::kString ? ""
-        : cm->device_hashes_strings() ? "; string keys hashed on the device (an Ingest stream's; "
-                                        "other batches' on the host)"
-                                      : "; string keys hashed on the host";
+    const char* strings = StringsNote(s, cm->device_hashes_strings());
     return absl::StrCat(accelerator.name(), ": table on the device",
                         cm->options().conservative
                             ? " (conservative update per batch: targets from the table before it)"
@@ -157,7 +161,8 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
               : "",
           fcm->options().conservative
               ? " (conservative update per batch: targets from the table before it)"
-              : "");
+              : "",
+          StringsNote(s, fcm->device_hashes_strings()));
     }
     if (fcm->tracks_phase() &&
         fcm->options().EffectivePhaseCapacity() > core::kFcmDevicePhaseCapacity) {

@@ -383,25 +383,46 @@ bool Fcm::UpdateOnDevice(const Batch& batch) {
     if (!mirror_.attached()) return false;
   }
   const size_t n = batch.size();
-  absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
-  if (batch.kind != ValueKind::kUint64) {
-    scratch_ids_.resize(n);
-    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-    ids = scratch_ids_;
-  }
   // Only the items whose estimate reaches the candidates' admission level at the batch's start
   // come back: an FCM estimate never decreases (counters only grow, and Deserialize checks the
   // stored ones), so the others would be dropped by their offer anyway.
-  if (!mirror_.AddSelected(ids, batch.weights, candidates_.LeastAdmitted(), &scratch_positions_,
-                           &scratch_estimates_, [] {})) {
-    return false;
+  if (batch.kind == ValueKind::kString && mirror_.HashesStrings() &&
+      PackStringKeys(batch.strings, &scratch_ids_)) {
+    // The device hashes the keys (scratch_ids_: their places in the batch's region); the host
+    // hashes the keys that come back, and the whole batch only where the mirror journals it.
+    if (!mirror_.AddSelectedStrings(
+            scratch_ids_, batch.strings.region(), batch.weights, candidates_.LeastAdmitted(),
+            &scratch_positions_, &scratch_estimates_, [] {},
+            [&]() -> absl::Span<const uint64_t> {
+              scratch_ids_.resize(n);
+              for (size_t i = 0; i < n; ++i) scratch_ids_[i] = StringKeyId(batch.strings[i]);
+              return scratch_ids_;
+            })) {
+      return false;
+    }
+    const size_t m = scratch_positions_.size();
+    scratch_ids_.resize(m);
+    for (size_t k = 0; k < m; ++k) scratch_ids_[k] = StringKeyId(batch.strings[scratch_positions_[k]]);
+    candidates_.OfferGrowingSelected(scratch_ids_.data(), nullptr, scratch_estimates_.data(), m,
+                                     [&](size_t k) { return batch.strings[scratch_positions_[k]]; });
+  } else {
+    absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
+    if (batch.kind != ValueKind::kUint64) {
+      scratch_ids_.resize(n);
+      for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+      ids = scratch_ids_;
+    }
+    if (!mirror_.AddSelected(ids, batch.weights, candidates_.LeastAdmitted(), &scratch_positions_,
+                             &scratch_estimates_, [] {})) {
+      return false;
+    }
+    candidates_.OfferGrowingSelected(
+        ids.data(), scratch_positions_.data(), scratch_estimates_.data(), scratch_positions_.size(),
+        [&](size_t i) {
+          return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[i])
+                                                  : absl::string_view();
+        });
   }
-  candidates_.OfferGrowingSelected(
-      ids.data(), scratch_positions_.data(), scratch_estimates_.data(), scratch_positions_.size(),
-      [&](size_t i) {
-        return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[i])
-                                                : absl::string_view();
-      });
   uint64_t weight = 0;
   if (batch.weights.empty()) {
     weight = n;

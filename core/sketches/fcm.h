@@ -355,6 +355,8 @@ class Fcm final : public Summary {
   bool tracks_phase() const { return dl_ != dh_; }
   // True while the table lives on a device; device failures repaired so far.
   bool on_device() const { return mirror_.attached(); }
+  // Whether the device copy hashes string keys itself (DeviceSketch::HashesStrings).
+  bool device_hashes_strings() const { return mirror_.HashesStrings(); }
   uint64_t device_failures() const { return mirror_.failures(); }
   const HeavyHitterCandidates& candidates() const { return candidates_; }
 

@@ -155,15 +155,16 @@ TEST(GpuSession, ConcurrentBatchesGoToPartsOnThePoolAndKeepTheQuantileBound) {
 
 }  // namespace
 // Issue 14 item 4: GetSession says where a string session's keys are hashed: on the device for a
-// plain Count-Min on the pool (DeviceSketch::AddSelectedStrings), on the host for a conservative
-// one; a plain table's answers equal a CPU session's (the conservative batch form's may not).
+// plain Count-Min or FCM on the pool (DeviceSketch::AddSelectedStrings), on the host for a
+// conservative one; a plain table's answers equal a CPU session's (the conservative batch form's may not).
 TEST(GpuSession, GetSessionSaysWhereStringKeysAreHashed) {
   if (gpu::VisibleDevices().empty()) {
     GTEST_SKIP() << "no CUDA device: GPU test skipped (run gpu_tests on an H100/H200)";
   }
   auto pool = gpu::GpuPool::Create(gpu::GpuPoolOptions{});
   ASSERT_TRUE(pool.ok()) << pool.status();
-  for (const std::string spec : {"count_min", "count_min:conservative=true"}) {
+  for (const std::string spec :
+       {"count_min", "count_min:conservative=true", "fcm", "fcm:conservative=true"}) {
     SCOPED_TRACE(spec);
     auto gpu = *server::Session::Create(server::Config("s", {spec}, v1::VALUE_KIND_STRING),
                                         pool->get());
@@ -190,11 +191,12 @@ TEST(GpuSession, GetSessionSaysWhereStringKeysAreHashed) {
       ASSERT_TRUE(cpu->Ingest(owned, "", 0).ok());
     }
     const std::string placement = gpu->Stats().summaries[0].placement;
-    EXPECT_NE(placement.find(spec == "count_min" ? "; string keys hashed on the device"
-                                                 : "; string keys hashed on the host"),
+    const bool plain = spec.find("conservative") == std::string::npos;
+    EXPECT_NE(placement.find(plain ? "; string keys hashed on the device"
+                                   : "; string keys hashed on the host"),
               std::string::npos)
         << placement;
-    if (spec != "count_min") continue;
+    if (!plain) continue;
     core::Keys keys;
     keys.kind = core::ValueKind::kString;
     const std::vector<std::string> asked = {"w0", "w12", "w96", "absent"};
