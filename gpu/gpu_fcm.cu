@@ -445,14 +445,7 @@ absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
   }
   // The plain update without a phase detector: as GpuCountMin's, one graph a batch once its
   // size repeats (SketchDevice::Launch).
-  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
-  if (ids.empty()) return absl::OkStatus();
-  STREAMSTATS_RETURN_IF_ERROR(dev_->AddPlainSelected(
-      ids, weights, least, table_,
-      [this](size_t n, bool weighted) { return EnqueuePlain(n, weighted); }, positions, estimates,
-      meanwhile));
-  count_ += SumWeights(ids, weights);
-  return absl::OkStatus();
+  return AddPlainSelected(ids, {}, weights, least, positions, estimates, meanwhile);
 }
 
 absl::Status GpuFcm::AddSelectedStrings(absl::Span<const uint64_t> packed,
@@ -467,14 +460,25 @@ absl::Status GpuFcm::AddSelectedStrings(absl::Span<const uint64_t> packed,
     return absl::FailedPreconditionError(
         "GPU FCM: string keys hash on the device for the plain update without a phase detector");
   }
-  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(packed, weights));
-  if (packed.empty()) return absl::OkStatus();
-  if (region.empty()) return absl::InvalidArgumentError("GPU FCM: string keys need their region");
+  if (region.empty() && !packed.empty()) {
+    return absl::InvalidArgumentError("GPU FCM: string keys need their region");
+  }
+  return AddPlainSelected(packed, region, weights, least, positions, estimates,
+                          meanwhile);
+}
+
+absl::Status GpuFcm::AddPlainSelected(absl::Span<const uint64_t> keys, absl::string_view region,
+                                      absl::Span<const uint64_t> weights, uint64_t least,
+                                      std::vector<uint32_t>* positions,
+                                      std::vector<uint64_t>* estimates,
+                                      absl::FunctionRef<void()> meanwhile) {
+  STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(keys, weights));
+  if (keys.empty()) return absl::OkStatus();
   STREAMSTATS_RETURN_IF_ERROR(dev_->AddPlainSelected(
-      packed, weights, least, table_,
+      keys, weights, least, table_,
       [this](size_t n, bool weighted) { return EnqueuePlain(n, weighted); }, positions, estimates,
       meanwhile, region));
-  count_ += SumWeights(packed, weights);
+  count_ += SumWeights(keys, weights);
   return absl::OkStatus();
 }
 

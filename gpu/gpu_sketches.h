@@ -128,6 +128,13 @@ class GpuCountMin {
   // After LaunchBatch: the batch's ids on the device in arrival order (the conservative update
   // sorts `ids` in place and keeps a copy).
   const uint64_t* IdsInOrder() const;
+  // AddSelected's plain update of `keys`: ids, or with a `region` string keys packed into it
+  // (core::PackStringKeys) and hashed on the device (SketchDevice::AddPlainSelected).
+  absl::Status AddPlainSelected(absl::Span<const uint64_t> keys, absl::string_view region,
+                                absl::Span<const uint64_t> weights, uint64_t least,
+                                std::vector<uint32_t>* positions,
+                                std::vector<uint64_t>* estimates,
+                                absl::FunctionRef<void()> meanwhile);
   // CheckBatch and the device's size limits.
   absl::Status CheckLaunch(absl::Span<const uint64_t> ids,
                            absl::Span<const uint64_t> weights) const;
@@ -279,6 +286,13 @@ class GpuFcm {
   absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // After LaunchBatch: the batch's ids on the device in arrival order (as GpuCountMin's).
   const uint64_t* IdsInOrder() const;
+  // AddSelected's plain update of `keys`: ids, or with a `region` string keys packed into it
+  // (core::PackStringKeys) and hashed on the device (SketchDevice::AddPlainSelected).
+  absl::Status AddPlainSelected(absl::Span<const uint64_t> keys, absl::string_view region,
+                                absl::Span<const uint64_t> weights, uint64_t least,
+                                std::vector<uint32_t>* positions,
+                                std::vector<uint64_t>* estimates,
+                                absl::FunctionRef<void()> meanwhile);
   // As GpuCountMin's: CheckBatch and the size limits; the plain update of staged ids already
   // on the device (phases and the detector's absorption too with dl > dh), timer begun.
   absl::Status CheckLaunch(absl::Span<const uint64_t> ids,

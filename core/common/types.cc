@@ -28,13 +28,6 @@ StringColumn StringColumn::subspan(size_t pos, size_t len) const {
   return out;
 }
 
-absl::Span<const std::string> StringColumn::Strings(std::vector<std::string>* scratch) const {
-  if (views_ == nullptr) return absl::MakeConstSpan(strings_, size_);
-  scratch->resize(size_);
-  for (size_t i = 0; i < size_; ++i) (*scratch)[i].assign(views_[i].data(), views_[i].size());
-  return absl::MakeConstSpan(*scratch);
-}
-
 size_t Batch::size() const {
   switch (kind) {
     case ValueKind::kNumeric:

@@ -29,7 +29,7 @@ inline constexpr size_t kMaxStringKeyBytes = 1024;
 
 // A batch's string keys, viewed: std::string objects (what most callers hold) or string_views
 // (a server's parse views the request's wire bytes: server/request_arena.h). Either way an element
-// reads as a string_view; a summary that keeps a window of std::string keys asks for Strings().
+// reads as a string_view; a summary that keeps a key copies it.
 class StringColumn {
  public:
   StringColumn() = default;
@@ -55,8 +55,6 @@ class StringColumn {
   }
   // Elements [pos, pos + len), as absl::Span::subspan (len clipped to the end).
   StringColumn subspan(size_t pos, size_t len = absl::Span<const std::string>::npos) const;
-  // The keys as std::string objects: the viewed ones, or copies made into `*scratch`.
-  absl::Span<const std::string> Strings(std::vector<std::string>* scratch) const;
   // The buffer every key lies in, where the column was made with one (else empty).
   absl::string_view region() const { return region_; }
   // A bound on the keys' lengths the column's maker gave (the largest size_t: none).

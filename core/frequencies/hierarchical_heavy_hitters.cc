@@ -435,8 +435,7 @@ absl::Status HierarchicalHeavyHitters::Update(const Batch& batch) {
                       accelerator_);
   }
   return cores_.strings->Add(
-      {ipv6 ? absl::MakeConstSpan(scratch_strings_) : batch.strings.Strings(&scratch_strings_),
-       batch.weights},
+      {ipv6 ? StringColumn(scratch_strings_) : batch.strings, batch.weights},
       accelerator_);
 }
 

@@ -121,18 +121,18 @@ absl::Status WindowHistogram(const Segment<uint64_t>& a, const Segment<uint64_t>
 
 absl::Status WindowHistogram(const Segment<std::string>& a, const Segment<std::string>& b,
                              Accelerator*, std::vector<StringCount>* out) {
-  std::vector<std::pair<const std::string*, uint64_t>> items;
+  std::vector<std::pair<absl::string_view, uint64_t>> items;
   items.reserve(a.size() + b.size());
-  for (size_t i = 0; i < a.size(); ++i) items.push_back({&a.keys[i], a.weight(i)});
-  for (size_t i = 0; i < b.size(); ++i) items.push_back({&b.keys[i], b.weight(i)});
+  for (size_t i = 0; i < a.size(); ++i) items.push_back({a.keys[i], a.weight(i)});
+  for (size_t i = 0; i < b.size(); ++i) items.push_back({b.keys[i], b.weight(i)});
   std::sort(items.begin(), items.end(),
-            [](const auto& x, const auto& y) { return *x.first < *y.first; });
+            [](const auto& x, const auto& y) { return x.first < y.first; });
   out->clear();
   for (const auto& [key, weight] : items) {
-    if (!out->empty() && out->back().key == *key) {
+    if (!out->empty() && out->back().key == key) {
       out->back().count += weight;
     } else {
-      out->push_back({*key, weight});
+      out->push_back({key, weight});
     }
   }
   return absl::OkStatus();

@@ -90,6 +90,7 @@ struct KeyOps;
 template <>
 struct KeyOps<uint64_t> {
   using View = uint64_t;
+  using Column = absl::Span<const uint64_t>;
   using Counted = HistogramEntry;
   static void Put(ByteWriter* w, uint64_t key) { w->Put<uint64_t>(key); }
   static bool Get(ByteReader* r, uint64_t* key) { return r->Get(key); }
@@ -99,6 +100,9 @@ struct KeyOps<uint64_t> {
 template <>
 struct KeyOps<std::string> {
   using View = absl::string_view;
+  // A batch's keys as it holds them (views into a request's bytes, or strings): the window's
+  // table copies a key only when it takes it in, and the pending window when it keeps it.
+  using Column = StringColumn;
   using Counted = StringCount;
   static void Put(ByteWriter* w, const std::string& key) { w->PutString(key); }
   static bool Get(ByteReader* r, std::string* key) { return r->GetString(key, kMaxStringKeyBytes); }
@@ -111,7 +115,7 @@ struct KeyOps<std::string> {
 // A run of items: keys with weights (empty: every item weighs 1).
 template <typename Key>
 struct Segment {
-  absl::Span<const Key> keys;
+  typename KeyOps<Key>::Column keys;
   absl::Span<const uint64_t> weights;
 
   size_t size() const { return keys.size(); }
@@ -654,7 +658,12 @@ class Counter {
 
   void AppendPending(const Segment<Key>& in) {
     const size_t old_size = pending_keys_.size();
-    pending_keys_.insert(pending_keys_.end(), in.keys.begin(), in.keys.end());
+    if constexpr (std::is_same_v<Key, std::string>) {  // copies of the batch's keys
+      pending_keys_.reserve(old_size + in.size());
+      for (size_t i = 0; i < in.size(); ++i) pending_keys_.emplace_back(in.keys[i]);
+    } else {
+      pending_keys_.insert(pending_keys_.end(), in.keys.begin(), in.keys.end());
+    }
     for (size_t i = old_size; i < pending_keys_.size(); ++i) {
       pending_heap_bytes_ += Ops::HeapBytes(pending_keys_[i]);
     }

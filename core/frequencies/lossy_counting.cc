@@ -696,9 +696,7 @@ absl::Status LossyCounting::Update(const Batch& batch) {
     case ValueKind::kUint64:
       return cores_.ints->Add({batch.keys, batch.weights}, accelerator_);
     case ValueKind::kString:
-      // The window keeps std::string keys: copies where the batch views its keys elsewhere.
-      return cores_.strings->Add({batch.strings.Strings(&scratch_strings_), batch.weights},
-                                 accelerator_);
+      return cores_.strings->Add({batch.strings, batch.weights}, accelerator_);
   }
   return absl::InvalidArgumentError("unknown value kind");
 }

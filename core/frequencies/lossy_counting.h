@@ -110,8 +110,6 @@ class LossyCounting final : public Summary {
   Accelerator* accelerator_;
   // strings for string sessions, ints otherwise.
   lossy::CorePair<LossyCountingCore> cores_;
-  // A string batch's keys copied as std::string where the batch views them elsewhere (Update).
-  std::vector<std::string> scratch_strings_;
 };
 
 // For tests and benchmarks: whether the uint64 table may use the instructions this CPU adds to

@@ -48,13 +48,6 @@ TEST(StringColumn, ViewsStringsAndStringViewsAlike) {
     EXPECT_EQ(c.subspan(2, 100).size(), 2u);
     EXPECT_TRUE(c.subspan(4, 1).empty());
   }
-  // Strings(): the viewed std::string objects themselves, or copies into the scratch.
-  std::vector<std::string> scratch;
-  EXPECT_EQ(a.Strings(&scratch).data(), owned.data());
-  EXPECT_TRUE(scratch.empty());
-  const absl::Span<const std::string> copied = b.Strings(&scratch);
-  EXPECT_EQ(copied.data(), scratch.data());
-  EXPECT_EQ(std::vector<std::string>(copied.begin(), copied.end()), owned);
 }
 
 // PackStringKeys: each key's place in the column's region, what a device copies and hashes; no
