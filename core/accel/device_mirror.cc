@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/common/key_id.h"
+
 namespace streamstats::core {
 
 void DeviceMirror::TryAttach(Accelerator* accelerator, DeviceSketchSpec spec) {
@@ -54,17 +56,35 @@ bool DeviceMirror::HashesStrings() const {
   return device_ != nullptr && device_->HashesStrings();
 }
 
-bool DeviceMirror::AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
+bool DeviceMirror::PackStrings(const StringColumn& keys, std::vector<uint64_t>* ids) const {
+  return HashesStrings() && PackStringKeys(keys, ids);
+}
+
+bool DeviceMirror::AddSelectedStrings(const StringColumn& keys,
                                       absl::Span<const uint64_t> weights, uint64_t least,
                                       std::vector<uint32_t>* positions,
                                       std::vector<uint64_t>* estimates,
                                       absl::FunctionRef<void()> meanwhile,
-                                      absl::FunctionRef<absl::Span<const uint64_t>()> host_ids) {
+                                      std::vector<uint64_t>* ids) {
   std::lock_guard<std::mutex> lock(mu_);
   if (device_ == nullptr || !CatchUpLocked()) return false;
-  return AcceptedLocked(
-      device_->AddSelectedStrings(packed, region, weights, least, positions, estimates, meanwhile),
-      packed.size(), host_ids, weights);
+  const size_t n = keys.size();
+  const absl::Status added =
+      device_->AddSelectedStrings(*ids, keys.region(), weights, least, positions, estimates,
+                                  meanwhile);
+  // The packed words are spent once the device answered: *ids takes the host's ids.
+  if (!AcceptedLocked(added, n,
+                      [&]() -> absl::Span<const uint64_t> {
+                        ids->resize(n);
+                        for (size_t i = 0; i < n; ++i) (*ids)[i] = StringKeyId(keys[i]);
+                        return *ids;
+                      },
+                      weights)) {
+    return false;
+  }
+  ids->resize(positions->size());
+  for (size_t k = 0; k < positions->size(); ++k) (*ids)[k] = StringKeyId(keys[(*positions)[k]]);
+  return true;
 }
 
 bool DeviceMirror::AcceptedLocked(const absl::Status& added, size_t n,

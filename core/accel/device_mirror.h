@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/accel/accelerator.h"
+#include "core/common/types.h"
 
 namespace streamstats::core {
 
@@ -74,14 +74,18 @@ class DeviceMirror {
 
   // Whether the device copy hashes string keys itself (DeviceSketch::HashesStrings).
   bool HashesStrings() const;
-  // The same as AddSelected through DeviceSketch::AddSelectedStrings. `host_ids` computes the
-  // batch's ids on the host, called only where the journal must hold them (a batch the table's
-  // download does not follow at once).
-  bool AddSelectedStrings(absl::Span<const uint64_t> packed, absl::string_view region,
-                          absl::Span<const uint64_t> weights, uint64_t least,
-                          std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
-                          absl::FunctionRef<void()> meanwhile,
-                          absl::FunctionRef<absl::Span<const uint64_t>()> host_ids);
+  // String keys the device copy can hash itself: where it does (HashesStrings) and the keys lie
+  // in their column's region, packs them into *ids (core::PackStringKeys) for
+  // AddSelectedStrings; false (the caller hashes on the host) otherwise.
+  bool PackStrings(const StringColumn& keys, std::vector<uint64_t>* ids) const;
+  // AddSelected for string keys PackStrings packed into *ids: the device hashes them
+  // (DeviceSketch::AddSelectedStrings). The host hashes only the selected items' keys, and the
+  // whole batch only where the journal must hold its ids (a batch the table's download does not
+  // follow at once). On true, (*ids)[k] is the id of keys[(*positions)[k]].
+  bool AddSelectedStrings(const StringColumn& keys, absl::Span<const uint64_t> weights,
+                          uint64_t least, std::vector<uint32_t>* positions,
+                          std::vector<uint64_t>* estimates, absl::FunctionRef<void()> meanwhile,
+                          std::vector<uint64_t>* ids);
 
   // DeviceSketch::CountSetPositions on the device copy (see the protocol above).
   bool CountSetPositions(absl::Span<const uint64_t> ids, std::vector<uint64_t>* y,

@@ -453,12 +453,11 @@ bool CountMin::UpdateOnDevice(const Batch& batch) {
     if (!mirror_.attached()) return false;
   }
   const size_t n = batch.size();
-  if (batch.kind == ValueKind::kString && mirror_.HashesStrings() &&
-      PackStringKeys(batch.strings, &scratch_ids_)) {
-    return UpdateStringsOnDevice(batch);
-  }
+  // String keys the device hashes itself (DeviceMirror::AddSelectedStrings), where it can.
+  const bool device_hashes =
+      batch.kind == ValueKind::kString && mirror_.PackStrings(batch.strings, &scratch_ids_);
   absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
-  if (batch.kind != ValueKind::kUint64) {
+  if (batch.kind != ValueKind::kUint64 && !device_hashes) {
     scratch_ids_.resize(n);
     for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
     ids = scratch_ids_;
@@ -468,8 +467,13 @@ bool CountMin::UpdateOnDevice(const Batch& batch) {
   // header): the others would be dropped by their offer anyway. The level is read before the
   // previous batch's offers (still pending): a lower level, so a superset, still exact.
   // Those offers run while this batch is on the device, in order before this batch's.
-  if (!mirror_.AddSelected(ids, batch.weights, candidates_.LeastAdmitted(), &scratch_positions_,
-                           &scratch_estimates_, [this] { FlushOffersLocked(); })) {
+  const uint64_t least = candidates_.LeastAdmitted();
+  const auto flush = [this] { FlushOffersLocked(); };
+  if (!(device_hashes ? mirror_.AddSelectedStrings(batch.strings, batch.weights, least,
+                                                   &scratch_positions_, &scratch_estimates_,
+                                                   flush, &scratch_ids_)
+                      : mirror_.AddSelected(ids, batch.weights, least, &scratch_positions_,
+                                            &scratch_estimates_, flush))) {
     FlushOffersLocked();  // before the host applies (and offers) this batch
     return false;
   }
@@ -477,47 +481,16 @@ bool CountMin::UpdateOnDevice(const Batch& batch) {
   const size_t m = scratch_positions_.size();
   if (batch.kind == ValueKind::kString) {
     // String keys are offered now: a pending offer would need a copy of every selected string.
+    // Where the device hashed them, scratch_ids_ holds the selected items' ids, gathered.
+    const uint32_t* at = device_hashes ? nullptr : scratch_positions_.data();
     candidates_.OfferGrowingSelected(
-        ids.data(), scratch_positions_.data(), scratch_estimates_.data(), m,
-        [&](size_t i) { return absl::string_view(batch.strings[i]); });
+        device_hashes ? scratch_ids_.data() : ids.data(), at, scratch_estimates_.data(), m,
+        [&](size_t i) { return batch.strings[at == nullptr ? scratch_positions_[i] : i]; });
   } else {
     pending_ids_.resize(m);
     for (size_t k = 0; k < m; ++k) pending_ids_[k] = ids[scratch_positions_[k]];
     pending_estimates_.swap(scratch_estimates_);
   }
-  if (batch.weights.empty()) {
-    count_ += n;
-  } else {
-    for (const uint64_t w : batch.weights) count_ += w;
-  }
-  return true;
-}
-
-bool CountMin::UpdateStringsOnDevice(const Batch& batch) {
-  const size_t n = batch.size();
-  std::lock_guard<std::mutex> lock(offers_mu_);
-  // As UpdateOnDevice, with scratch_ids_ holding the keys' places in the region (PackStringKeys):
-  // the device hashes them; the host hashes only the keys that come back, and the whole batch
-  // only where the mirror's journal keeps its ids.
-  const bool added = mirror_.AddSelectedStrings(
-      scratch_ids_, batch.strings.region(), batch.weights, candidates_.LeastAdmitted(),
-      &scratch_positions_, &scratch_estimates_, [this] { FlushOffersLocked(); },
-      [&]() -> absl::Span<const uint64_t> {
-        scratch_ids_.resize(n);
-        for (size_t i = 0; i < n; ++i) scratch_ids_[i] = StringKeyId(batch.strings[i]);
-        return scratch_ids_;
-      });
-  FlushOffersLocked();  // the last device batch's offers come before this batch's
-  if (!added) return false;
-  const size_t m = scratch_positions_.size();
-  pending_ids_.resize(m);  // the selected keys' ids, gathered (offered now, with their strings)
-  for (size_t k = 0; k < m; ++k) {
-    pending_ids_[k] = StringKeyId(batch.strings[scratch_positions_[k]]);
-  }
-  candidates_.OfferGrowingSelected(
-      pending_ids_.data(), nullptr, scratch_estimates_.data(), m,
-      [&](size_t k) { return batch.strings[scratch_positions_[k]]; });
-  pending_ids_.clear();
   if (batch.weights.empty()) {
     count_ += n;
   } else {

@@ -203,9 +203,6 @@ class CountMin final : public Summary {
   void AddToTable(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
   // The batch on the device; false when it must be applied on the host.
   bool UpdateOnDevice(const Batch& batch);
-  // UpdateOnDevice's string batch whose keys the device hashes (scratch_ids_ packed by
-  // PackStringKeys): the host hashes only the selected keys it offers.
-  bool UpdateStringsOnDevice(const Batch& batch);
   // Offers the last device batch's selected items that were left pending (uint64 and numeric
   // keys: they run while the next batch is on the device, DeviceSketch::AddSelected's
   // `meanwhile`). Whatever reads or changes the candidates calls it first; const readers may

@@ -386,43 +386,31 @@ bool Fcm::UpdateOnDevice(const Batch& batch) {
   // Only the items whose estimate reaches the candidates' admission level at the batch's start
   // come back: an FCM estimate never decreases (counters only grow, and Deserialize checks the
   // stored ones), so the others would be dropped by their offer anyway.
-  if (batch.kind == ValueKind::kString && mirror_.HashesStrings() &&
-      PackStringKeys(batch.strings, &scratch_ids_)) {
-    // The device hashes the keys (scratch_ids_: their places in the batch's region); the host
-    // hashes the keys that come back, and the whole batch only where the mirror journals it.
-    if (!mirror_.AddSelectedStrings(
-            scratch_ids_, batch.strings.region(), batch.weights, candidates_.LeastAdmitted(),
-            &scratch_positions_, &scratch_estimates_, [] {},
-            [&]() -> absl::Span<const uint64_t> {
-              scratch_ids_.resize(n);
-              for (size_t i = 0; i < n; ++i) scratch_ids_[i] = StringKeyId(batch.strings[i]);
-              return scratch_ids_;
-            })) {
-      return false;
-    }
-    const size_t m = scratch_positions_.size();
-    scratch_ids_.resize(m);
-    for (size_t k = 0; k < m; ++k) scratch_ids_[k] = StringKeyId(batch.strings[scratch_positions_[k]]);
-    candidates_.OfferGrowingSelected(scratch_ids_.data(), nullptr, scratch_estimates_.data(), m,
-                                     [&](size_t k) { return batch.strings[scratch_positions_[k]]; });
-  } else {
-    absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
-    if (batch.kind != ValueKind::kUint64) {
-      scratch_ids_.resize(n);
-      for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
-      ids = scratch_ids_;
-    }
-    if (!mirror_.AddSelected(ids, batch.weights, candidates_.LeastAdmitted(), &scratch_positions_,
-                             &scratch_estimates_, [] {})) {
-      return false;
-    }
-    candidates_.OfferGrowingSelected(
-        ids.data(), scratch_positions_.data(), scratch_estimates_.data(), scratch_positions_.size(),
-        [&](size_t i) {
-          return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[i])
-                                                  : absl::string_view();
-        });
+  const bool device_hashes =  // DeviceMirror::AddSelectedStrings, where it can
+      batch.kind == ValueKind::kString && mirror_.PackStrings(batch.strings, &scratch_ids_);
+  absl::Span<const uint64_t> ids = batch.keys;  // a uint64 key is its own id (KeyIdAt)
+  if (batch.kind != ValueKind::kUint64 && !device_hashes) {
+    scratch_ids_.resize(n);
+    for (size_t i = 0; i < n; ++i) scratch_ids_[i] = KeyIdAt(batch, i);
+    ids = scratch_ids_;
   }
+  const uint64_t least = candidates_.LeastAdmitted();
+  if (!(device_hashes ? mirror_.AddSelectedStrings(batch.strings, batch.weights, least,
+                                                   &scratch_positions_, &scratch_estimates_,
+                                                   [] {}, &scratch_ids_)
+                      : mirror_.AddSelected(ids, batch.weights, least, &scratch_positions_,
+                                            &scratch_estimates_, [] {}))) {
+    return false;
+  }
+  // Where the device hashed the keys, scratch_ids_ holds the selected items' ids, gathered.
+  const uint32_t* at = device_hashes ? nullptr : scratch_positions_.data();
+  candidates_.OfferGrowingSelected(
+      device_hashes ? scratch_ids_.data() : ids.data(), at, scratch_estimates_.data(),
+      scratch_positions_.size(), [&](size_t i) {
+        return batch.kind == ValueKind::kString
+                   ? batch.strings[at == nullptr ? scratch_positions_[i] : i]
+                   : absl::string_view();
+      });
   uint64_t weight = 0;
   if (batch.weights.empty()) {
     weight = n;
