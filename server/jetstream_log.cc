@@ -187,12 +187,17 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
   auto state = Info();
   if (!state.ok()) return state.status();
   const uint64_t last = state->last_sequence;
+  report->log_end = last;
   if (on_progress) on_progress(from - 1, last);
   if (state->messages == 0 || last < from) return absl::OkStatus();
   ReaderMutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the replicated log is closed");
-  // One subject (an owner loading a session): its last record bounds the replay, and a subject
-  // with nothing at or after `from` must not wait for a message that never comes.
+  // The replay ends at a sequence the stream's leader reported: its last (all subjects), or one
+  // subject's last record (an owner loading a session; a subject with nothing at or after `from`
+  // must not wait for a message that never comes). Not at the consumer's "nothing pending": the
+  // ordered consumer may be served by a replica that has not yet applied the leader's last
+  // records, and ending there would lose acknowledged batches from a rebuilt node.
+  uint64_t bound = filter.empty() ? last : 0;
   if (!filter.empty() && filter.find_first_of("*>") == std::string::npos) {
     natsMsg* lm = nullptr;
     jsErrCode lerr = static_cast<jsErrCode>(0);
@@ -204,6 +209,7 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     const uint64_t subject_last = natsMsg_GetSequence(lm);
     natsMsg_Destroy(lm);
     if (subject_last < from) return absl::OkStatus();
+    bound = subject_last;
   }
   const std::string subject = filter.empty() ? options_.subject_prefix + ".>" : filter;
   jsSubOptions so;
@@ -256,7 +262,8 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     if (report->records++ == 0) report->first_sequence = seq;
     report->last_sequence = seq;
     if (on_progress && (report->records % 1024 == 0 || seq >= last)) on_progress(seq, last);
-    if (seq >= last || pending == 0) break;
+    // A wildcard filter has no bound from the leader; it ends where the consumer sees the end.
+    if (bound != 0 ? seq >= bound : (seq >= last || pending == 0)) break;
   }
   if (on_progress) on_progress(report->last_sequence, last);
   return absl::OkStatus();

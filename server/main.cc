@@ -621,6 +621,7 @@ int main(int argc, char** argv) {
         report.records += part.records;
         report.last_sequence = part.last_sequence;
       }
+      report.log_end = std::max(report.log_end, part.log_end);
       if (replayed.ok() || !absl::IsUnavailable(replayed) || absl::Now() >= replay_deadline) break;
       std::fprintf(stderr, "streamstatsd: replay of the replicated log: %s; retrying\n",
                    std::string(replayed.message()).c_str());
@@ -633,12 +634,13 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr,
                  "streamstatsd: cluster mode on %s (%s, %d replicas): replayed %llu records "
-                 "(stream sequences %llu..%llu) into %zu sessions in %.3f s\n",
+                 "(stream sequences %llu..%llu; the stream ended at %llu) into %zu sessions in %.3f s\n",
                  cluster.c_str(), replicated->Describe().c_str(),
                  absl::GetFlag(FLAGS_cluster_replicas),
                  static_cast<unsigned long long>(report.records),
                  static_cast<unsigned long long>(report.first_sequence),
-                 static_cast<unsigned long long>(report.last_sequence), sessions.size(),
+                 static_cast<unsigned long long>(report.last_sequence),
+                 static_cast<unsigned long long>(report.log_end), sessions.size(),
                  absl::ToDoubleSeconds(absl::Now() - replay_start));
   }
   if (!cluster.empty()) {

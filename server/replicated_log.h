@@ -52,6 +52,7 @@ struct ReplicatedReplayReport {
   uint64_t records = 0;       // records handed to apply
   uint64_t first_sequence = 0;
   uint64_t last_sequence = 0;  // the highest position read (0: none)
+  uint64_t log_end = 0;        // the log's last position as the replay began
 };
 
 class ReplicatedLog {

@@ -51,6 +51,7 @@ class MemoryLog final : public ReplicatedLog {
                       const std::function<void(uint64_t, uint64_t)>& on_progress,
                       ReplicatedReplayReport* report) override {
     *report = {};
+    report->log_end = records.size();
     for (uint64_t seq = std::max<uint64_t>(from, 1); seq <= records.size(); ++seq) {
       const Record& r = records[seq - 1];
       if (!Matches(filter, r.subject)) continue;
