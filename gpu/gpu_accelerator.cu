@@ -60,17 +60,6 @@ __global__ void IotaKernel(uint32_t* idx, size_t n) {
   }
 }
 
-// True when `p` is page-locked host memory (cudaMallocHost / cudaHostRegister): then the DMA
-// engine reads it directly and the staging copy is skipped.
-bool IsPinned(const void* p) {
-  cudaPointerAttributes attr;
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return attr.type == cudaMemoryTypeHost;
-}
-
 unsigned GridFor(size_t n, unsigned threads) {
   const size_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 65536 ? (blocks == 0 ? 1 : blocks) : 65536);
@@ -127,7 +116,7 @@ struct GpuAccelerator::Impl {
     // Staging through pinned memory: pageable copies are ~10x slower (DESIGN.md). A caller
     // whose window already sits in pinned memory skips the host copy.
     const uint64_t* src_keys = k.data();
-    if (!IsPinned(src_keys)) {
+    if (!detail::IsPinnedHost(src_keys)) {
       std::memcpy(host_keys.get(), k.data(), n * sizeof(uint64_t));
       src_keys = host_keys.get();
     }
@@ -140,7 +129,7 @@ struct GpuAccelerator::Impl {
       STREAMSTATS_RETURN_IF_ERROR(idx.Reserve(n));
       STREAMSTATS_RETURN_IF_ERROR(host_weights.Reserve(n));
       const uint64_t* src_weights = w.data();
-      if (!IsPinned(src_weights)) {
+      if (!detail::IsPinnedHost(src_weights)) {
         std::memcpy(host_weights.get(), w.data(), n * sizeof(uint64_t));
         src_weights = host_weights.get();
       }
@@ -198,7 +187,7 @@ struct GpuAccelerator::Impl {
     std::vector<bool> pinned(parts.size());
     bool staged = !direct_back;
     for (size_t i = 0; i < parts.size(); ++i) {
-      pinned[i] = IsPinned(parts[i].data());
+      pinned[i] = detail::IsPinnedHost(parts[i].data());
       staged = staged || !pinned[i];
     }
     if (staged) STREAMSTATS_RETURN_IF_ERROR(host_keys.Reserve(n));

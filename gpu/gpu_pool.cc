@@ -101,6 +101,18 @@ void GpuPool::ReleasePinned(PinnedBlock block) {
   FreePinnedHost(block.data);
 }
 
+void* GpuPool::AcquireHostBlock(size_t* bytes) {
+  if (*bytes > kMaxHostBlockBytes) return nullptr;  // ordinary memory: locking that much is slow
+  const PinnedBlock b = AcquirePinned((*bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+  if (b.data == nullptr) return nullptr;
+  *bytes = b.capacity * sizeof(uint64_t);
+  return b.data;
+}
+
+void GpuPool::ReleaseHostBlock(void* block, size_t bytes) {
+  ReleasePinned({static_cast<uint64_t*>(block), bytes / sizeof(uint64_t)});
+}
+
 // A SegmentSortJob on the pool: keys in a reused page-locked block (a vector if none could be
 // had), queued at Start, collected at Wait.
 class GpuPool::PoolSortJob final : public core::SegmentSortJob {

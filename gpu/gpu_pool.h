@@ -147,6 +147,10 @@ class GpuPool final : public core::Accelerator {
 
   std::unique_ptr<core::DeviceSketch> AttachSketch(const core::DeviceSketchSpec& spec) override;
   bool KeepsSketch(const core::DeviceSketchSpec& spec) const override;  // per options.sketches
+  // Blocks from the jobs' reused page-locked blocks (at most kMaxHostBlockBytes each).
+  void* AcquireHostBlock(size_t* bytes) override;
+  void ReleaseHostBlock(void* block, size_t bytes) override;
+  static constexpr size_t kMaxHostBlockBytes = size_t{64} << 20;
 
   GpuPoolStats stats() const;
   // Kernel time and bytes of windows and sketches, fallbacks, and device memory in use.

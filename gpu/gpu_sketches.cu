@@ -346,18 +346,32 @@ absl::Status detail::SketchDevice::AddPlainSelected(
     return absl::InvalidArgumentError("GPU sketch: a string batch's region is too large");
   }
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights));
+  STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights, /*allow_direct=*/true));
   if (!region.empty()) STREAMSTATS_RETURN_IF_ERROR(StageRegion(region));
   STREAMSTATS_RETURN_IF_ERROR(SetLevel(least));
-  // The shape: the batch's size and weights, and a string batch's region size (plus one) above.
-  const uint64_t shape = (region.empty() ? 0 : (uint64_t{region.size()} + 1) << 32) |
+  // The shape: the batch's size and weights, a string batch's region size (plus one) above, and
+  // in the top bit whether the ids go up from the caller's page-locked memory: that copy is
+  // made before the graph, since its source moves from batch to batch (a stream's buffers).
+  const uint64_t shape = (direct ? uint64_t{1} << 63 : 0) |
+                         (region.empty() ? 0 : (uint64_t{region.size()} + 1) << 32) |
                          (2 * n + (weighted ? 1 : 0));
-  STREAMSTATS_RETURN_IF_ERROR(Launch(shape, table, [&]() -> absl::Status {
-    STREAMSTATS_RETURN_IF_ERROR(EnqueueUpload(n, weighted));
+  if (direct) {
+    absl::Status uploaded = EnqueueUpload(n, weighted);
+    if (!uploaded.ok()) {
+      Wait().IgnoreError();  // the caller's ids must not be read after this returns
+      return uploaded;
+    }
+  }
+  absl::Status launched = Launch(shape, table, [&]() -> absl::Status {
+    if (!direct) STREAMSTATS_RETURN_IF_ERROR(EnqueueUpload(n, weighted));
     if (!region.empty()) STREAMSTATS_RETURN_IF_ERROR(EnqueueHashStrings(n, region.size()));
     STREAMSTATS_RETURN_IF_ERROR(enqueue_plain(n, weighted));
     return EnqueueSelect(n, ids.get());
-  }));
+  });
+  if (!launched.ok()) {
+    if (direct) Wait().IgnoreError();  // as above
+    return launched;
+  }
   bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t) + region.size();
   return CollectSelected(n, positions, estimates, meanwhile);
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/accel/accelerator.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/support/slice.h"
 #include "streamstats/v1/streamstats.pb.h"
@@ -52,7 +53,18 @@ struct StringKeysColumn {
 // seen, so a parse bump-allocates from memory it touched before and Fresh() drops it all at once.
 class RequestArena {
  public:
-  RequestArena() { Fresh(); }
+  // With `host_memory` (the GPU pool; may be null) the arena's block is page-locked memory from
+  // it where it has some: a batch's uint64 keys, decoded into the block, then go to a sketch on a
+  // device by DMA from there, without the copy into the sketch's pinned staging (a memcpy of
+  // every key, ~11-16 % of the GPU server at 16 streams, session 25). `host_memory` outlives the
+  // arena.
+  explicit RequestArena(core::Accelerator* host_memory = nullptr) : host_memory_(host_memory) {
+    Fresh();
+  }
+  ~RequestArena() {
+    arena_.reset();  // before its block
+    ReleaseBlock();
+  }
   RequestArena(const RequestArena&) = delete;
   RequestArena& operator=(const RequestArena&) = delete;
 
@@ -62,11 +74,18 @@ class RequestArena {
     const uint64_t allocated = arena_.has_value() ? arena_->Reset() : 0;
     if (!arena_.has_value() || allocated > block_bytes_) {
       arena_.reset();
+      ReleaseBlock();
       // Room for the largest batch so far and a quarter more; the first block is 64 KiB.
-      block_bytes_ = std::max<uint64_t>(kFirstBlockBytes, (allocated + allocated / 4 + 7) / 8 * 8);
-      block_.reset(new uint64_t[block_bytes_ / 8]);
+      size_t bytes = std::max<uint64_t>(kFirstBlockBytes, (allocated + allocated / 4 + 7) / 8 * 8);
+      block_bytes_ = bytes;
+      if (host_memory_ != nullptr && (block_ = host_memory_->AcquireHostBlock(&bytes)) != nullptr) {
+        block_bytes_ = bytes;
+        block_pinned_ = true;
+      } else {
+        block_ = new uint64_t[block_bytes_ / 8];
+      }
       google::protobuf::ArenaOptions options;
-      options.initial_block = reinterpret_cast<char*>(block_.get());
+      options.initial_block = static_cast<char*>(block_);
       options.initial_block_size = block_bytes_;
       arena_.emplace(options);
     }
@@ -79,8 +98,21 @@ class RequestArena {
   const StringKeysColumn& strings() const { return strings_; }
 
  private:
+  void ReleaseBlock() {
+    if (block_ == nullptr) return;
+    if (block_pinned_) {
+      host_memory_->ReleaseHostBlock(block_, block_bytes_);
+    } else {
+      delete[] static_cast<uint64_t*>(block_);
+    }
+    block_ = nullptr;
+    block_pinned_ = false;
+  }
+
   static constexpr uint64_t kFirstBlockBytes = 64 << 10;
-  std::unique_ptr<uint64_t[]> block_;  // declared before arena_: outlives it
+  core::Accelerator* const host_memory_;
+  void* block_ = nullptr;  // the arena's first block: released after arena_
+  bool block_pinned_ = false;
   uint64_t block_bytes_ = 0;
   std::optional<google::protobuf::Arena> arena_;
   v1::IngestRequest* request_ = nullptr;

@@ -96,6 +96,8 @@ class SessionManager {
   uint64_t replicated_position() const { return replicated_position_.load(); }
   // Where records are logged, for GetSession: "jetstream:STREAMSTATS", "wal" or "" (nowhere).
   std::string LogName() const;
+  // The GPU pool (null: none): where an Ingest stream takes page-locked memory for its batches.
+  core::Accelerator* accelerator() const { return options_.accelerator; }
   // Called after each replicated append with the position now applied here (the highest) and
   // whether the log answered it as a duplicate (metrics). Set before serving.
   void set_on_replicated_append(std::function<void(uint64_t position, bool duplicate)> f) {

@@ -180,6 +180,21 @@ class Accelerator {
   // parallel parts for concurrent batches (server/session.cc).
   virtual bool KeepsSketch(const DeviceSketchSpec& spec) const;
 
+  // Host memory a device reads by DMA without a staging copy (page-locked), for buffers a caller
+  // fills and then hands to summaries on this accelerator: an Ingest stream parses its batches
+  // into such a block, so a sketch on a device uploads the batch's keys from where they were
+  // decoded. Asks for *bytes and sets *bytes to the block's size; nullptr (the CPU, or none to
+  // be had): the caller uses ordinary memory. Return the block with ReleaseHostBlock (its size as
+  // set). Thread-safe.
+  virtual void* AcquireHostBlock(size_t* bytes) {
+    (void)bytes;
+    return nullptr;
+  }
+  virtual void ReleaseHostBlock(void* block, size_t bytes) {
+    (void)block;
+    (void)bytes;
+  }
+
   // The fewest keys a window must have to be sorted on a device; SIZE_MAX: never (the CPU).
   // What GetSession reports as where a summary's windows run.
   virtual size_t DeviceWindowKeys() const { return std::numeric_limits<size_t>::max(); }

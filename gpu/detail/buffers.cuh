@@ -39,6 +39,17 @@ class DeviceBuffer {
   size_t capacity_ = 0;
 };
 
+// True when `p` is page-locked host memory (cudaMallocHost / cudaHostAlloc / cudaHostRegister):
+// then the DMA engine reads it directly and a staging copy can be skipped.
+inline bool IsPinnedHost(const void* p) {
+  cudaPointerAttributes attr;
+  if (p == nullptr || cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
 template <typename T>
 class PinnedBuffer {
  public:

@@ -43,6 +43,11 @@ struct SketchDevice : DeviceStream {
   PinnedBuffer<uint32_t> host_selected_positions;  // estimates; written by a kernel (mapped)
   PinnedBuffer<uint8_t> host_flags;
   PinnedBuffer<uint64_t> host_least;  // the level EnqueueSelect copies to small[2]
+  // Where EnqueueUpload copies from, as Stage left it: host_a / host_b, or the caller's own
+  // page-locked ids and weights (`direct`: no staging copy).
+  const uint64_t* upload_ids = nullptr;
+  const uint64_t* upload_weights = nullptr;
+  bool direct = false;
   KernelTimer timer;
   uint64_t bytes_copied = 0;
   // Launch's captured batch: its shape, the buffers' addresses it was captured with, and the
@@ -79,15 +84,29 @@ struct SketchDevice : DeviceStream {
     return EnqueueUpload(h_ids.size(), !h_weights.empty());
   }
   // Upload's two halves: the host's copy into pinned staging (after the stream's work so far),
-  // then the copies to the device, on the stream (what a captured batch repeats).
-  absl::Status Stage(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights) {
+  // then the copies to the device, on the stream (what a captured batch repeats). With
+  // `allow_direct`, ids (and weights) already in page-locked memory (an Ingest stream's batch,
+  // server/request_arena.h) are not copied: EnqueueUpload reads them where they are, so the
+  // caller waits for the stream before it returns (AddPlainSelected).
+  absl::Status Stage(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights,
+                     bool allow_direct = false) {
     const size_t n = h_ids.size();
-    STREAMSTATS_RETURN_IF_ERROR(host_a.Reserve(n));
     STREAMSTATS_RETURN_IF_ERROR(Wait());  // host_a may be in flight
+    direct = allow_direct && IsPinnedHost(h_ids.data()) &&
+             (h_weights.empty() || IsPinnedHost(h_weights.data()));
+    if (direct) {
+      upload_ids = h_ids.data();
+      upload_weights = h_weights.empty() ? nullptr : h_weights.data();
+      return absl::OkStatus();
+    }
+    STREAMSTATS_RETURN_IF_ERROR(host_a.Reserve(n));
     std::memcpy(host_a.get(), h_ids.data(), n * sizeof(uint64_t));
+    upload_ids = host_a.get();
+    upload_weights = nullptr;
     if (!h_weights.empty()) {
       STREAMSTATS_RETURN_IF_ERROR(host_b.Reserve(n));
       std::memcpy(host_b.get(), h_weights.data(), n * sizeof(uint64_t));
+      upload_weights = host_b.get();
     }
     return absl::OkStatus();
   }
@@ -102,11 +121,11 @@ struct SketchDevice : DeviceStream {
   absl::Status EnqueueHashStrings(size_t n, size_t region_bytes);
   absl::Status EnqueueUpload(size_t n, bool weighted) {
     STREAMSTATS_RETURN_IF_ERROR(ids.Reserve(n));
-    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), host_a.get(), n * sizeof(uint64_t),
+    STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.get(), upload_ids, n * sizeof(uint64_t),
                                                      cudaMemcpyHostToDevice, stream));
     if (weighted) {
       STREAMSTATS_RETURN_IF_ERROR(weights.Reserve(n));
-      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights.get(), host_b.get(),
+      STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights.get(), upload_weights,
                                                        n * sizeof(uint64_t),
                                                        cudaMemcpyHostToDevice, stream));
     }

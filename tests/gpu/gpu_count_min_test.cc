@@ -4,8 +4,13 @@
 // positions and estimates are exactly the CPU estimates so filtered, the tables equal, and
 // summaries kept on the pool hold the same table, count and candidates (set, stored estimates,
 // strings; SketchState) as CPU-built ones.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
 #include <limits>
 #include <string>
 #include <vector>
@@ -226,17 +231,55 @@ core::Batch StringBatch(const std::vector<std::string>& keys) {
 // Plain Count-Min and plain FCM kept on the pool serialize to the CPU-built summary's bytes after
 // Zipf batches of 10^5 with a small candidate set (full after the first batch, so most items fall
 // below its level and stay on the device), uint64 and string keys, with and without weights.
+// A column copied into one of the pool's page-locked host blocks (what an Ingest stream's
+// RequestArena parses into), returned to the pool when destroyed.
+class PinnedCopy {
+ public:
+  PinnedCopy(core::Accelerator& pool, const std::vector<uint64_t>& v) : pool_(pool), n_(v.size()) {
+    if (n_ == 0) return;
+    bytes_ = n_ * sizeof(uint64_t);
+    data_ = static_cast<uint64_t*>(pool_.AcquireHostBlock(&bytes_));
+    if (data_ != nullptr) std::memcpy(data_, v.data(), n_ * sizeof(uint64_t));
+  }
+  ~PinnedCopy() {
+    if (data_ != nullptr) pool_.ReleaseHostBlock(data_, bytes_);
+  }
+  PinnedCopy(const PinnedCopy&) = delete;
+  PinnedCopy& operator=(const PinnedCopy&) = delete;
+  bool pinned() const {
+    cudaPointerAttributes attr;
+    return data_ != nullptr && cudaPointerGetAttributes(&attr, data_) == cudaSuccess &&
+           attr.type == cudaMemoryTypeHost;
+  }
+  absl::Span<const uint64_t> span() const {
+    return data_ == nullptr ? absl::Span<const uint64_t>() : absl::MakeConstSpan(data_, n_);
+  }
+  void Scribble() {
+    for (size_t i = 0; data_ != nullptr && i < n_; ++i) data_[i] = ~uint64_t{0} - i;
+  }
+
+ private:
+  core::Accelerator& pool_;
+  size_t n_ = 0;
+  size_t bytes_ = 0;
+  uint64_t* data_ = nullptr;
+};
+
 TEST(GpuPool, CountMinAndFcmWithDeviceSelectedOffersEqualCpuBuiltOnes) {
   REQUIRE_GPU();
   auto pool = GpuPool::Create(GpuPoolOptions{});
   ASSERT_TRUE(pool.ok()) << pool.status();
   for (core::SummaryKind kind : {core::SummaryKind::kCountMin, core::SummaryKind::kFcm}) {
-    for (int form = 0; form < 3; ++form) {
+    for (int form = 0; form < 4; ++form) {
       // uint64 keys; strings; strings viewed in one region, as a server's parse leaves them (a
-      // plain Count-Min on the pool hashes those on the device: AddSelectedStrings).
-      const core::ValueKind value_kind = form == 0 ? core::ValueKind::kUint64 : core::ValueKind::kString;
-      SCOPED_TRACE(absl::StrCat(core::SummaryKindName(kind), " ",
-                                core::ValueKindName(value_kind), form == 2 ? " in a region" : ""));
+      // plain Count-Min on the pool hashes those on the device: AddSelectedStrings); uint64 keys
+      // in the pool's page-locked host blocks, as an Ingest stream's parse leaves them (uploaded
+      // from there, no staging copy), three blocks in turn, each overwritten after its batch.
+      const core::ValueKind value_kind =
+          form == 0 || form == 3 ? core::ValueKind::kUint64 : core::ValueKind::kString;
+      SCOPED_TRACE(absl::StrCat(core::SummaryKindName(kind), " ", core::ValueKindName(value_kind),
+                                form == 2 ? " in a region" : "",
+                                form == 3 ? " in page-locked blocks" : ""));
       core::SummaryOptions so;
       so.kind = kind;
       so.count_min.epsilon = 0.001;
@@ -246,13 +289,29 @@ TEST(GpuPool, CountMinAndFcmWithDeviceSelectedOffersEqualCpuBuiltOnes) {
       auto cpu = core::CreateSummary(so, value_kind, nullptr);
       auto gpu = core::CreateSummary(so, value_kind, pool->get());
       ASSERT_TRUE(cpu.ok() && gpu.ok());
+      std::deque<std::unique_ptr<PinnedCopy>> held;  // form 3's blocks
       for (int b = 0; b < 10; ++b) {
         // Batches 4 and 5 are small: the device mirror journals their ids (computed on the host).
         const std::vector<uint64_t> ids =
             ZipfIds(b == 4 || b == 5 ? 3000 : 100000, 1.1, 1000000, b + 500);
         const std::vector<uint64_t> wt =
             b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
-        if (value_kind == core::ValueKind::kUint64) {
+        if (form == 3) {
+          ASSERT_TRUE((*cpu)->Update(U64Batch(ids, wt)).ok());
+          held.emplace_back(std::make_unique<PinnedCopy>(**pool, ids));
+          held.emplace_back(std::make_unique<PinnedCopy>(**pool, wt));
+          const PinnedCopy& keys = *held[held.size() - 2];
+          const PinnedCopy& weights = *held.back();
+          ASSERT_TRUE(keys.pinned() && (wt.empty() || weights.pinned()));
+          core::Batch batch = U64Batch(ids, wt);
+          batch.keys = keys.span();
+          batch.weights = weights.span();
+          ASSERT_TRUE((*gpu)->Update(batch).ok());
+          // A read after Update returned would see other keys; the blocks go back to the pool
+          // three batches later, so the next batches come from other addresses.
+          for (auto& h : held) h->Scribble();
+          while (held.size() > 6) held.pop_front();
+        } else if (value_kind == core::ValueKind::kUint64) {
           ASSERT_TRUE((*cpu)->Update(U64Batch(ids, wt)).ok());
           ASSERT_TRUE((*gpu)->Update(U64Batch(ids, wt)).ok());
         } else {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "gtest/gtest.h"
+#include "core/accel/accelerator.h"
 #include "core/common/key_id.h"
 #include "core/summary.h"
 #include "server/request_arena.h"
@@ -174,6 +176,90 @@ TEST(ParseIngestRequest, AStreamsBatchesParseAsDeserializeDoes) {
       }
     }
   });
+}
+
+// Host memory as the GPU pool lends it (AcquireHostBlock), here from the heap, counted, marked,
+// and rounded up to a power of two as the pool rounds.
+class HostBlocks : public core::Accelerator {
+ public:
+  std::string name() const override { return "host blocks"; }
+  absl::Status SortWindow(absl::Span<uint64_t>, absl::Span<uint64_t>) override {
+    return absl::UnimplementedError("not a sorter");
+  }
+  void* AcquireHostBlock(size_t* bytes) override {
+    if (refuse) return nullptr;
+    size_t size = 4096;
+    while (size < *bytes) size *= 2;
+    *bytes = size;
+    char* p = new char[size];
+    blocks[p] = size;
+    ++acquired;
+    return p;
+  }
+  void ReleaseHostBlock(void* block, size_t bytes) override {
+    auto it = blocks.find(static_cast<char*>(block));
+    ASSERT_NE(it, blocks.end()) << "a block the pool did not lend";
+    EXPECT_EQ(it->second, bytes) << "released with another size than lent";
+    delete[] it->first;
+    blocks.erase(it);
+  }
+  bool Holds(const void* p, size_t n) const {
+    for (const auto& [b, size] : blocks) {
+      if (static_cast<const char*>(p) >= b && static_cast<const char*>(p) + n <= b + size) return true;
+    }
+    return false;
+  }
+  std::map<char*, size_t> blocks;
+  int acquired = 0;
+  bool refuse = false;
+};
+
+// With host memory (a GPU pool's page-locked blocks), an Ingest stream's arena parses each batch
+// into a block it lent: a batch's uint64 keys and its weights lie in it (a sketch on the device
+// then uploads them from there, without a staging copy), the arena grows into a larger block
+// for a larger batch and gives every block back. Parses are those of the heap's arena.
+TEST(RequestArena, ParsesIntoTheHostMemoryItIsLentAndGivesEveryBlockBack) {
+  HostBlocks host;
+  {
+    RequestArena arena(&host);
+    EXPECT_EQ(host.acquired, 1);
+    for (int n : {1000, 100000, 300000, 1000, 100000}) {
+      SCOPED_TRACE(n);
+      v1::IngestRequest want;
+      want.set_session("k");
+      for (int i = 0; i < n; ++i) want.mutable_keys()->add_keys(i * 2654435761ull % 1000003);
+      for (int i = 0; i < n; ++i) want.add_weights(1 + i % 7);
+      // A batch larger than the block so far: parsed, then the next Fresh takes a larger one.
+      for (int round = 0; round < 2; ++round) {
+        grpc::ByteBuffer b = Wire(want);
+        v1::IngestRequest* parsed = arena.Fresh();
+        ASSERT_TRUE(ParseIngestRequest(&b, v1::IngestRequest::kKeys, parsed, &arena.strings()).ok());
+        EXPECT_EQ(parsed->SerializeAsString(), want.SerializeAsString());
+        std::vector<std::string> copies;
+        auto batch = BatchFromRequest(*parsed, &copies, &arena.strings());
+        ASSERT_TRUE(batch.ok());
+        if (round == 1) {
+          EXPECT_TRUE(host.Holds(batch->keys.data(), batch->keys.size() * sizeof(uint64_t)));
+          EXPECT_TRUE(host.Holds(batch->weights.data(), batch->weights.size() * sizeof(uint64_t)));
+        }
+      }
+      EXPECT_EQ(host.blocks.size(), 1u) << "one block at a time";
+    }
+    EXPECT_GE(host.acquired, 3);  // 64 KiB, then larger for 10^5 and 3 x 10^5 keys
+  }
+  EXPECT_TRUE(host.blocks.empty()) << "every block given back";
+  // None lent: the heap, as without host memory.
+  host.refuse = true;
+  RequestArena arena(&host);
+  v1::IngestRequest want;
+  for (int i = 0; i < 100000; ++i) want.mutable_keys()->add_keys(i);
+  for (int round = 0; round < 2; ++round) {
+    grpc::ByteBuffer b = Wire(want);
+    v1::IngestRequest* parsed = arena.Fresh();
+    ASSERT_TRUE(ParseIngestRequest(&b, v1::IngestRequest::kKeys, parsed, &arena.strings()).ok());
+    EXPECT_EQ(parsed->SerializeAsString(), want.SerializeAsString());
+  }
+  EXPECT_TRUE(host.blocks.empty());
 }
 
 // Appends a varint.
