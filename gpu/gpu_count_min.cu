@@ -281,10 +281,13 @@ absl::Status GpuCountMin::AddSelected(absl::Span<const uint64_t> ids,
   positions->clear();
   estimates->clear();
   if (options_.conservative) {
-    STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
-    return ids.empty() ? absl::OkStatus()
-                       : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
-                                              estimates, meanwhile);
+    // The ids go up from where they are when page-locked (an Ingest stream's batch).
+    absl::Status s = LaunchBatch(ids, weights, /*allow_direct=*/true);
+    if (s.ok() && !ids.empty()) {
+      s.Update(dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions, estimates,
+                                    meanwhile));
+    }
+    return dev_->Settle(std::move(s));
   }
   // The plain update: the batch's launches, selection included, as one graph (SketchDevice::
   // Launch) once a batch size repeats.
@@ -352,13 +355,13 @@ const uint64_t* GpuCountMin::IdsInOrder() const {
 }
 
 absl::Status GpuCountMin::LaunchBatch(absl::Span<const uint64_t> ids,
-                                      absl::Span<const uint64_t> weights) {
+                                      absl::Span<const uint64_t> weights, bool allow_direct) {
   STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
   const size_t n = ids.size();
   if (n == 0) return absl::OkStatus();
   SketchDevice& d = *dev_;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights, allow_direct));
   d.bytes_copied += (weights.empty() ? 1 : 2) * n * sizeof(uint64_t);
   if (!options_.conservative) {
     STREAMSTATS_RETURN_IF_ERROR(EnqueuePlain(n, !weights.empty()));

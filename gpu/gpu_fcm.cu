@@ -438,10 +438,13 @@ absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
   positions->clear();
   estimates->clear();
   if (options_.conservative || dl_ != dh_) {
-    STREAMSTATS_RETURN_IF_ERROR(LaunchBatch(ids, weights));
-    return ids.empty() ? absl::OkStatus()
-                       : dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions,
-                                              estimates, meanwhile);
+    // The ids go up from where they are when page-locked (an Ingest stream's batch).
+    absl::Status s = LaunchBatch(ids, weights, /*allow_direct=*/true);
+    if (s.ok() && !ids.empty()) {
+      s.Update(dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions, estimates,
+                                    meanwhile));
+    }
+    return dev_->Settle(std::move(s));
   }
   // The plain update without a phase detector: as GpuCountMin's, one graph a batch once its
   // size repeats (SketchDevice::Launch).
@@ -515,13 +518,13 @@ const uint64_t* GpuFcm::IdsInOrder() const {
 }
 
 absl::Status GpuFcm::LaunchBatch(absl::Span<const uint64_t> ids,
-                                 absl::Span<const uint64_t> weights) {
+                                 absl::Span<const uint64_t> weights, bool allow_direct) {
   STREAMSTATS_RETURN_IF_ERROR(CheckLaunch(ids, weights));
   const size_t n = ids.size();
   if (n == 0) return absl::OkStatus();
   SketchDevice& d = *dev_;
   STREAMSTATS_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device));
-  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights));
+  STREAMSTATS_RETURN_IF_ERROR(d.Upload(ids, weights, allow_direct));
   STREAMSTATS_RETURN_IF_ERROR(d.out.Reserve(n));
   const FcmRows rows = MakeFcmRows(options_, depth_, width_, dh_, dl_);
   auto* table = reinterpret_cast<unsigned long long*>(table_);

@@ -355,23 +355,14 @@ absl::Status detail::SketchDevice::AddPlainSelected(
   const uint64_t shape = (direct ? uint64_t{1} << 63 : 0) |
                          (region.empty() ? 0 : (uint64_t{region.size()} + 1) << 32) |
                          (2 * n + (weighted ? 1 : 0));
-  if (direct) {
-    absl::Status uploaded = EnqueueUpload(n, weighted);
-    if (!uploaded.ok()) {
-      Wait().IgnoreError();  // the caller's ids must not be read after this returns
-      return uploaded;
-    }
-  }
+  if (direct) STREAMSTATS_RETURN_IF_ERROR(Settle(EnqueueUpload(n, weighted)));
   absl::Status launched = Launch(shape, table, [&]() -> absl::Status {
     if (!direct) STREAMSTATS_RETURN_IF_ERROR(EnqueueUpload(n, weighted));
     if (!region.empty()) STREAMSTATS_RETURN_IF_ERROR(EnqueueHashStrings(n, region.size()));
     STREAMSTATS_RETURN_IF_ERROR(enqueue_plain(n, weighted));
     return EnqueueSelect(n, ids.get());
   });
-  if (!launched.ok()) {
-    if (direct) Wait().IgnoreError();  // as above
-    return launched;
-  }
+  STREAMSTATS_RETURN_IF_ERROR(Settle(launched));
   bytes_copied += (weighted ? 2 : 1) * n * sizeof(uint64_t) + region.size();
   return CollectSelected(n, positions, estimates, meanwhile);
 }

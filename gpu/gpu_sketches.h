@@ -124,7 +124,10 @@ class GpuCountMin {
                               bool aggregate);
   // Uploads a batch and launches its update (plain: AddPairsInOrder; conservative: the batch
   // form), leaving each item's estimate in the device's `out` buffer; counts the batch.
-  absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // With `allow_direct`, page-locked ids are read in place (SketchDevice::Stage): the caller
+  // waits for the stream, failed or not (SketchDevice::Settle).
+  absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           bool allow_direct = false);
   // After LaunchBatch: the batch's ids on the device in arrival order (the conservative update
   // sorts `ids` in place and keeps a copy).
   const uint64_t* IdsInOrder() const;
@@ -283,7 +286,10 @@ class GpuFcm {
   explicit GpuFcm(const core::FcmOptions& options);
   // Uploads a batch and launches its update (plain or the batch form), leaving each item's
   // estimate in the device's `out` buffer; counts the batch.
-  absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights);
+  // With `allow_direct`, page-locked ids are read in place (SketchDevice::Stage): the caller
+  // waits for the stream, failed or not (SketchDevice::Settle).
+  absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
+                           bool allow_direct = false);
   // After LaunchBatch: the batch's ids on the device in arrival order (as GpuCountMin's).
   const uint64_t* IdsInOrder() const;
   // AddSelected's plain update of `keys`: ids, or with a `region` string keys packed into it

@@ -79,9 +79,18 @@ struct SketchDevice : DeviceStream {
   absl::Status Wait();
 
   // Uploads host ids (and weights) into `ids` / `weights` through pinned staging.
-  absl::Status Upload(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights) {
-    STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights));
+  // With `allow_direct` (Stage), the caller waits for the stream before it returns, failed or
+  // not (Settle).
+  absl::Status Upload(absl::Span<const uint64_t> h_ids, absl::Span<const uint64_t> h_weights,
+                      bool allow_direct = false) {
+    STREAMSTATS_RETURN_IF_ERROR(Stage(h_ids, h_weights, allow_direct));
     return EnqueueUpload(h_ids.size(), !h_weights.empty());
+  }
+  // What a call that staged with `allow_direct` returns: after a failure, once the stream has
+  // stopped reading the caller's ids (a success waited for its results already).
+  absl::Status Settle(absl::Status status) {
+    if (!status.ok() && direct) Wait().IgnoreError();
+    return status;
   }
   // Upload's two halves: the host's copy into pinned staging (after the stream's work so far),
   // then the copies to the device, on the stream (what a captured batch repeats). With

@@ -26,6 +26,7 @@
 #include "gpu/gpu_pool.h"
 #include "gpu/gpu_sketches.h"
 #include "gtest/gtest.h"
+#include "tests/core/accel/fake_device.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace streamstats::gpu {
@@ -270,23 +271,31 @@ TEST(GpuPool, CountMinAndFcmWithDeviceSelectedOffersEqualCpuBuiltOnes) {
   auto pool = GpuPool::Create(GpuPoolOptions{});
   ASSERT_TRUE(pool.ok()) << pool.status();
   for (core::SummaryKind kind : {core::SummaryKind::kCountMin, core::SummaryKind::kFcm}) {
-    for (int form = 0; form < 4; ++form) {
+    for (int form = 0; form < 6; ++form) {
       // uint64 keys; strings; strings viewed in one region, as a server's parse leaves them (a
       // plain Count-Min on the pool hashes those on the device: AddSelectedStrings); uint64 keys
       // in the pool's page-locked host blocks, as an Ingest stream's parse leaves them (uploaded
-      // from there, no staging copy), three blocks in turn, each overwritten after its batch.
+      // from there, no staging copy), three blocks in turn, each overwritten after its batch;
+      // the same into the conservative update; and the conservative update from ordinary memory
+      // (it had not run here: that form failed with the CPU's sequential update as reference).
+      const bool pinned = form == 3 || form == 4;
       const core::ValueKind value_kind =
-          form == 0 || form == 3 ? core::ValueKind::kUint64 : core::ValueKind::kString;
+          form == 0 || form >= 3 ? core::ValueKind::kUint64 : core::ValueKind::kString;
       SCOPED_TRACE(absl::StrCat(core::SummaryKindName(kind), " ", core::ValueKindName(value_kind),
                                 form == 2 ? " in a region" : "",
-                                form == 3 ? " in page-locked blocks" : ""));
+                                pinned ? " in page-locked blocks" : "",
+                                form >= 4 ? ", conservative" : ""));
       core::SummaryOptions so;
       so.kind = kind;
       so.count_min.epsilon = 0.001;
       so.count_min.heavy_hitter_capacity = 64;
       so.fcm.epsilon = 0.001;
       so.fcm.heavy_hitter_capacity = 64;
-      auto cpu = core::CreateSummary(so, value_kind, nullptr);
+      so.count_min.conservative = so.fcm.conservative = form >= 4;
+      // A conservative table on a device takes each batch in the batch form: its reference is the
+      // fake device's CPU semantics (as GpuPool.ConservativeCountMinLivesOnTheDevice...'s).
+      core::fake::FakeDeviceAccelerator host;
+      auto cpu = core::CreateSummary(so, value_kind, form >= 4 ? &host : nullptr);
       auto gpu = core::CreateSummary(so, value_kind, pool->get());
       ASSERT_TRUE(cpu.ok() && gpu.ok());
       std::deque<std::unique_ptr<PinnedCopy>> held;  // form 3's blocks
@@ -296,7 +305,7 @@ TEST(GpuPool, CountMinAndFcmWithDeviceSelectedOffersEqualCpuBuiltOnes) {
             ZipfIds(b == 4 || b == 5 ? 3000 : 100000, 1.1, 1000000, b + 500);
         const std::vector<uint64_t> wt =
             b % 4 == 3 ? MakeWeights(ids.size(), b) : std::vector<uint64_t>{};
-        if (form == 3) {
+        if (pinned) {
           ASSERT_TRUE((*cpu)->Update(U64Batch(ids, wt)).ok());
           held.emplace_back(std::make_unique<PinnedCopy>(**pool, ids));
           held.emplace_back(std::make_unique<PinnedCopy>(**pool, wt));
@@ -331,6 +340,12 @@ TEST(GpuPool, CountMinAndFcmWithDeviceSelectedOffersEqualCpuBuiltOnes) {
         EXPECT_TRUE(dynamic_cast<const core::CountMin&>(**gpu).on_device());
       }
       EXPECT_TRUE(SketchState(**gpu) == SketchState(**cpu));
+      if (kind == core::SummaryKind::kCountMin) {
+        const auto& a = dynamic_cast<const core::CountMin&>(**gpu);
+        const auto& b = dynamic_cast<const core::CountMin&>(**cpu);
+        EXPECT_TRUE(a.table() == b.table()) << "the tables differ";
+        EXPECT_EQ(a.count(), b.count());
+      }
       auto hc = (*cpu)->HeavyHitters(0.01);
       auto hg = (*gpu)->HeavyHitters(0.01);
       ASSERT_TRUE(hc.ok() && hg.ok());
