@@ -70,14 +70,21 @@ GpuPool::~GpuPool() {
 
 GpuPool::PinnedBlock GpuPool::AcquirePinned(size_t keys) {
   {
+    // The smallest free block that fits: an Ingest stream's 64 KiB arena (AcquireHostBlock) must
+    // not hold a large window's block that the next job would then allocate again.
     absl::MutexLock lock(&pinned_mu_);
+    size_t best = free_pinned_.size();
     for (size_t i = 0; i < free_pinned_.size(); ++i) {
-      if (free_pinned_[i].capacity >= keys) {
-        const PinnedBlock b = free_pinned_[i];
-        free_pinned_[i] = free_pinned_.back();
-        free_pinned_.pop_back();
-        return b;
+      if (free_pinned_[i].capacity >= keys &&
+          (best == free_pinned_.size() || free_pinned_[i].capacity < free_pinned_[best].capacity)) {
+        best = i;
       }
+    }
+    if (best != free_pinned_.size()) {
+      const PinnedBlock b = free_pinned_[best];
+      free_pinned_[best] = free_pinned_.back();
+      free_pinned_.pop_back();
+      return b;
     }
   }
   // Page-locking is slow (a system call, pages faulted in): rounded up so blocks get reused.
