@@ -3,11 +3,8 @@
 # place too; conservative Count-Min (1 and 16 streams) and conservative FCM (16) from the new
 # server and session 26's, with the sink, and a second sample of the plain rows at 16 x 16.
 # Usage: conservative.sh CARRIED_FOLDER (as direct.sh's)
-# shellcheck source=bench/scripts/session23/common.sh
-source "$(dirname "$0")/../session23/common.sh" "$1"
-machine_info
-gpu_tests_row
-OLD="$BIN/streamstatsd_s26"
+# shellcheck source=bench/scripts/session27/common.sh
+source "$(dirname "$0")/common.sh" "$1"
 # shellcheck disable=SC2046  # no_wal's flags are words
 {
   for s in 1 16; do

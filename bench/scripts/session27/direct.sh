@@ -3,11 +3,8 @@
 # there (no copy into the sketch's staging), against session 26's server (carried as
 # streamstatsd_s26) and the sink in the same run; then where each server's time goes at 16 x 16.
 # Usage: direct.sh CARRIED_FOLDER (binaries, streamstatsd_s26, gpu_tests, perf.tgz and lib/ inside)
-# shellcheck source=bench/scripts/session23/common.sh
-source "$(dirname "$0")/../session23/common.sh" "$1"
-machine_info
-gpu_tests_row
-OLD="$BIN/streamstatsd_s26"
+# shellcheck source=bench/scripts/session27/common.sh
+source "$(dirname "$0")/common.sh" "$1"
 # shellcheck disable=SC2046  # no_wal's flags are words
 {
   for s in 1 16; do
