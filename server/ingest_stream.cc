@@ -114,7 +114,7 @@ class StreamStatsService::IngestReactor final
       bytes = std::move(read_.front());
       read_.pop_front();
       if (spare_.empty()) {
-        parsed.request = std::make_unique<RequestArena>(service_->sessions_->accelerator());
+        parsed.request = std::make_unique<RequestArena>(&service_->pinned_);
       } else {
         parsed.request = std::move(spare_.back());
         spare_.pop_back();

@@ -139,6 +139,10 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: require and verify client certificates (mutual TLS)");
 ABSL_FLAG(uint64_t, max_batch_items, 1 << 20, "items per Ingest batch; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint32_t, max_streams_per_tenant, 64, "concurrent Ingest streams per tenant");
+ABSL_FLAG(uint32_t, gpu_ingest_pinned_mib, 1024,
+          "with a GPU pool: page-locked memory (MiB) the Ingest streams may hold at once to parse "
+          "batches into, which a sketch on a device then reads by DMA without a staging copy; "
+          "streams beyond it parse into ordinary memory; 0: none");
 ABSL_FLAG(std::string, gpus, "auto",
           "GPUs for the accelerator pool: auto (every visible GPU, or the CPU when there is none), "
           "none, or ordinals like 0,1");
@@ -713,7 +717,9 @@ int main(int argc, char** argv) {
   }
   StreamStatsService service(&sessions, executor.get(), &tenants,
                              {.max_batch_items = absl::GetFlag(FLAGS_max_batch_items),
-                              .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant)},
+                              .max_streams_per_tenant = absl::GetFlag(FLAGS_max_streams_per_tenant),
+                              .pinned_ingest_bytes =
+                                  uint64_t{absl::GetFlag(FLAGS_gpu_ingest_pinned_mib)} << 20},
                              metrics.get());
   service.set_forwarder(forwarder.get());
 

@@ -3,6 +3,7 @@
 #define STREAMSTATS_SERVER_REQUEST_ARENA_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,6 +45,45 @@ struct StringKeysColumn {
   }
 };
 
+// Lends Ingest streams' arenas page-locked blocks from the GPU pool (core::Accelerator::
+// AcquireHostBlock) while the blocks lent and not yet returned stay within a budget of bytes;
+// beyond it, or without a pool, none: the arena uses the heap, and a sketch on a device copies
+// the batch into its staging as before. Page-locked memory cannot be swapped out, and a pool
+// whose free list is full frees a returned block with cudaFreeHost (which waits for the device),
+// so the number of streams must not set how much of it the server holds. Thread-safe.
+class HostBlockLender {
+ public:
+  HostBlockLender(core::Accelerator* accelerator, uint64_t budget_bytes)
+      : accelerator_(accelerator), budget_(budget_bytes) {}
+  HostBlockLender(const HostBlockLender&) = delete;
+  HostBlockLender& operator=(const HostBlockLender&) = delete;
+
+  // A block of at least *bytes (*bytes set to its size), or nullptr.
+  void* Acquire(size_t* bytes) {
+    if (accelerator_ == nullptr || lent_.load(std::memory_order_relaxed) + *bytes > budget_) {
+      return nullptr;
+    }
+    void* block = accelerator_->AcquireHostBlock(bytes);
+    if (block == nullptr) return nullptr;
+    if (lent_.fetch_add(*bytes, std::memory_order_relaxed) + *bytes > budget_) {
+      Release(block, *bytes);  // another stream took the room meanwhile
+      return nullptr;
+    }
+    return block;
+  }
+  void Release(void* block, size_t bytes) {
+    accelerator_->ReleaseHostBlock(block, bytes);
+    lent_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  // The bytes lent now.
+  uint64_t lent() const { return lent_.load(std::memory_order_relaxed); }
+
+ private:
+  core::Accelerator* const accelerator_;
+  const uint64_t budget_;
+  std::atomic<uint64_t> lent_{0};
+};
+
 // A parsed IngestRequest's storage, reused batch after batch (the Ingest stream's, and
 // bench/ingest_sink's so that the ceiling parses the same way). The request's payload is a oneof,
 // and Clear() deletes the oneof's message with its packed column (0.8 MB for 10^5 doubles) or its
@@ -53,12 +93,11 @@ struct StringKeysColumn {
 // seen, so a parse bump-allocates from memory it touched before and Fresh() drops it all at once.
 class RequestArena {
  public:
-  // With `host_memory` (the GPU pool; may be null) the arena's block is page-locked memory from
-  // it where it has some: a batch's uint64 keys, decoded into the block, then go to a sketch on a
-  // device by DMA from there, without the copy into the sketch's pinned staging (a memcpy of
-  // every key, ~11-16 % of the GPU server at 16 streams, session 25). `host_memory` outlives the
-  // arena.
-  explicit RequestArena(core::Accelerator* host_memory = nullptr) : host_memory_(host_memory) {
+  // With `host_memory` (may be null) the arena's block is page-locked memory it lends where it
+  // can: a batch's uint64 keys, decoded into the block, then go to a sketch on a device by DMA
+  // from there, without the copy into the sketch's pinned staging (a memcpy of every key, 15 %
+  // of the GPU server at 16 streams; session 27). `host_memory` outlives the arena.
+  explicit RequestArena(HostBlockLender* host_memory = nullptr) : host_memory_(host_memory) {
     Fresh();
   }
   ~RequestArena() {
@@ -78,7 +117,7 @@ class RequestArena {
       // Room for the largest batch so far and a quarter more; the first block is 64 KiB.
       size_t bytes = std::max<uint64_t>(kFirstBlockBytes, (allocated + allocated / 4 + 7) / 8 * 8);
       block_bytes_ = bytes;
-      if (host_memory_ != nullptr && (block_ = host_memory_->AcquireHostBlock(&bytes)) != nullptr) {
+      if (host_memory_ != nullptr && (block_ = host_memory_->Acquire(&bytes)) != nullptr) {
         block_bytes_ = bytes;
         block_pinned_ = true;
       } else {
@@ -101,7 +140,7 @@ class RequestArena {
   void ReleaseBlock() {
     if (block_ == nullptr) return;
     if (block_pinned_) {
-      host_memory_->ReleaseHostBlock(block_, block_bytes_);
+      host_memory_->Release(block_, block_bytes_);
     } else {
       delete[] static_cast<uint64_t*>(block_);
     }
@@ -110,7 +149,7 @@ class RequestArena {
   }
 
   static constexpr uint64_t kFirstBlockBytes = 64 << 10;
-  core::Accelerator* const host_memory_;
+  HostBlockLender* const host_memory_;
   void* block_ = nullptr;  // the arena's first block: released after arena_
   bool block_pinned_ = false;
   uint64_t block_bytes_ = 0;

@@ -15,6 +15,7 @@
 #include "core/common/sync.h"
 #include "server/executor.h"
 #include "server/forwarder.h"
+#include "server/request_arena.h"
 #include "server/session_manager.h"
 #include "server/tenants.h"
 #include "streamstats/v1/streamstats.grpc.pb.h"
@@ -26,6 +27,9 @@ class Metrics;
 struct ServiceLimits {
   uint64_t max_batch_items = 1 << 20;       // items per batch; more is RESOURCE_EXHAUSTED
   uint32_t max_streams_per_tenant = 64;     // concurrent Ingest streams per tenant
+  // Page-locked memory the Ingest streams may hold at once on a GPU host (HostBlockLender); 0:
+  // none (every batch is copied into a device sketch's staging).
+  uint64_t pinned_ingest_bytes = uint64_t{1} << 30;
 };
 
 // Every method on the callback API, Ingest raw (ByteBuffer in and out). A method added to the
@@ -52,7 +56,12 @@ class StreamStatsService final : public StreamStatsCallbackBase {
                      TenantRegistry* tenants = nullptr, ServiceLimits limits = {},
                      Metrics* metrics = nullptr)
       : sessions_(sessions), executor_(executor), tenants_(tenants), limits_(limits),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        pinned_(sessions != nullptr ? sessions->accelerator() : nullptr,
+                limits.pinned_ingest_bytes) {}
+
+  // The page-locked memory the Ingest streams hold now (bytes).
+  uint64_t pinned_ingest_bytes() const { return pinned_.lent(); }
 
   // The role a caller's token needs for `method` (an RPC's name, as in the proto), or nullopt
   // for a name the table lacks, which the service treats as admin. Questions and ExportSummary
@@ -156,6 +165,7 @@ class StreamStatsService final : public StreamStatsCallbackBase {
   TenantRegistry* tenants_;
   const ServiceLimits limits_;
   Metrics* metrics_;
+  HostBlockLender pinned_;  // the streams' arenas' page-locked blocks
   Forwarder* forwarder_ = nullptr;
   // What SplitParent learned, by (tenant, session): the parent (nullptr: not split) and when.
   static constexpr absl::Duration kSplitTtl = absl::Seconds(5);

@@ -220,8 +220,9 @@ class HostBlocks : public core::Accelerator {
 // for a larger batch and gives every block back. Parses are those of the heap's arena.
 TEST(RequestArena, ParsesIntoTheHostMemoryItIsLentAndGivesEveryBlockBack) {
   HostBlocks host;
+  HostBlockLender lender(&host, uint64_t{1} << 30);
   {
-    RequestArena arena(&host);
+    RequestArena arena(&lender);
     EXPECT_EQ(host.acquired, 1);
     for (int n : {1000, 100000, 300000, 1000, 100000}) {
       SCOPED_TRACE(n);
@@ -246,11 +247,13 @@ TEST(RequestArena, ParsesIntoTheHostMemoryItIsLentAndGivesEveryBlockBack) {
       EXPECT_EQ(host.blocks.size(), 1u) << "one block at a time";
     }
     EXPECT_GE(host.acquired, 3);  // 64 KiB, then larger for 10^5 and 3 x 10^5 keys
+    EXPECT_EQ(lender.lent(), host.blocks.begin()->second);
   }
   EXPECT_TRUE(host.blocks.empty()) << "every block given back";
+  EXPECT_EQ(lender.lent(), 0u);
   // None lent: the heap, as without host memory.
   host.refuse = true;
-  RequestArena arena(&host);
+  RequestArena arena(&lender);
   v1::IngestRequest want;
   for (int i = 0; i < 100000; ++i) want.mutable_keys()->add_keys(i);
   for (int round = 0; round < 2; ++round) {
@@ -260,6 +263,45 @@ TEST(RequestArena, ParsesIntoTheHostMemoryItIsLentAndGivesEveryBlockBack) {
     EXPECT_EQ(parsed->SerializeAsString(), want.SerializeAsString());
   }
   EXPECT_TRUE(host.blocks.empty());
+}
+
+// The streams' page-locked memory is bounded (--gpu_ingest_pinned_mib): an arena whose block
+// would pass the budget parses into the heap instead, the same parse; room comes back with the
+// blocks. A budget of 0 lends nothing.
+TEST(RequestArena, StreamsHoldNoMorePageLockedMemoryThanTheBudget) {
+  HostBlocks host;
+  HostBlockLender lender(&host, 4 << 20);  // two 2 MiB blocks
+  v1::IngestRequest want;
+  for (int i = 0; i < 150000; ++i) want.mutable_keys()->add_keys(i * 7919ull);  // a 2 MiB block
+  std::vector<std::unique_ptr<RequestArena>> arenas;
+  auto parse_twice = [&](RequestArena& arena) -> const uint64_t* {
+    const uint64_t* keys = nullptr;
+    for (int round = 0; round < 2; ++round) {  // the second parse is into the grown block
+      grpc::ByteBuffer b = Wire(want);
+      v1::IngestRequest* parsed = arena.Fresh();
+      EXPECT_TRUE(ParseIngestRequest(&b, v1::IngestRequest::kKeys, parsed, &arena.strings()).ok());
+      EXPECT_EQ(parsed->SerializeAsString(), want.SerializeAsString());
+      keys = parsed->keys().keys().data();
+    }
+    return keys;
+  };
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    arenas.push_back(std::make_unique<RequestArena>(&lender));
+    const uint64_t* keys = parse_twice(*arenas.back());
+    EXPECT_EQ(host.Holds(keys, 150000 * sizeof(uint64_t)), i < 2) << "the budget holds two";
+    EXPECT_LE(lender.lent(), uint64_t{4} << 20);
+  }
+  arenas.erase(arenas.begin());  // a stream ends: its block is returned, the room with it
+  arenas.push_back(std::make_unique<RequestArena>(&lender));
+  EXPECT_TRUE(host.Holds(parse_twice(*arenas.back()), 150000 * sizeof(uint64_t)));
+  arenas.clear();
+  EXPECT_EQ(lender.lent(), 0u);
+  EXPECT_TRUE(host.blocks.empty());
+  HostBlockLender none(&host, 0);
+  RequestArena arena(&none);
+  EXPECT_FALSE(host.Holds(parse_twice(arena), 150000 * sizeof(uint64_t)));
+  EXPECT_EQ(host.acquired, 6);  // 64 KiB, then 2 MiB, for each of the three arenas lent to
 }
 
 // Appends a varint.
