@@ -68,14 +68,14 @@ GpuPool::~GpuPool() {
   for (const PinnedBlock& b : free_pinned_) FreePinnedHost(b.data);
 }
 
-GpuPool::PinnedBlock GpuPool::AcquirePinned(size_t keys) {
+GpuPool::PinnedBlock GpuPool::AcquirePinned(size_t keys, size_t max_keys) {
   {
     // The smallest free block that fits: an Ingest stream's 64 KiB arena (AcquireHostBlock) must
     // not hold a large window's block that the next job would then allocate again.
     absl::MutexLock lock(&pinned_mu_);
     size_t best = free_pinned_.size();
     for (size_t i = 0; i < free_pinned_.size(); ++i) {
-      if (free_pinned_[i].capacity >= keys &&
+      if (free_pinned_[i].capacity >= keys && free_pinned_[i].capacity <= max_keys &&
           (best == free_pinned_.size() || free_pinned_[i].capacity < free_pinned_[best].capacity)) {
         best = i;
       }
@@ -110,7 +110,12 @@ void GpuPool::ReleasePinned(PinnedBlock block) {
 
 void* GpuPool::AcquireHostBlock(size_t* bytes) {
   if (*bytes > kMaxHostBlockBytes) return nullptr;  // ordinary memory: locking that much is slow
-  const PinnedBlock b = AcquirePinned((*bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+  // Nothing would read the batch in place (SketchDevice::Stage's direct upload): no block.
+  const GpuPoolOptions::SketchKinds& kinds = options_.sketches;
+  if (!kinds.count_min && !kinds.conservative_count_min && !kinds.fcm) return nullptr;
+  // A large window's free block stays for the jobs: a new one is at most twice the request.
+  const size_t keys = (*bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t);
+  const PinnedBlock b = AcquirePinned(keys, 2 * std::max<size_t>(keys, size_t{1} << 12));
   if (b.data == nullptr) return nullptr;
   *bytes = b.capacity * sizeof(uint64_t);
   return b.data;

@@ -147,7 +147,9 @@ class GpuPool final : public core::Accelerator {
 
   std::unique_ptr<core::DeviceSketch> AttachSketch(const core::DeviceSketchSpec& spec) override;
   bool KeepsSketch(const core::DeviceSketchSpec& spec) const override;  // per options.sketches
-  // Blocks from the jobs' reused page-locked blocks (at most kMaxHostBlockBytes each).
+  // Blocks from the jobs' reused page-locked blocks (at most kMaxHostBlockBytes each, and at most
+  // twice what was asked), only while a sketch the pool keeps on a device can read a batch in
+  // place (options.sketches has Count-Min, conservative Count-Min or FCM).
   void* AcquireHostBlock(size_t* bytes) override;
   void ReleaseHostBlock(void* block, size_t bytes) override;
   static constexpr size_t kMaxHostBlockBytes = size_t{64} << 20;
@@ -168,7 +170,8 @@ class GpuPool final : public core::Accelerator {
     uint64_t* data = nullptr;
     size_t capacity = 0;  // keys
   };
-  PinnedBlock AcquirePinned(size_t keys);
+  // The smallest free block of at least `keys` and at most `max_keys`, or a new one.
+  PinnedBlock AcquirePinned(size_t keys, size_t max_keys = SIZE_MAX);
   void ReleasePinned(PinnedBlock block);
   struct Device {
     std::unique_ptr<GpuAccelerator> accelerator;

@@ -196,7 +196,11 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
   // subject's last record (an owner loading a session; a subject with nothing at or after `from`
   // must not wait for a message that never comes). Not at the consumer's "nothing pending": the
   // ordered consumer may be served by a replica that has not yet applied the leader's last
-  // records, and ending there would lose acknowledged batches from a rebuilt node.
+  // records, and ending there would lose acknowledged batches from a rebuilt node. Once the
+  // consumer has nothing pending short of the bound, the rest gets kLagGraceMs to arrive, then
+  // the replay ends there as it used to: a last record an operator deleted (the stream keeps its
+  // sequence) must not stall every start.
+  constexpr int64_t kLagGraceMs = 3000;
   uint64_t bound = filter.empty() ? last : 0;
   if (!filter.empty() && filter.find_first_of("*>") == std::string::npos) {
     natsMsg* lm = nullptr;
@@ -229,10 +233,12 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     natsSubscription_Unsubscribe(sub);
     natsSubscription_Destroy(sub);
   };
+  bool caught_up = false;  // the consumer had nothing pending after the last record read
   for (;;) {
     natsMsg* msg = nullptr;
     // A stalled replay is an error, not a hang: the start fails and a supervisor restarts it.
-    s = natsSubscription_NextMsg(&msg, sub, 10000);
+    s = natsSubscription_NextMsg(&msg, sub, caught_up ? kLagGraceMs : 10000);
+    if (s == NATS_TIMEOUT && caught_up) break;  // nothing came within the grace: the end
     if (s != NATS_OK) {
       return absl::UnavailableError(absl::StrCat("replay of ", options_.stream, " stalled after ",
                                                  report->last_sequence, " of ", last, ": ",
@@ -264,6 +270,7 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     if (on_progress && (report->records % 1024 == 0 || seq >= last)) on_progress(seq, last);
     // A wildcard filter has no bound from the leader; it ends where the consumer sees the end.
     if (bound != 0 ? seq >= bound : (seq >= last || pending == 0)) break;
+    caught_up = pending == 0;
   }
   if (on_progress) on_progress(report->last_sequence, last);
   return absl::OkStatus();

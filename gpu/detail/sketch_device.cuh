@@ -215,7 +215,8 @@ struct SketchDevice : DeviceStream {
   // capture turns capturing off for this sketch and runs the batch as it is. Measured (session
   // 22, bench/E2E_RESULTS.md): 25-30 % fewer server cores for Count-Min and FCM at 16 streams.
   absl::Status Launch(uint64_t shape, const void* table, absl::FunctionRef<absl::Status()> enqueue);
-  // Launches the captured graph, timed (its upload copies included).
+  // Launches the captured graph, timed (its upload copies included; a direct upload, made before
+  // the graph, is not).
   absl::Status Replay();
   std::vector<const void*> Addresses(const void* table) const;
   // A plain Count-Min's or FCM's batch (checked, non-empty) through Launch: stages the ids and
