@@ -25,6 +25,28 @@ std::string RandomHex() {
   return absl::StrFormat("%08x%08x", rd(), rd());
 }
 
+// How many messages `stream` holds on `subject` (no wildcards), as its leader reports.
+absl::StatusOr<uint64_t> SubjectMessages(jsCtx* js, const std::string& stream,
+                                         const std::string& subject) {
+  jsOptions o;
+  jsOptions_Init(&o);
+  o.Stream.Info.SubjectsFilter = subject.c_str();
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  const natsStatus s = js_GetStreamInfo(&si, js, stream.c_str(), &o, &jerr);
+  if (s != NATS_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("stream ", stream, " info on ", subject, ": ", NatsStatusText(s, jerr)));
+  }
+  uint64_t n = 0;
+  const jsStreamStateSubjects* subjects = si->State.Subjects;
+  for (int i = 0; subjects != nullptr && i < subjects->Count; ++i) {
+    if (subject == subjects->List[i].Subject) n += subjects->List[i].Msgs;
+  }
+  jsStreamInfo_Destroy(si);
+  return n;
+}
+
 }  // namespace
 
 std::vector<std::string> SplitServers(absl::string_view list) {
@@ -202,18 +224,28 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
   // sequence) must not stall every start.
   constexpr int64_t kLagGraceMs = 3000;
   uint64_t bound = filter.empty() ? last : 0;
+  bool caught_up = false;  // the consumer had nothing pending after the last record read
   if (!filter.empty() && filter.find_first_of("*>") == std::string::npos) {
     natsMsg* lm = nullptr;
     jsErrCode lerr = static_cast<jsErrCode>(0);
     natsStatus ls = js_GetLastMsg(&lm, js_, options_.stream.c_str(), filter.c_str(), nullptr, &lerr);
-    if (ls == NATS_NOT_FOUND || lerr == JSNoMessageFoundErr) return absl::OkStatus();
-    if (ls != NATS_OK) {
+    if (ls == NATS_NOT_FOUND || lerr == JSNoMessageFoundErr) {
+      // nats-server 2.9 answers so too for a subject whose last message was deleted while
+      // earlier ones remain (an operator's `nats stream rmm`): the subject's count tells the two
+      // apart. Such a subject replays to the consumer's end, after the grace (it may deliver
+      // nothing at or after `from`).
+      absl::StatusOr<uint64_t> held = SubjectMessages(js_, options_.stream, filter);
+      if (!held.ok()) return held.status();
+      if (*held == 0) return absl::OkStatus();
+      caught_up = true;
+    } else if (ls != NATS_OK) {
       return absl::UnavailableError(absl::StrCat("last message on ", filter, ": ", NatsStatusText(ls, lerr)));
+    } else {
+      const uint64_t subject_last = natsMsg_GetSequence(lm);
+      natsMsg_Destroy(lm);
+      if (subject_last < from) return absl::OkStatus();
+      bound = subject_last;
     }
-    const uint64_t subject_last = natsMsg_GetSequence(lm);
-    natsMsg_Destroy(lm);
-    if (subject_last < from) return absl::OkStatus();
-    bound = subject_last;
   }
   const std::string subject = filter.empty() ? options_.subject_prefix + ".>" : filter;
   jsSubOptions so;
@@ -233,7 +265,6 @@ absl::Status JetStreamLog::Replay(uint64_t from, const std::string& filter, cons
     natsSubscription_Unsubscribe(sub);
     natsSubscription_Destroy(sub);
   };
-  bool caught_up = false;  // the consumer had nothing pending after the last record read
   for (;;) {
     natsMsg* msg = nullptr;
     // A stalled replay is an error, not a hang: the start fails and a supervisor restarts it.

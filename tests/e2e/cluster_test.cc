@@ -280,9 +280,9 @@ TEST(Cluster, AReplayRightAfterAnAppendReadsThroughTheLeadersLastRecord) {
   // An operator deletes the stream's last record: JetStream keeps its sequence as the stream's
   // last, which no consumer delivers. The whole-stream replay (a node's start) waits a grace for
   // it, then ends where the records end, as before the bound: every start must not stall into
-  // UNAVAILABLE. (One subject's replay is bounded by the subject's last record, which nats-server
-  // 2.9 then reports as "no message found", 10037: that replay finds the subject empty, as it
-  // did before this bound.)
+  // UNAVAILABLE. One subject's replay (an owner loading a session) asks for the subject's last
+  // record, which nats-server 2.9 then reports as "no message found" (10037) although earlier
+  // ones remain: it had found the subject empty, and must find its records.
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
   ASSERT_TRUE(streamstats::server::ConnectJetStream(streamstats::server::SplitServers(nats.Urls()),
@@ -294,8 +294,8 @@ TEST(Cluster, AReplayRightAfterAnAppendReadsThroughTheLeadersLastRecord) {
   jsCtx_Destroy(js);
   natsConnection_Destroy(nc);
   EXPECT_EQ(InfoEventually(*log).last_sequence, last);
-  {
-    const std::string filter;
+  const std::string session_subject = streamstats::server::SessionSubject("replay.test", "t", "s");
+  for (const std::string& filter : {std::string(), session_subject}) {
     uint64_t seen = 0;
     streamstats::server::ReplicatedReplayReport report;
     const absl::Time start = absl::Now();
@@ -311,6 +311,19 @@ TEST(Cluster, AReplayRightAfterAnAppendReadsThroughTheLeadersLastRecord) {
     EXPECT_EQ(report.records, 5u) << filter;
     EXPECT_LT(absl::Now() - start, absl::Seconds(8)) << "within the grace, not the stall";
   }
+  // Nothing of the subject at or after `from`: an empty replay, within the grace.
+  streamstats::server::ReplicatedReplayReport report;
+  const absl::Time start = absl::Now();
+  absl::Status s = reader->Replay(
+      last, session_subject,
+      [&](uint64_t, streamstats::server::WalRecordType, absl::string_view) {
+        ADD_FAILURE() << "a record past the subject's last";
+        return absl::OkStatus();
+      },
+      nullptr, &report);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(report.records, 0u);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
   fs::remove_all(dir);
 }
 
