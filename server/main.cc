@@ -845,7 +845,8 @@ int main(int argc, char** argv) {
 
 #ifdef STREAMSTATS_HAVE_GPU
   // Accelerator metrics per device: kernel seconds and bytes copied (windows and sketch tables),
-  // fallbacks to the CPU, device memory in use; sampled every 5 s.
+  // fallbacks to the CPU, device memory in use; and the streams' page-locked memory; sampled
+  // every 5 s.
   std::thread gpu_stats([&] {
     auto* pool = dynamic_cast<streamstats::gpu::GpuPool*>(gpu_pool.get());
     if (pool == nullptr || metrics == nullptr) return;
@@ -860,6 +861,7 @@ int main(int argc, char** argv) {
                                    n.bytes_copied - r.bytes_copied, n.fallbacks - r.fallbacks);
         metrics->SetDeviceMemory(n.device, n.memory_used_bytes);
       }
+      metrics->SetIngestPinnedBytes(service.pinned_ingest_bytes());
       reported = std::move(now);
     } while (!stopped_within(absl::Seconds(5)));
   });

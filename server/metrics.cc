@@ -278,6 +278,13 @@ Metrics::Metrics(const std::string& version) : registry_(std::make_shared<promet
                       .Help("Ingest batches accepted but not yet applied")
                       .Register(r)
                       .Add({});
+  ingest_pinned_bytes_ = &BuildGauge()
+                              .Name("streamstats_ingest_pinned_bytes")
+                              .Help("Page-locked host memory the Ingest streams hold to parse "
+                                    "batches into, in bytes (a GPU pool's blocks, at most "
+                                    "--gpu_ingest_pinned_mib)")
+                              .Register(r)
+                              .Add({});
   device_memory_ = &BuildGauge()
                         .Name("streamstats_device_memory_bytes")
                         .Help("Accelerator memory in use by streamstats, in bytes, by device")
@@ -402,6 +409,10 @@ void Metrics::RecordAccelerator(const std::string& device, double kernel_seconds
 }
 
 void Metrics::SetQueueDepth(int64_t batches) { queue_depth_->Set(static_cast<double>(batches)); }
+
+void Metrics::SetIngestPinnedBytes(uint64_t bytes) {
+  ingest_pinned_bytes_->Set(static_cast<double>(bytes));
+}
 
 void Metrics::SetDeviceMemory(const std::string& device, uint64_t bytes) {
   device_memory_->Add({{"device", device}}).Set(static_cast<double>(bytes));

@@ -137,6 +137,8 @@ class Metrics {
   // Batches accepted but not yet applied, across all streams.
   void SetQueueDepth(int64_t batches);
   void SetDeviceMemory(const std::string& device, uint64_t bytes);
+  // Page-locked host memory the Ingest streams hold now (StreamStatsService::pinned_ingest_bytes).
+  void SetIngestPinnedBytes(uint64_t bytes);
 
   // Tenants whose sessions are counted. RecordIngest and SetExported note theirs; the server
   // should also note every tenant it authenticates (and "default" in single-tenant mode) so
@@ -192,6 +194,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* cluster_forwarded_;
   uint64_t reported_owner_changes_ = 0, reported_snapshots_ = 0, reported_fenced_ = 0;
   prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* ingest_pinned_bytes_;
   prometheus::Family<prometheus::Gauge>* device_memory_;
 
   // Held (shared) while a scrape reads the attached manager, so detaching waits for it.

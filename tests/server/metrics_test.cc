@@ -113,6 +113,7 @@ void RecordOneOfEach(Metrics& m) {
   m.RecordAccelerator("gpu:0", 0.25, 1 << 20, 3);
   m.SetQueueDepth(17);
   m.SetDeviceMemory("gpu:0", 123456789);
+  m.SetIngestPinnedBytes(4 << 20);
 }
 
 TEST(Metrics, ServesRecordedValuesOnARealScrape) {
@@ -156,6 +157,7 @@ TEST(Metrics, ServesRecordedValuesOnARealScrape) {
   EXPECT_EQ(at("streamstats_accelerator_fallbacks_total{device=\"gpu:0\"}"), 3);
   EXPECT_EQ(at("streamstats_ingest_queue_depth"), 17);
   EXPECT_EQ(at("streamstats_device_memory_bytes{device=\"gpu:0\"}"), 123456789);
+  EXPECT_EQ(at("streamstats_ingest_pinned_bytes"), 4 << 20);
   EXPECT_EQ(at("streamstats_build_info{version=\"1.2.3-test\"}"), 1);
   // Tenants seen through RecordIngest have session gauges (no manager attached: the HELP/TYPE
   // lines are there, the samples come with the first Refresh).
@@ -183,7 +185,8 @@ TEST(Metrics, EveryNameTheDeploymentUsesIsExposed) {
         "streamstats_rpc_duration_seconds", "streamstats_query_duration_seconds",
         "streamstats_wal_fsync_duration_seconds", "streamstats_snapshot_duration_seconds",
         "streamstats_sessions", "streamstats_session_memory_bytes", "streamstats_ingest_queue_depth",
-        "streamstats_device_memory_bytes", "streamstats_build_info",
+        "streamstats_device_memory_bytes", "streamstats_ingest_pinned_bytes",
+        "streamstats_build_info",
         "streamstats_session_quantile", "streamstats_session_moment",
         "streamstats_session_distinct"}) {
     EXPECT_TRUE(Has(text, absl::StrCat("# TYPE ", name, " "))) << name;
