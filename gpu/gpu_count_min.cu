@@ -281,13 +281,10 @@ absl::Status GpuCountMin::AddSelected(absl::Span<const uint64_t> ids,
   positions->clear();
   estimates->clear();
   if (options_.conservative) {
-    // The ids go up from where they are when page-locked (an Ingest stream's batch).
-    absl::Status s = LaunchBatch(ids, weights, /*allow_direct=*/true);
-    if (s.ok() && !ids.empty()) {
-      s.Update(dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions, estimates,
-                                    meanwhile));
-    }
-    return dev_->Settle(std::move(s));
+    return dev_->LaunchedSelected(
+        ids.size(), options_.conservative, least,
+        [&](bool allow_direct) { return LaunchBatch(ids, weights, allow_direct); }, positions,
+        estimates, meanwhile);
   }
   // The plain update: the batch's launches, selection included, as one graph (SketchDevice::
   // Launch) once a batch size repeats.
@@ -348,10 +345,6 @@ absl::Status GpuCountMin::EnqueuePlain(size_t n, bool weighted) {
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   return d.AddPairsInOrder(m, n, weighted ? d.weights.get() : nullptr, depth_ * width_,
                            reinterpret_cast<unsigned long long*>(table_));
-}
-
-const uint64_t* GpuCountMin::IdsInOrder() const {
-  return options_.conservative ? dev_->seq_keys.get() : dev_->ids.get();
 }
 
 absl::Status GpuCountMin::LaunchBatch(absl::Span<const uint64_t> ids,

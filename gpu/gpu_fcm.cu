@@ -438,13 +438,10 @@ absl::Status GpuFcm::AddSelected(absl::Span<const uint64_t> ids,
   positions->clear();
   estimates->clear();
   if (options_.conservative || dl_ != dh_) {
-    // The ids go up from where they are when page-locked (an Ingest stream's batch).
-    absl::Status s = LaunchBatch(ids, weights, /*allow_direct=*/true);
-    if (s.ok() && !ids.empty()) {
-      s.Update(dev_->FinishSelected(ids.size(), least, IdsInOrder(), positions, estimates,
-                                    meanwhile));
-    }
-    return dev_->Settle(std::move(s));
+    return dev_->LaunchedSelected(
+        ids.size(), options_.conservative, least,
+        [&](bool allow_direct) { return LaunchBatch(ids, weights, allow_direct); }, positions,
+        estimates, meanwhile);
   }
   // The plain update without a phase detector: as GpuCountMin's, one graph a batch once its
   // size repeats (SketchDevice::Launch).
@@ -511,10 +508,6 @@ absl::Status GpuFcm::EnqueuePlain(size_t n, bool weighted) {
   STREAMSTATS_CUDA_CHECK_LAUNCH();
   STREAMSTATS_RETURN_IF_ERROR(LaunchPhaseAbsorb(d.ids.get(), w, n));
   return d.AddPairsInOrder(m, n, w, depth_ * width_, reinterpret_cast<unsigned long long*>(table_));
-}
-
-const uint64_t* GpuFcm::IdsInOrder() const {
-  return options_.conservative ? dev_->seq_keys.get() : dev_->ids.get();
 }
 
 absl::Status GpuFcm::LaunchBatch(absl::Span<const uint64_t> ids,

@@ -128,9 +128,6 @@ class GpuCountMin {
   // waits for the stream, failed or not (SketchDevice::Settle).
   absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            bool allow_direct = false);
-  // After LaunchBatch: the batch's ids on the device in arrival order (the conservative update
-  // sorts `ids` in place and keeps a copy).
-  const uint64_t* IdsInOrder() const;
   // AddSelected's plain update of `keys`: ids, or with a `region` string keys packed into it
   // (core::PackStringKeys) and hashed on the device (SketchDevice::AddPlainSelected).
   absl::Status AddPlainSelected(absl::Span<const uint64_t> keys, absl::string_view region,
@@ -290,8 +287,6 @@ class GpuFcm {
   // waits for the stream, failed or not (SketchDevice::Settle).
   absl::Status LaunchBatch(absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                            bool allow_direct = false);
-  // After LaunchBatch: the batch's ids on the device in arrival order (as GpuCountMin's).
-  const uint64_t* IdsInOrder() const;
   // AddSelected's plain update of `keys`: ids, or with a `region` string keys packed into it
   // (core::PackStringKeys) and hashed on the device (SketchDevice::AddPlainSelected).
   absl::Status AddPlainSelected(absl::Span<const uint64_t> keys, absl::string_view region,

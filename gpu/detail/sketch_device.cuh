@@ -194,6 +194,21 @@ struct SketchDevice : DeviceStream {
   // batch's n ids on the device, in arrival order), of those only each id's last one: an
   // earlier occurrence of a key whose later one comes back changes nothing the candidates keep
   // (core::DeviceSketch::AddSelected). `meanwhile` runs after the last launch, before the wait.
+  // A Count-Min's or FCM's batch through its own launches and FinishSelected: `launch(allow_direct)`
+  // uploads the n ids (page-locked ones in place) and leaves the estimates in `out`; the ids in
+  // arrival order are then `ids` (plain) or `seq_keys` (the conservative update sorts `ids` and
+  // keeps a copy there). Settled on every path (Settle).
+  absl::Status LaunchedSelected(size_t n, bool conservative, uint64_t least,
+                                absl::FunctionRef<absl::Status(bool)> launch,
+                                std::vector<uint32_t>* positions, std::vector<uint64_t>* estimates,
+                                absl::FunctionRef<void()> meanwhile) {
+    absl::Status s = launch(/*allow_direct=*/true);
+    if (s.ok() && n != 0) {
+      s.Update(FinishSelected(n, least, conservative ? seq_keys.get() : ids.get(), positions,
+                              estimates, meanwhile));
+    }
+    return Settle(std::move(s));
+  }
   absl::Status FinishSelected(size_t n, uint64_t least, const uint64_t* ids_in_order,
                               std::vector<uint32_t>* positions,
                               std::vector<uint64_t>* estimates,
