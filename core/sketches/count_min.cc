@@ -10,16 +10,6 @@
 #include "core/common/key_id.h"
 #include "core/common/serialization.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// GCC 12 warns that the AVX-512 intrinsics' own _mm512_undefined_* placeholders "may be used
-// uninitialized" when they are inlined (a known false positive of its headers); the warning is
-// silenced for the header's lines only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#define STREAMSTATS_COUNT_MIN_AVX2 1
-#endif
 
 namespace streamstats::core {
 namespace {
@@ -44,8 +34,11 @@ CountMin::CountMin(const CountMinOptions& options, ValueKind value_kind, Acceler
         AddToTable(ids, weights);
       }) {
   rows_.reserve(depth_);
-  for (uint64_t r = 0; r < depth_; ++r) rows_.push_back(MakePairwiseHash(options.seed, r));
-  mod_w_ = FastModBelow63::For(width_);
+  row_hashes_.reserve(depth_);
+  for (uint64_t r = 0; r < depth_; ++r) {
+    rows_.push_back(MakePairwiseHash(options.seed, r));
+    row_hashes_.emplace_back(rows_.back(), width_);
+  }
 }
 
 std::string CountMin::Describe() const {
@@ -65,208 +58,6 @@ namespace {
 // counter loads in flight, few enough that the bucket indices (kStage * depth) stay in L1.
 constexpr size_t kStage = 64;
 
-// The bucket h mod w (h < 2^61) through double precision, exactly, for w < kDoubleModMaxWidth:
-// with h = h1*2^32 + h0 (h1 < 2^29) and c = 2^32 mod w, h' = h1*c + h0 == h (mod w) and
-// h' < 2^49 + 2^32 < 2^50, so h' is exact as a double. y = fl(h' * fl(1/w)) differs from h'/w
-// by less than (h'/w) * 2^-51 < 1/w (any rounding mode), and a non-multiple of w lies at least
-// 1/w from the next integer above, so floor(y) = floor(h'/w) except when w divides h', where
-// floor(y) may be one less. h' - floor(y)*w is then computed exactly (every term < 2^52) and lies
-// in [0, w]; one subtraction of w where it equals w gives h mod w. One 32x32-bit multiply
-// instead of FastModBelow63's six partial products.
-constexpr uint64_t kDoubleModMaxWidth = uint64_t{1} << 20;
-// 2^52 as a double: adding it to an integer-valued double below 2^52 puts the integer in the low
-// mantissa bits, exactly.
-constexpr double kTwo52 = 4503599627370496.0;
-constexpr uint64_t kTwo52Bits = 0x4330000000000000ULL;
-
-struct DoubleMod {
-  uint64_t c;      // 2^32 mod w
-  double w;
-  double inv_w;    // fl(1/w)
-  static DoubleMod For(uint64_t width) {
-    return DoubleMod{(uint64_t{1} << 32) % width, static_cast<double>(width),
-                     1.0 / static_cast<double>(width)};
-  }
-};
-
-#ifdef STREAMSTATS_COUNT_MIN_AVX2
-// RowCellsOf for four keys at a time with AVX2, the same arithmetic in 32-bit limbs (AVX2 has no
-// 64x64-bit multiply); exact, so every bucket equals the scalar one (count_min_test compares them
-// on full 64-bit keys). Returns how many leading items it did (a multiple of 4).
-//  - h(x): with a = a1*2^32 + a0 (a1 < 2^29), a_hi*x_hi + a_lo*x_lo = y*2^32 + p1 + p2 where
-//    y = a_hi1*x_hi + a_lo1*x_lo < 2^62 and p1 = a_hi0*x_hi, p2 = a_lo0*x_lo < 2^64. Mod P,
-//    y*2^32 == (y >> 29) + ((y mod 2^29) << 32) and p == (p & P) + (p >> 61); the sum with b is
-//    below 2^64, one more fold and a conditional subtraction give h in [0, P).
-//  - h mod w: for w < kDoubleModMaxWidth DoubleMod's route (kDoubleMod); otherwise
-//    FastModBelow63's q = mulhi(h, M) >> shift, the high half assembled from the four 32x32-bit
-//    partial products, then h - q*w (q*w from two partial products).
-// callgrind, 5 x 2719: 83 -> 71 instructions per item for the five rows.
-template <bool kDoubleMod>
-__attribute__((target("avx2"))) size_t RowCellsAvx2(const PairwiseHash& h,
-                                                     const FastModBelow63& mod,
-                                                     const DoubleMod& dm, uint64_t base,
-                                                     const uint64_t* ids, size_t len,
-                                                     uint64_t* out) {
-  const __m256i mask32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
-  const __m256i mask29 = _mm256_set1_epi64x((1LL << 29) - 1);
-  const __m256i p = _mm256_set1_epi64x(static_cast<long long>(kMersenne61));
-  const __m256i p_minus_1 = _mm256_set1_epi64x(static_cast<long long>(kMersenne61 - 1));
-  const __m256i a_hi0 = _mm256_set1_epi64x(static_cast<long long>(h.a_hi & 0xFFFFFFFFULL));
-  const __m256i a_hi1 = _mm256_set1_epi64x(static_cast<long long>(h.a_hi >> 32));
-  const __m256i a_lo0 = _mm256_set1_epi64x(static_cast<long long>(h.a_lo & 0xFFFFFFFFULL));
-  const __m256i a_lo1 = _mm256_set1_epi64x(static_cast<long long>(h.a_lo >> 32));
-  const __m256i b = _mm256_set1_epi64x(static_cast<long long>(h.b));
-  const __m256i m0 = _mm256_set1_epi64x(static_cast<long long>(mod.magic & 0xFFFFFFFFULL));
-  const __m256i m1 = _mm256_set1_epi64x(static_cast<long long>(mod.magic >> 32));
-  const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(mod.shift));
-  const __m256i w = _mm256_set1_epi64x(static_cast<long long>(mod.divisor));
-  const __m256i vbase = _mm256_set1_epi64x(static_cast<long long>(base));
-  const __m256i dc = _mm256_set1_epi64x(static_cast<long long>(dm.c));
-  const __m256i two52_bits = _mm256_set1_epi64x(static_cast<long long>(kTwo52Bits));
-  const __m256d two52 = _mm256_set1_pd(kTwo52);
-  const __m256d two52_base = _mm256_set1_pd(kTwo52 + static_cast<double>(base));
-  const __m256d dw = _mm256_set1_pd(dm.w);
-  const __m256d inv_w = _mm256_set1_pd(dm.inv_w);
-  size_t j = 0;
-  for (; j + 4 <= len; j += 4) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + j));
-    const __m256i x_hi = _mm256_srli_epi64(x, 32);  // _mm256_mul_epu32 reads x's low half itself
-    const __m256i p1 = _mm256_mul_epu32(x_hi, a_hi0);
-    const __m256i p2 = _mm256_mul_epu32(x, a_lo0);
-    const __m256i y = _mm256_add_epi64(_mm256_mul_epu32(x_hi, a_hi1), _mm256_mul_epu32(x, a_lo1));
-    __m256i t = _mm256_add_epi64(_mm256_srli_epi64(y, 29),
-                                 _mm256_slli_epi64(_mm256_and_si256(y, mask29), 32));
-    t = _mm256_add_epi64(t, _mm256_add_epi64(_mm256_and_si256(p1, p), _mm256_srli_epi64(p1, 61)));
-    t = _mm256_add_epi64(t, _mm256_add_epi64(_mm256_and_si256(p2, p), _mm256_srli_epi64(p2, 61)));
-    t = _mm256_add_epi64(t, b);  // < 2^63 + 2^34
-    __m256i hv = _mm256_add_epi64(_mm256_and_si256(t, p), _mm256_srli_epi64(t, 61));  // < P + 5
-    hv = _mm256_sub_epi64(hv, _mm256_and_si256(_mm256_cmpgt_epi64(hv, p_minus_1), p));
-    if constexpr (kDoubleMod) {
-      const __m256i hr = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(hv, 32), dc),
-                                          _mm256_and_si256(hv, mask32));  // h' < 2^50
-      const __m256d hd =
-          _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(hr, two52_bits)), two52);
-      const __m256d q = _mm256_round_pd(_mm256_mul_pd(hd, inv_w),
-                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-      const __m256d r = _mm256_sub_pd(hd, _mm256_mul_pd(q, dw));  // in [0, w]
-      const __m256d r_less = _mm256_sub_pd(r, dw);
-      const __m256d rm = _mm256_blendv_pd(r_less, r, r_less);  // r where r - w < 0
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
-                          _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(rm, two52_base)),
-                                           two52_bits));
-    } else {
-      // mulhi(hv, M): hv = h1*2^32 + h0 (h1 < 2^29), M = m1*2^32 + m0.
-      const __m256i h1 = _mm256_srli_epi64(hv, 32);
-      const __m256i lo = _mm256_mul_epu32(hv, m0);
-      const __m256i u = _mm256_mul_epu32(h1, m0);
-      const __m256i v = _mm256_mul_epu32(hv, m1);
-      const __m256i carry = _mm256_srli_epi64(
-          _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(lo, 32), _mm256_and_si256(u, mask32)),
-                           _mm256_and_si256(v, mask32)),
-          32);
-      const __m256i high = _mm256_add_epi64(
-          _mm256_add_epi64(_mm256_mul_epu32(h1, m1), _mm256_srli_epi64(u, 32)),
-          _mm256_add_epi64(_mm256_srli_epi64(v, 32), carry));
-      const __m256i q = _mm256_srl_epi64(high, shift);
-      const __m256i qw = _mm256_add_epi64(
-          _mm256_mul_epu32(q, w),
-          _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(q, 32), w), 32));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
-                          _mm256_add_epi64(_mm256_sub_epi64(hv, qw), vbase));
-    }
-  }
-  return j;
-}
-
-// The AVX2 kernel's double route eight keys at a time with AVX-512F (masks for the two
-// conditional subtractions); the same values. Only for w < kDoubleModMaxWidth.
-__attribute__((target("avx512f"))) size_t RowCellsAvx512(const PairwiseHash& h,
-                                                         const DoubleMod& dm, uint64_t base,
-                                                         const uint64_t* ids, size_t len,
-                                                         uint64_t* out) {
-  const __m512i mask32 = _mm512_set1_epi64(0xFFFFFFFFLL);
-  const __m512i mask29 = _mm512_set1_epi64((1LL << 29) - 1);
-  const __m512i p = _mm512_set1_epi64(static_cast<long long>(kMersenne61));
-  const __m512i p_minus_1 = _mm512_set1_epi64(static_cast<long long>(kMersenne61 - 1));
-  const __m512i a_hi0 = _mm512_set1_epi64(static_cast<long long>(h.a_hi & 0xFFFFFFFFULL));
-  const __m512i a_hi1 = _mm512_set1_epi64(static_cast<long long>(h.a_hi >> 32));
-  const __m512i a_lo0 = _mm512_set1_epi64(static_cast<long long>(h.a_lo & 0xFFFFFFFFULL));
-  const __m512i a_lo1 = _mm512_set1_epi64(static_cast<long long>(h.a_lo >> 32));
-  const __m512i b = _mm512_set1_epi64(static_cast<long long>(h.b));
-  const __m512i dc = _mm512_set1_epi64(static_cast<long long>(dm.c));
-  const __m512i two52_bits = _mm512_set1_epi64(static_cast<long long>(kTwo52Bits));
-  const __m512d two52 = _mm512_set1_pd(kTwo52);
-  const __m512d two52_base = _mm512_set1_pd(kTwo52 + static_cast<double>(base));
-  const __m512d dw = _mm512_set1_pd(dm.w);
-  const __m512d inv_w = _mm512_set1_pd(dm.inv_w);
-  size_t j = 0;
-  for (; j + 8 <= len; j += 8) {
-    const __m512i x = _mm512_loadu_si512(ids + j);
-    const __m512i x_hi = _mm512_srli_epi64(x, 32);
-    const __m512i p1 = _mm512_mul_epu32(x_hi, a_hi0);
-    const __m512i p2 = _mm512_mul_epu32(x, a_lo0);
-    const __m512i y = _mm512_add_epi64(_mm512_mul_epu32(x_hi, a_hi1), _mm512_mul_epu32(x, a_lo1));
-    __m512i t = _mm512_add_epi64(_mm512_srli_epi64(y, 29),
-                                 _mm512_slli_epi64(_mm512_and_si512(y, mask29), 32));
-    t = _mm512_add_epi64(t, _mm512_add_epi64(_mm512_and_si512(p1, p), _mm512_srli_epi64(p1, 61)));
-    t = _mm512_add_epi64(t, _mm512_add_epi64(_mm512_and_si512(p2, p), _mm512_srli_epi64(p2, 61)));
-    t = _mm512_add_epi64(t, b);
-    __m512i hv = _mm512_add_epi64(_mm512_and_si512(t, p), _mm512_srli_epi64(t, 61));
-    hv = _mm512_mask_sub_epi64(hv, _mm512_cmpgt_epu64_mask(hv, p_minus_1), hv, p);
-    const __m512i hr = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(hv, 32), dc),
-                                        _mm512_and_si512(hv, mask32));
-    const __m512d hd = _mm512_sub_pd(_mm512_castsi512_pd(_mm512_or_si512(hr, two52_bits)), two52);
-    const __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(hd, inv_w),
-                                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512d r = _mm512_sub_pd(hd, _mm512_mul_pd(q, dw));  // in [0, w]
-    r = _mm512_mask_sub_pd(r, _mm512_cmp_pd_mask(r, dw, _CMP_GE_OQ), r, dw);
-    _mm512_storeu_si512(out + j, _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(r, two52_base)),
-                                                  two52_bits));
-  }
-  return j;
-}
-
-std::atomic<count_min_internal::Simd> simd_limit{count_min_internal::Simd::kAvx512};
-
-count_min_internal::Simd BestSimd() {
-  static const count_min_internal::Simd best =
-      __builtin_cpu_supports("avx512f")  ? count_min_internal::Simd::kAvx512
-      : __builtin_cpu_supports("avx2") ? count_min_internal::Simd::kAvx2
-                                         : count_min_internal::Simd::kNone;
-  return std::min(best, simd_limit.load(std::memory_order_relaxed));
-}
-#else
-std::atomic<count_min_internal::Simd> simd_limit{count_min_internal::Simd::kNone};
-
-count_min_internal::Simd BestSimd() { return count_min_internal::Simd::kNone; }
-#endif
-
-// out[j] = base + h(ids[j]) mod w for j in [0, len), with the vector kernels `simd` allows
-// (at most BestSimd()).
-void RowCellsOf(const PairwiseHash& h, const FastModBelow63& mod, const DoubleMod& dm,
-                uint64_t base, const uint64_t* ids, size_t len, uint64_t* out,
-                count_min_internal::Simd simd) {
-  using count_min_internal::Simd;
-  size_t j = 0;
-#ifdef STREAMSTATS_COUNT_MIN_AVX2
-  const bool double_mod = mod.divisor < kDoubleModMaxWidth;
-  if (simd == Simd::kAvx512 && double_mod) {
-    j = RowCellsAvx512(h, dm, base, ids, len, out);
-  } else if (simd != Simd::kNone) {
-    j = double_mod ? RowCellsAvx2<true>(h, mod, dm, base, ids, len, out)
-                   : RowCellsAvx2<false>(h, mod, dm, base, ids, len, out);
-  }
-  if (j < len && simd != Simd::kNone) {  // the last 1-7 keys: the 4-wide kernel, then scalar
-    j += double_mod ? RowCellsAvx2<true>(h, mod, dm, base, ids + j, len - j, out + j)
-                    : RowCellsAvx2<false>(h, mod, dm, base, ids + j, len - j, out + j);
-  }
-#else
-  (void)simd;
-  (void)dm;
-#endif
-  for (; j < len; ++j) out[j] = base + mod(h(ids[j]));
-}
-
 // Adds ids[0, n) (weights[i], or 1 each when `weights` is null) in order to the row-major table
 // and writes each item's estimate right after its own addition: plain, the minimum of the
 // counters just incremented; conservative, (the minimum before) + weight, which every counter is
@@ -285,19 +76,17 @@ void RowCellsOf(const PairwiseHash& h, const FastModBelow63& mod, const DoubleMo
 // could alias the cell array, so the runtime loop re-read them), and the loop is 45 instead of
 // 100 instructions per item for d = 5 (callgrind), the same loads and stores in the same order.
 template <bool kConservative, size_t kDepth>
-void AddStagedDepth(const PairwiseHash* rows, size_t runtime_depth, FastModBelow63 mod_w,
-                    const uint64_t* ids, const uint64_t* weights, size_t n, uint64_t* table,
-                    uint64_t* estimates) {
+void AddStagedDepth(const row_cells::RowHash* rows, size_t runtime_depth, const uint64_t* ids,
+                    const uint64_t* weights, size_t n, uint64_t* table, uint64_t* estimates) {
   const size_t depth = kDepth > 0 ? kDepth : runtime_depth;
-  const uint64_t width = mod_w.divisor;
-  const count_min_internal::Simd simd = BestSimd();
-  const DoubleMod dm = DoubleMod::For(width);
+  const uint64_t width = rows[0].width();
+  const row_cells::Simd simd = row_cells::BestSimd();
   uint64_t cell[kStage * 32];  // [row][item]; depth <= ceil(ln 1e12) = 28
   for (size_t begin = 0; begin < n; begin += kStage) {
     const size_t len = std::min(kStage, n - begin);
     for (size_t r = 0; r < depth; ++r) {
-      uint64_t* row_cells = cell + r * kStage;
-      RowCellsOf(rows[r], mod_w, dm, r * width, ids + begin, len, row_cells, simd);
+      uint64_t* out = cell + r * kStage;
+      rows[r].Cells(ids + begin, len, r * width, out, simd);
     }
     for (size_t j = 0; j < len; ++j) {
       const uint64_t weight = weights == nullptr ? 1 : weights[begin + j];
@@ -338,13 +127,12 @@ void AddStagedDepth(const PairwiseHash* rows, size_t runtime_depth, FastModBelow
 }
 
 template <bool kConservative>
-void AddStaged(const PairwiseHash* rows, size_t depth, FastModBelow63 mod_w, const uint64_t* ids,
+void AddStaged(const row_cells::RowHash* rows, size_t depth, const uint64_t* ids,
                const uint64_t* weights, size_t n, uint64_t* table, uint64_t* estimates) {
   switch (depth) {  // delta from 0.37 down to 1e-4 (ceil(ln(1/delta)) = 1..9)
 #define STREAMSTATS_CM_DEPTH(d)                                                                  \
   case d:                                                                                        \
-    return AddStagedDepth<kConservative, d>(rows, depth, mod_w, ids, weights, n, table,          \
-                                            estimates);
+    return AddStagedDepth<kConservative, d>(rows, depth, ids, weights, n, table, estimates);
     STREAMSTATS_CM_DEPTH(1)
     STREAMSTATS_CM_DEPTH(2)
     STREAMSTATS_CM_DEPTH(3)
@@ -356,8 +144,7 @@ void AddStaged(const PairwiseHash* rows, size_t depth, FastModBelow63 mod_w, con
     STREAMSTATS_CM_DEPTH(9)
 #undef STREAMSTATS_CM_DEPTH
     default:
-      return AddStagedDepth<kConservative, 0>(rows, depth, mod_w, ids, weights, n, table,
-                                              estimates);
+      return AddStagedDepth<kConservative, 0>(rows, depth, ids, weights, n, table, estimates);
   }
 }
 
@@ -367,13 +154,9 @@ namespace count_min_internal {
 
 void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
               uint64_t* out, Simd simd) {
-  RowCellsOf(h, FastModBelow63::For(width), DoubleMod::For(width), base, ids.data(), ids.size(),
-             out, std::min(simd, BestSimd()));
+  row_cells::RowHash(h, width).Cells(ids.data(), ids.size(), base, out,
+                                     std::min(simd, BestSimd()));
 }
-
-Simd BestSimd() { return streamstats::core::BestSimd(); }
-
-void LimitSimd(Simd limit) { simd_limit.store(limit, std::memory_order_relaxed); }
 
 }  // namespace count_min_internal
 
@@ -381,7 +164,10 @@ void CountMinPlainAdd(absl::Span<const PairwiseHash> rows, uint64_t width,
                       absl::Span<const uint64_t> ids, absl::Span<const uint64_t> weights,
                       absl::Span<uint64_t> table, std::vector<uint64_t>* estimates) {
   if (estimates != nullptr) estimates->resize(ids.size());
-  AddStaged<false>(rows.data(), rows.size(), FastModBelow63::For(width), ids.data(),
+  std::vector<row_cells::RowHash> hashes;
+  hashes.reserve(rows.size());
+  for (const PairwiseHash& h : rows) hashes.emplace_back(h, width);
+  AddStaged<false>(hashes.data(), hashes.size(), ids.data(),
                    weights.empty() ? nullptr : weights.data(), ids.size(), table.data(),
                    estimates != nullptr ? estimates->data() : nullptr);
 }
@@ -534,10 +320,10 @@ absl::Status CountMin::Update(const Batch& batch) {
     // index cells of the whole chunk first, so those loads overlap the hashing and the counters.
     for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
     if (options_.conservative) {
-      AddStaged<true>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
+      AddStaged<true>(row_hashes_.data(), depth_, ids, chunk_weights, len, table_.data(),
                       chunk_estimates_);
     } else {
-      AddStaged<false>(rows_.data(), depth_, mod_w_, ids, chunk_weights, len, table_.data(),
+      AddStaged<false>(row_hashes_.data(), depth_, ids, chunk_weights, len, table_.data(),
                        chunk_estimates_);
     }
     candidates_.OfferGrowingAll(ids, chunk_estimates_, len, chunk_offers_, [&](size_t j) {
@@ -557,7 +343,7 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
   mirror_.Refresh();
   uint64_t estimate = std::numeric_limits<uint64_t>::max();
   for (uint64_t r = 0; r < depth_; ++r) {
-    estimate = std::min(estimate, table_[r * width_ + mod_w_(rows_[r](id))]);
+    estimate = std::min(estimate, table_[r * width_ + row_hashes_[r](id)]);
   }
   return estimate;
 }
@@ -565,13 +351,12 @@ uint64_t CountMin::EstimateId(uint64_t id) const {
 void CountMin::EstimateIds(absl::Span<const uint64_t> ids, absl::Span<uint64_t> out) const {
   mirror_.Refresh();
   std::fill(out.begin(), out.end(), std::numeric_limits<uint64_t>::max());
-  const count_min_internal::Simd simd = BestSimd();
-  const DoubleMod dm = DoubleMod::For(width_);
+  const row_cells::Simd simd = row_cells::BestSimd();
   uint64_t cells[kStage];
   for (size_t begin = 0; begin < ids.size(); begin += kStage) {
     const size_t len = std::min(kStage, ids.size() - begin);
     for (uint64_t r = 0; r < depth_; ++r) {
-      RowCellsOf(rows_[r], mod_w_, dm, r * width_, ids.data() + begin, len, cells, simd);
+      row_hashes_[r].Cells(ids.data() + begin, len, r * width_, cells, simd);
       for (size_t j = 0; j < len; ++j) out[begin + j] = std::min(out[begin + j], table_[cells[j]]);
     }
   }
@@ -623,6 +408,7 @@ size_t CountMin::MemoryBytes() const {
     pending = (pending_ids_.capacity() + pending_estimates_.capacity()) * sizeof(uint64_t);
   }
   return pending + sizeof(*this) + TableBytes() + rows_.capacity() * sizeof(PairwiseHash) +
+         row_hashes_.capacity() * sizeof(row_cells::RowHash) +
          candidates_.MemoryBytes() + mirror_.MemoryBytes() +
          (scratch_ids_.capacity() + scratch_estimates_.capacity()) * sizeof(uint64_t) +
          scratch_positions_.capacity() * sizeof(uint32_t);

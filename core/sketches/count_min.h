@@ -91,6 +91,7 @@
 #include "core/common/hash.h"
 #include "core/common/types.h"
 #include "core/sketches/heavy_hitter_candidates.h"
+#include "core/sketches/row_cells.h"
 #include "core/summary.h"
 
 namespace streamstats::core {
@@ -124,15 +125,12 @@ std::vector<std::pair<uint64_t, uint64_t>> TotalWeightByDistinctId(absl::Span<co
                                                                   absl::Span<const uint64_t> weights);
 
 namespace count_min_internal {
-// The bucket kernels, by preference: AVX-512F (8 keys at a time, widths below 2^20), AVX2 (4),
-// scalar.
-enum class Simd { kNone = 0, kAvx2 = 1, kAvx512 = 2 };
-// What this CPU runs (checked once), at most the limit below.
-Simd BestSimd();
-// Caps what BestSimd() returns from now on, for every sketch in the process (default kAvx512:
-// no cap). For benchmarks that measure the AVX2 or scalar kernels on a CPU that has AVX-512
+// The bucket kernels (core/sketches/row_cells.h), by preference: AVX-512F (8 keys at a time,
+// widths below 2^20), AVX2 (4), scalar. LimitSimd caps them for every sketch in the process
 // (bench/peers_bench --count_min_simd); the buckets, and so every answer, are the same.
-void LimitSimd(Simd limit);
+using row_cells::Simd;
+using row_cells::BestSimd;
+using row_cells::LimitSimd;
 // out[j] = base + h(ids[j]) mod width (2 <= width < 2^32), with the best kernel at most `simd`
 // that the CPU has; exposed so tests can check that all of them give the same buckets.
 void RowCells(const PairwiseHash& h, uint64_t width, uint64_t base, absl::Span<const uint64_t> ids,
@@ -217,7 +215,7 @@ class CountMin final : public Summary {
   uint64_t depth_;
   uint64_t width_;
   std::vector<PairwiseHash> rows_;
-  FastModBelow63 mod_w_;  // h mod width_ without a division (h < 2^61)
+  std::vector<row_cells::RowHash> row_hashes_;  // rows_[r] mod width_, scalar and vector
   std::vector<uint64_t> table_;
   uint64_t count_ = 0;
   mutable HeavyHitterCandidates candidates_;  // see FlushOffers
