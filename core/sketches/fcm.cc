@@ -221,7 +221,114 @@ FcmWalk::FcmWalk(const FcmOptions& options)
   mod_w_ = FastMod::For(width_);
   mod_d_ = FastMod::For(depth_);
   mod_d1_ = FastMod::For(depth_ - 1);  // depth_ is a prime >= 2
+  // RowHash needs a modulus >= 2: width_ is 1 only for epsilon near 1 with delta > 1/e, and
+  // depth_ - 1 is 1 for depth_ = 2; StageCells fills those remainders (0) itself.
+  if (width_ >= 2) {
+    row_hashes_.reserve(depth_);
+    for (const PairwiseHash& h : rows_) row_hashes_.emplace_back(h, width_);
+  }
+  offset_cells_ = row_cells::RowHash(offset_hash_, depth_);
+  if (depth_ >= 3) gap_cells_ = row_cells::RowHash(gap_hash_, depth_ - 1);
 }
+
+void FcmWalk::HashStage(const uint64_t* ids, size_t len, Stage* stage) const {
+  const row_cells::Simd simd = row_cells::BestSimd();
+  offset_cells_.Cells(ids, len, 0, stage->offset, simd);
+  if (depth_ >= 3) {
+    gap_cells_.Cells(ids, len, 1, stage->gap, simd);  // 1 + g2(id) mod (d - 1)
+  } else {
+    std::fill(stage->gap, stage->gap + len, uint64_t{1});
+  }
+  for (uint64_t row = 0; row < depth_; ++row) {
+    uint64_t* out = stage->bucket + row * kStageItems;
+    if (width_ >= 2) {
+      row_hashes_[row].Cells(ids, len, row * width_, out, simd);
+    } else {
+      std::fill(out, out + len, row);
+    }
+  }
+}
+
+void FcmWalk::StageCells(const uint64_t* ids, size_t len, uint64_t r, uint64_t* cells) const {
+  Stage stage;
+  HashStage(ids, len, &stage);
+  for (size_t j = 0; j < len; ++j) {
+    uint64_t row = stage.offset[j];
+    for (uint64_t k = 0; k < r; ++k) {
+      cells[j * r + k] = stage.bucket[row * kStageItems + j];
+      row += stage.gap[j];  // row < depth_ and gap < depth_: one subtraction reduces it
+      if (row >= depth_) row -= depth_;
+    }
+  }
+}
+
+namespace {
+
+// The dl = dh update of ids[0, n) (weights[i], or 1 each when `weights` is null) in order, a stage
+// of FcmWalk::kStageItems at a time: the stage's hashes first (FcmWalk::HashStage), then the
+// counters read and written item by item along each item's walk (the rows as FcmWalk::Cells
+// steps through them), so the table and every estimate are those of the item-by-item loop
+// (Count-Min's AddStaged, core/sketches/count_min.cc, says why this is faster).
+// estimates[i] = the item's minimum over its dh counters right after its own addition: plain,
+// the minimum of the counters just incremented; conservative, (the minimum before) + weight,
+// which each of them is raised to. kDh > 0: dh fixed at compile time (unrolled); 0: any.
+template <bool kConservative, uint64_t kDh>
+void FcmStagedAddDh(const FcmWalk& walk, uint64_t runtime_dh, const uint64_t* ids,
+                    const uint64_t* weights, size_t n, uint64_t* table, uint64_t* estimates) {
+  const uint64_t dh = kDh > 0 ? kDh : runtime_dh;
+  const uint64_t depth = walk.depth();
+  constexpr size_t kStage = FcmWalk::kStageItems;
+  FcmWalk::Stage stage;
+  for (size_t begin = 0; begin < n; begin += kStage) {
+    const size_t len = std::min(kStage, n - begin);
+    walk.HashStage(ids + begin, len, &stage);
+    for (size_t j = 0; j < len; ++j) {
+      const uint64_t weight = weights == nullptr ? 1 : weights[begin + j];
+      uint64_t c[kDh > 0 ? kDh : 32] = {};  // the item's dh cells, dh <= d <= 29
+      uint64_t row = stage.offset[j];
+      const uint64_t gap = stage.gap[j];
+#pragma GCC unroll 8
+      for (uint64_t k = 0; k < dh; ++k) {
+        c[k] = stage.bucket[row * kStage + j];
+        row += gap;  // row < depth and gap < depth: one subtraction reduces it
+        row -= row >= depth ? depth : 0;
+      }
+      uint64_t estimate;
+      if constexpr (kConservative) {
+        uint64_t low = table[c[0]];
+#pragma GCC unroll 8
+        for (uint64_t k = 1; k < dh; ++k) low = std::min(low, table[c[k]]);
+        estimate = low + weight;
+#pragma GCC unroll 8
+        for (uint64_t k = 0; k < dh; ++k) table[c[k]] = std::max(table[c[k]], estimate);
+      } else {
+        estimate = table[c[0]] += weight;
+#pragma GCC unroll 8
+        for (uint64_t k = 1; k < dh; ++k) estimate = std::min(estimate, table[c[k]] += weight);
+      }
+      if (estimates != nullptr) estimates[begin + j] = estimate;
+    }
+  }
+}
+
+template <bool kConservative>
+void FcmStagedAdd(const FcmWalk& walk, uint64_t dh, const uint64_t* ids, const uint64_t* weights,
+                  size_t n, uint64_t* table, uint64_t* estimates) {
+  switch (dh) {  // ceil(d/2) for d = 2, 3, 5, 7, 11, 13: 1, 2, 3, 4, 6, 7
+#define STREAMSTATS_FCM_DH(k)                                                          \
+  case k:                                                                              \
+    return FcmStagedAddDh<kConservative, k>(walk, dh, ids, weights, n, table, estimates);
+    STREAMSTATS_FCM_DH(1)
+    STREAMSTATS_FCM_DH(2)
+    STREAMSTATS_FCM_DH(3)
+    STREAMSTATS_FCM_DH(4)
+#undef STREAMSTATS_FCM_DH
+    default:
+      return FcmStagedAddDh<kConservative, 0>(walk, dh, ids, weights, n, table, estimates);
+  }
+}
+
+}  // namespace
 
 uint64_t FcmWalk::RowOf(uint64_t id, uint64_t j) const {
   const uint64_t offset = mod_d_(offset_hash_(id));
@@ -233,14 +340,8 @@ void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, absl::Span<const uint64_t> id
                  absl::Span<const uint64_t> weights, absl::Span<uint64_t> table,
                  std::vector<uint64_t>* estimates) {
   if (estimates != nullptr) estimates->resize(ids.size());
-  uint64_t cells[64];  // dh <= d <= 29 (the prime after ceil(ln 1e12) = 28)
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const uint64_t weight = weights.empty() ? 1 : weights[i];
-    walk.Cells(ids[i], dh, cells);
-    uint64_t estimate = std::numeric_limits<uint64_t>::max();
-    for (uint64_t j = 0; j < dh; ++j) estimate = std::min(estimate, table[cells[j]] += weight);
-    if (estimates != nullptr) (*estimates)[i] = estimate;
-  }
+  FcmStagedAdd<false>(walk, dh, ids.data(), weights.empty() ? nullptr : weights.data(),
+                      ids.size(), table.data(), estimates != nullptr ? estimates->data() : nullptr);
 }
 
 void FcmPlainAdd(const FcmWalk& walk, uint64_t dh, uint64_t dl, FcmPhaseDetector* detector,
@@ -458,25 +559,36 @@ absl::Status Fcm::Update(const Batch& batch) {
     return absl::OkStatus();
   }
   const size_t n = batch.size();
-  const absl::Span<uint64_t> table = absl::MakeSpan(state_).subspan(0, depth_ * width_);
+  uint64_t* table = state_.data();  // the first d*w words
+  const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
   // dl = dh: no detector; each item its dh walk rows (sequential conservative update on the
-  // host, as Count-Min's host path).
-  uint64_t cells[64];
+  // host, as Count-Min's host path), a stage at a time, then the stage's candidates in the same
+  // order: each estimate depends only on the table updates before it, so this offers exactly what
+  // the item-by-item loop did (FCM's estimates never decrease: OfferGrowingAll's precondition).
   uint64_t weight_total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t id = KeyIdAt(batch, i);
-    const uint64_t weight = WeightAt(batch, i);
-    walk_.Cells(id, dh_, cells);
-    uint64_t estimate = std::numeric_limits<uint64_t>::max();
-    if (options_.conservative) {
-      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table[cells[j]]);
-      estimate += weight;
-      for (uint64_t j = 0; j < dh_; ++j) table[cells[j]] = std::max(table[cells[j]], estimate);
+  for (size_t begin = 0; begin < n; begin += FcmWalk::kStageItems) {
+    const size_t len = std::min(FcmWalk::kStageItems, n - begin);
+    const uint64_t* ids;
+    if (batch.kind == ValueKind::kUint64) {
+      ids = batch.keys.data() + begin;
     } else {
-      for (uint64_t j = 0; j < dh_; ++j) estimate = std::min(estimate, table[cells[j]] += weight);
+      for (size_t j = 0; j < len; ++j) chunk_ids_[j] = KeyIdAt(batch, begin + j);
+      ids = chunk_ids_;
     }
-    candidates_.Offer(id, estimate, KeyStringAt(batch, i));
-    weight_total += weight;
+    const uint64_t* chunk_weights = weights == nullptr ? nullptr : weights + begin;
+    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
+    if (options_.conservative) {
+      FcmStagedAdd<true>(walk_, dh_, ids, chunk_weights, len, table, chunk_estimates_);
+    } else {
+      FcmStagedAdd<false>(walk_, dh_, ids, chunk_weights, len, table, chunk_estimates_);
+    }
+    candidates_.OfferGrowingAll(ids, chunk_estimates_, len, chunk_offers_,
+                                [&](size_t j) { return KeyStringAt(batch, begin + j); });
+    if (chunk_weights == nullptr) {
+      weight_total += len;
+    } else {
+      for (size_t j = 0; j < len; ++j) weight_total += chunk_weights[j];
+    }
   }
   count_ += weight_total;
   phase_.CountOnly(weight_total);
