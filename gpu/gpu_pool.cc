@@ -385,8 +385,9 @@ class GpuPool::PoolSketch final : public core::DeviceSketch {
   }
 
   absl::Status Upload(absl::Span<const uint64_t> state) override {
-    if (cm_ == nullptr) return core::DeviceSketch::Upload(state);
+    if (cm_ == nullptr && fcm_ == nullptr) return core::DeviceSketch::Upload(state);
     absl::Status s = pool_->ShouldFail() ? absl::InternalError("injected device failure")
+                     : fcm_ != nullptr   ? fcm_->Load(state)
                                          : cm_->Load(state, 0);
     Account(s);
     return s;

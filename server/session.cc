@@ -66,14 +66,16 @@ bool KeptOnDevice(const core::SummaryOptions& o, const core::Accelerator* accele
          accelerator->KeepsSketch(spec);
 }
 
-// Parts are built on the host and merged into the session's summaries. A Count-Min on a device
-// takes a merged table back there (DeviceMirror::Reload); an FCM's or a HyperLogLog's device copy
-// would be dropped and attached again at every merge, so those apply one batch at a time there.
+// Parts are built on the host and merged into the session's summaries. A Count-Min or FCM on a
+// device takes a merged table (an FCM's phase detector with it) back there (DeviceMirror::Reload);
+// a HyperLogLog's device copy would be dropped and attached again at every merge, so a session
+// with one applies one batch at a time there.
 bool PartsAllowed(const SessionConfig& config, const core::Accelerator* accelerator) {
   return std::all_of(config.summaries.begin(), config.summaries.end(),
                      [accelerator](const core::SummaryOptions& o) {
-                       return MergesInParts(o) && (o.kind == SummaryKind::kCountMin ||
-                                                   !KeptOnDevice(o, accelerator));
+                       return MergesInParts(o) &&
+                              (o.kind == SummaryKind::kCountMin || o.kind == SummaryKind::kFcm ||
+                               !KeptOnDevice(o, accelerator));
                      });
 }
 

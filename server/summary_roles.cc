@@ -117,6 +117,14 @@ const char* StringsNote(const core::Summary& s, bool device_hashes) {
              : "; string keys hashed on the host";
 }
 
+// What a session that takes parts (server/session.h) does with a table kept on a device: under a
+// steady flow most batches take this path, on the host's cores.
+const char* PartsNote(bool takes_parts) {
+  return takes_parts ? "; a batch that comes while another is applied is counted in a part in "
+                       "host memory, merged into the table"
+                     : "";
+}
+
 // Where a summary's work runs, as GetSession reports it. Sketch tables: on the device when the
 // summary holds a device copy (it moves back to the host on a device failure). Windows: by the
 // accelerator's threshold for the summary's window size (a sliding or time window sorts blocks
@@ -143,11 +151,7 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
                         cm->options().conservative
                             ? " (conservative update per batch: targets from the table before it)"
                             : "",
-                        strings,
-                        // Under a steady flow most batches take this path, on the host's cores.
-                        takes_parts ? "; a batch that comes while another is applied is counted "
-                                      "in a part in host memory, merged into the table"
-                                    : "");
+                        strings, PartsNote(takes_parts));
   }
   if (const auto* fcm = dynamic_cast<const core::Fcm*>(&s); fcm != nullptr) {
     if (fcm->on_device()) {
@@ -162,7 +166,7 @@ std::string Placement(const core::Summary& s, const core::SummaryOptions& o,
           fcm->options().conservative
               ? " (conservative update per batch: targets from the table before it)"
               : "",
-          StringsNote(s, fcm->device_hashes_strings()));
+          StringsNote(s, fcm->device_hashes_strings()), PartsNote(takes_parts));
     }
     if (fcm->tracks_phase() &&
         fcm->options().EffectivePhaseCapacity() > core::kFcmDevicePhaseCapacity) {

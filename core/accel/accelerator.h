@@ -90,9 +90,10 @@ class DeviceSketch {
   // Copies the state out: Count-Min's and FCM's row-major d x w counters, the PBF's bit words,
   // the HyperLogLog's 2^p registers, one a word, or AMS's d x w signed counters as 64-bit words.
   virtual absl::Status Download(absl::Span<uint64_t> state) = 0;
-  // Count-Min: replaces the device's counters with `state` (the host table after a merge changed
-  // it, in Download's layout), so the copy stays attached (DeviceMirror::Reload). On an error the
-  // device copy may hold anything and is dropped. Others: Unimplemented (the default).
+  // Count-Min and FCM: replaces the device's state with `state` (the host table, and an FCM's
+  // phase detector, after a merge changed them; in Download's layout), so the copy stays attached
+  // (DeviceMirror::Reload). On an error the device copy may hold anything and is dropped. Others:
+  // Unimplemented (the default).
   virtual absl::Status Upload(absl::Span<const uint64_t> state);
   // PBF: y[i] = how many of ids[i]'s k positions are set (Pbf::SetPositions) and *set_bits = the
   // filter's set bits, as the table now stands: what the heavy-hitter candidates are offered

@@ -626,11 +626,13 @@ absl::Status Fcm::Merge(const Summary& other_summary) {
         ValueKindName(value_kind_), " ", Describe(), ", the other ",
         ValueKindName(other->value_kind_), " ", other->Describe()));
   }
-  mirror_.Detach();  // the host table changes below; the next Update uploads it again
+  mirror_.Refresh();  // the host state changes below, then goes back to the device copy
   const absl::Span<const uint64_t> other_table = other->table();  // refreshes its detector too
   for (size_t i = 0; i < other_table.size(); ++i) state_[i] += other_table[i];
   count_ += other->count_;
   phase_.Merge(other->phase_);
+  if (tracks_phase()) phase_.ToWords(absl::MakeSpan(state_).subspan(depth_ * width_));
+  mirror_.Reload();  // or, where it cannot, detached: the next Update uploads the state
   candidates_.MergeFrom(other->candidates_, [this](uint64_t id) { return EstimateId(id); });
   return absl::OkStatus();
 }

@@ -141,12 +141,15 @@ class FakeDeviceSketch final : public DeviceSketch {
   // Every position counted (the host cuts counts short), as the GPU's query kernel does.
   // Count-Min only, as the GPU pool: the table replaced (after a failure, half of it).
   absl::Status Upload(absl::Span<const uint64_t> state) override {
-    if (rows_.empty()) return DeviceSketch::Upload(state);
+    if (rows_.empty() && fcm_walk_ == nullptr) return DeviceSketch::Upload(state);
     if (stats_->uploads++ == stats_->fail_upload_at) {
       std::copy(state.begin(), state.begin() + state.size() / 2, state_.begin());
       return absl::InternalError("injected upload error");
     }
     std::copy(state.begin(), state.end(), state_.begin());
+    if (fcm_phase_ != nullptr) {
+      fcm_phase_->FromWords(absl::MakeConstSpan(state_).subspan(fcm_cells_));
+    }
     return absl::OkStatus();
   }
 

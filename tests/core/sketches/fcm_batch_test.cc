@@ -140,16 +140,33 @@ TEST(Fcm, OnADeviceTheTableCandidatesAndAnswersEqualTheCpusDespiteFailures) {
       EXPECT_EQ(dev_fcm.device_failures() > 0, fail_add >= 0 || fail_download >= 0);
       EXPECT_EQ(dev->Serialize(), cpu->Serialize());
       for (double support : {0.005, 0.02}) ExpectSameHeavyHitters(*cpu, *dev, support);
-      // A merge moves the table to the host; the next batch attaches it again.
+      // A merge keeps the device copy (DeviceMirror::Reload, as a hot session's parts need): it
+      // takes the merged table before the next batch, in one upload. An upload that fails is a
+      // device failure: the table stays on the host with every item in it.
       auto other = *CreateSummary(FcmOpts(0.002, 0.0002, false), kind);
       FeedRandomBatches(MakeKeys(testing::Distribution::kUniform, order, 5000, 31), strings, 32,
                         {other.get()}, [](int) {});
+      const bool was_on_device = dev_fcm.on_device();
       ASSERT_TRUE(dev->Merge(*other).ok());
       ASSERT_TRUE(cpu->Merge(*other).ok());
-      EXPECT_FALSE(dev_fcm.on_device());
+      EXPECT_EQ(dev_fcm.on_device(), was_on_device);
+      EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+      EXPECT_EQ(device.stats.uploads, 0);
       FeedRandomBatches(std::vector<uint64_t>(keys.begin(), keys.begin() + 5000), strings, 33,
                         {dev.get(), cpu.get()}, [](int) {});
       EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+      EXPECT_EQ(device.stats.uploads, was_on_device ? 1 : 0);
+      if (!was_on_device) continue;
+      EXPECT_EQ(device.stats.attaches, 1);
+      device.stats.fail_upload_at = device.stats.uploads;
+      ASSERT_TRUE(dev->Merge(*other).ok());
+      ASSERT_TRUE(cpu->Merge(*other).ok());
+      FeedRandomBatches(std::vector<uint64_t>(keys.begin(), keys.begin() + 3000), strings, 34,
+                        {dev.get(), cpu.get()}, [](int) {});
+      EXPECT_FALSE(dev_fcm.on_device());
+      EXPECT_EQ(dev_fcm.device_failures(), 1u);
+      EXPECT_EQ(dev->Serialize(), cpu->Serialize());
+      for (double support : {0.005, 0.02}) ExpectSameHeavyHitters(*cpu, *dev, support);
     }
   }
 }
@@ -419,11 +436,15 @@ TEST(Fcm, WithDlAboveDhTheTableAndDetectorGoOnTheDeviceAndComeBackDespiteFailure
       auto other = *CreateSummary(o, kind);
       FeedRandomBatches(MakeKeys(testing::Distribution::kUniform, order, 5000, 31), strings, 32,
                         {other.get()}, [](int) {});
+      // The merged detector goes to the device with the merged table (DeviceMirror::Reload).
+      const bool was_on_device = dev_fcm.on_device();
       ASSERT_TRUE(dev->Merge(*other).ok());
       ASSERT_TRUE(cpu->Merge(*other).ok());
-      EXPECT_FALSE(dev_fcm.on_device());
+      EXPECT_EQ(dev_fcm.on_device(), was_on_device);
       FeedRandomBatches(std::vector<uint64_t>(keys.begin(), keys.begin() + 5000), strings, 33,
                         {dev.get(), cpu.get()}, [](int) {});
+      EXPECT_EQ(device.stats.uploads, was_on_device ? 1 : 0);
+      EXPECT_EQ(dev_fcm.phase().entries(), AsFcm(*cpu).phase().entries());
       EXPECT_EQ(dev->Serialize(), cpu->Serialize());
     }
   }
