@@ -121,7 +121,10 @@ class StreamStatsService::IngestReactor final
       }
     }
     parsed.length = bytes.Length();
-    v1::IngestRequest* request = parsed.request->Fresh();
+    // Page-locked memory only where a batch's keys may go to a device from it (uint64 keys).
+    v1::IngestRequest* request =
+        parsed.request->Fresh(expect_ == v1::IngestRequest::PAYLOAD_NOT_SET ||
+                              expect_ == v1::IngestRequest::kKeys);
     grpc::Status s = ParseIngestRequest(&bytes, expect_, request, &parsed.request->strings());
     expect_ = s.ok() ? request->payload_case() : v1::IngestRequest::PAYLOAD_NOT_SET;
     if (!s.ok()) {

@@ -108,16 +108,22 @@ class RequestArena {
   RequestArena& operator=(const RequestArena&) = delete;
 
   // An empty request on the arena; the previous one and everything it held are gone.
-  v1::IngestRequest* Fresh() {
+  // `page_locked`: whether the next batch may be parsed into page-locked memory, i.e. whether its
+  // keys could go to a device from there (uint64 keys; the stream's first batch, whose kind is not
+  // known yet). A stream of strings (their bytes stay in the message's wire buffer) or doubles
+  // gains nothing from it, so its arena gives a page-locked block back and parses into the heap;
+  // an arena on the heap asks for page-locked memory again when it next grows.
+  v1::IngestRequest* Fresh(bool page_locked = true) {
     strings_.Clear();
     const uint64_t allocated = arena_.has_value() ? arena_->Reset() : 0;
-    if (!arena_.has_value() || allocated > block_bytes_) {
+    if (!arena_.has_value() || allocated > block_bytes_ || (block_pinned_ && !page_locked)) {
       arena_.reset();
       ReleaseBlock();
       // Room for the largest batch so far and a quarter more; the first block is 64 KiB.
       size_t bytes = std::max<uint64_t>(kFirstBlockBytes, (allocated + allocated / 4 + 7) / 8 * 8);
       block_bytes_ = bytes;
-      if (host_memory_ != nullptr && (block_ = host_memory_->Acquire(&bytes)) != nullptr) {
+      if (host_memory_ != nullptr && page_locked &&
+          (block_ = host_memory_->Acquire(&bytes)) != nullptr) {
         block_bytes_ = bytes;
         block_pinned_ = true;
       } else {

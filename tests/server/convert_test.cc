@@ -265,6 +265,45 @@ TEST(RequestArena, ParsesIntoTheHostMemoryItIsLentAndGivesEveryBlockBack) {
   EXPECT_TRUE(host.blocks.empty());
 }
 
+// A stream of strings or doubles gains nothing from page-locked memory (a strings batch's bytes
+// stay in the message's wire buffer; no device takes doubles from the arena): the arena gives
+// its block back and parses into the heap, the same parses, and takes page-locked memory again
+// once uint64 keys come and it grows.
+TEST(RequestArena, OnlyUint64KeysAreParsedIntoPageLockedMemory) {
+  HostBlocks host;
+  HostBlockLender lender(&host, uint64_t{1} << 30);
+  RequestArena arena(&lender);
+  ASSERT_EQ(lender.lent(), 64u << 10);  // the first block: the stream's kind is not known yet
+  v1::IngestRequest strings, doubles, keys;
+  for (int i = 0; i < 20000; ++i) strings.mutable_strings()->add_keys("s" + std::to_string(i % 977));
+  for (int i = 0; i < 20000; ++i) doubles.mutable_values()->add_values(i * 0.5);
+  for (int i = 0; i < 200000; ++i) keys.mutable_keys()->add_keys(i * 7919ull);
+  for (const auto& [want, kind] : std::vector<std::pair<v1::IngestRequest, v1::IngestRequest::PayloadCase>>{
+           {strings, v1::IngestRequest::kStrings}, {doubles, v1::IngestRequest::kValues}}) {
+    for (int round = 0; round < 3; ++round) {
+      grpc::ByteBuffer b = Wire(want);
+      v1::IngestRequest* parsed = arena.Fresh(false);
+      EXPECT_EQ(lender.lent(), 0u) << "a page-locked block kept for " << kind;
+      ASSERT_TRUE(ParseIngestRequest(&b, kind, parsed, &arena.strings()).ok());
+      std::vector<std::string> copies;
+      auto batch = BatchFromRequest(*parsed, &copies, &arena.strings());
+      ASSERT_TRUE(batch.ok());
+      EXPECT_EQ(batch->size(), 20000u);
+    }
+  }
+  EXPECT_TRUE(host.blocks.empty());
+  for (int round = 0; round < 2; ++round) {  // the first parse grows the arena: page-locked then
+    grpc::ByteBuffer b = Wire(keys);
+    v1::IngestRequest* parsed = arena.Fresh(true);
+    ASSERT_TRUE(ParseIngestRequest(&b, v1::IngestRequest::kKeys, parsed, &arena.strings()).ok());
+    EXPECT_EQ(parsed->SerializeAsString(), keys.SerializeAsString());
+    if (round == 1) {
+      EXPECT_TRUE(host.Holds(parsed->keys().keys().data(), 200000 * sizeof(uint64_t)));
+    }
+  }
+  EXPECT_GT(lender.lent(), 0u);
+}
+
 // The streams' page-locked memory is bounded (--gpu_ingest_pinned_mib): an arena whose block
 // would pass the budget parses into the heap instead, the same parse; room comes back with the
 // blocks. A budget of 0 lends nothing.
