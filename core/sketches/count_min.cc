@@ -301,41 +301,16 @@ void CountMin::FlushOffersLocked() const {
 absl::Status CountMin::Update(const Batch& batch) {
   if (batch.size() != 0 && UpdateOnDevice(batch)) return absl::OkStatus();
   FlushOffers();  // the last device batch's offers come before this batch's
-  const size_t n = batch.size();
-  const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
-  // The table first, a chunk at a time (its estimates in order), then the candidates in the
-  // same order: each estimate depends only on the table updates before it, so this offers the
-  // candidates exactly what the item-by-item loop did.
-  for (size_t begin = 0; begin < n; begin += kUpdateChunk) {
-    const size_t len = std::min(kUpdateChunk, n - begin);
-    const uint64_t* ids;
-    if (batch.kind == ValueKind::kUint64) {
-      ids = batch.keys.data() + begin;
-    } else {
-      for (size_t j = 0; j < len; ++j) chunk_ids_[j] = KeyIdAt(batch, begin + j);
-      ids = chunk_ids_;
-    }
-    const uint64_t* chunk_weights = weights == nullptr ? nullptr : weights + begin;
-    // Most offers of a skewed stream pass the inline check and look their id up: load the
-    // index cells of the whole chunk first, so those loads overlap the hashing and the counters.
-    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
-    if (options_.conservative) {
-      AddStaged<true>(row_hashes_.data(), depth_, ids, chunk_weights, len, table_.data(),
-                      chunk_estimates_);
-    } else {
-      AddStaged<false>(row_hashes_.data(), depth_, ids, chunk_weights, len, table_.data(),
-                       chunk_estimates_);
-    }
-    candidates_.OfferGrowingAll(ids, chunk_estimates_, len, chunk_offers_, [&](size_t j) {
-      return batch.kind == ValueKind::kString ? absl::string_view(batch.strings[begin + j])
-                                              : absl::string_view();
-    });
-    if (chunk_weights == nullptr) {
-      count_ += len;
-    } else {
-      for (size_t j = 0; j < len; ++j) count_ += chunk_weights[j];
-    }
-  }
+  count_ += AddAndOfferInChunks<kUpdateChunk>(
+      batch, &candidates_, chunk_ids_, chunk_estimates_, chunk_offers_,
+      [this](const uint64_t* ids, const uint64_t* weights, size_t len, uint64_t* estimates) {
+        if (options_.conservative) {
+          AddStaged<true>(row_hashes_.data(), depth_, ids, weights, len, table_.data(), estimates);
+        } else {
+          AddStaged<false>(row_hashes_.data(), depth_, ids, weights, len, table_.data(),
+                           estimates);
+        }
+      });
   return absl::OkStatus();
 }
 

@@ -558,38 +558,19 @@ absl::Status Fcm::Update(const Batch& batch) {
     UpdateTracked(batch);
     return absl::OkStatus();
   }
-  const size_t n = batch.size();
   uint64_t* table = state_.data();  // the first d*w words
-  const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
   // dl = dh: no detector; each item its dh walk rows (sequential conservative update on the
   // host, as Count-Min's host path), a stage at a time, then the stage's candidates in the same
-  // order: each estimate depends only on the table updates before it, so this offers exactly what
-  // the item-by-item loop did (FCM's estimates never decrease: OfferGrowingAll's precondition).
-  uint64_t weight_total = 0;
-  for (size_t begin = 0; begin < n; begin += FcmWalk::kStageItems) {
-    const size_t len = std::min(FcmWalk::kStageItems, n - begin);
-    const uint64_t* ids;
-    if (batch.kind == ValueKind::kUint64) {
-      ids = batch.keys.data() + begin;
-    } else {
-      for (size_t j = 0; j < len; ++j) chunk_ids_[j] = KeyIdAt(batch, begin + j);
-      ids = chunk_ids_;
-    }
-    const uint64_t* chunk_weights = weights == nullptr ? nullptr : weights + begin;
-    for (size_t j = 0; j < len; ++j) candidates_.Prefetch(ids[j]);
-    if (options_.conservative) {
-      FcmStagedAdd<true>(walk_, dh_, ids, chunk_weights, len, table, chunk_estimates_);
-    } else {
-      FcmStagedAdd<false>(walk_, dh_, ids, chunk_weights, len, table, chunk_estimates_);
-    }
-    candidates_.OfferGrowingAll(ids, chunk_estimates_, len, chunk_offers_,
-                                [&](size_t j) { return KeyStringAt(batch, begin + j); });
-    if (chunk_weights == nullptr) {
-      weight_total += len;
-    } else {
-      for (size_t j = 0; j < len; ++j) weight_total += chunk_weights[j];
-    }
-  }
+  // order (FCM's estimates never decrease either: OfferGrowingAll's precondition).
+  const uint64_t weight_total = AddAndOfferInChunks<FcmWalk::kStageItems>(
+      batch, &candidates_, chunk_ids_, chunk_estimates_, chunk_offers_,
+      [&](const uint64_t* ids, const uint64_t* weights, size_t len, uint64_t* estimates) {
+        if (options_.conservative) {
+          FcmStagedAdd<true>(walk_, dh_, ids, weights, len, table, estimates);
+        } else {
+          FcmStagedAdd<false>(walk_, dh_, ids, weights, len, table, estimates);
+        }
+      });
   count_ += weight_total;
   phase_.CountOnly(weight_total);
   return absl::OkStatus();

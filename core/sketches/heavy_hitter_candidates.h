@@ -352,6 +352,45 @@ std::vector<HeavyHitter> CandidateHeavyHitters(const HeavyHitterCandidates& cand
   return out;
 }
 
+// The host update of a table sketch whose estimates never decrease (Count-Min, FCM): `batch` a
+// chunk of kChunk (<= 256) items at a time. The chunk's ids (a uint64 batch's keys in place, any
+// other kind's through KeyIdAt into chunk_ids); the candidates' index cells prefetched (most offers
+// of a skewed stream look their id up: those loads overlap the hashing and the counters);
+// add(ids, weights or null, len, estimates) updates the table in item order, writing each item's
+// estimate right after its own addition; then the chunk is offered in the same order
+// (OfferGrowingAll). Each estimate depends only on the table updates before it, so the candidates
+// get exactly what the item-by-item loop gave them. Returns the batch's total weight.
+template <size_t kChunk, typename AddFn>
+uint64_t AddAndOfferInChunks(const Batch& batch, HeavyHitterCandidates* candidates,
+                             uint64_t* chunk_ids, uint64_t* chunk_estimates, uint8_t* chunk_offers,
+                             AddFn add) {
+  static_assert(kChunk <= 256, "OfferGrowingAll's scratch indices are bytes");
+  const size_t n = batch.size();
+  const uint64_t* weights = batch.weights.empty() ? nullptr : batch.weights.data();
+  uint64_t total = 0;
+  for (size_t begin = 0; begin < n; begin += kChunk) {
+    const size_t len = std::min(kChunk, n - begin);
+    const uint64_t* ids;
+    if (batch.kind == ValueKind::kUint64) {
+      ids = batch.keys.data() + begin;
+    } else {
+      for (size_t j = 0; j < len; ++j) chunk_ids[j] = KeyIdAt(batch, begin + j);
+      ids = chunk_ids;
+    }
+    const uint64_t* chunk_weights = weights == nullptr ? nullptr : weights + begin;
+    for (size_t j = 0; j < len; ++j) candidates->Prefetch(ids[j]);
+    add(ids, chunk_weights, len, chunk_estimates);
+    candidates->OfferGrowingAll(ids, chunk_estimates, len, chunk_offers,
+                                [&](size_t j) { return KeyStringAt(batch, begin + j); });
+    if (chunk_weights == nullptr) {
+      total += len;
+    } else {
+      for (size_t j = 0; j < len; ++j) total += chunk_weights[j];
+    }
+  }
+  return total;
+}
+
 }  // namespace streamstats::core
 
 #endif  // STREAMSTATS_CORE_SKETCHES_HEAVY_HITTER_CANDIDATES_H_
