@@ -6,7 +6,7 @@
 // one chunk. When every summary of the session merges with its bound intact and answers
 // independently of the items' order beyond that bound (quantiles, Count-Min, FCM, Lossy
 // Counting, Misra–Gries, hierarchical heavy hitters; not windows, PBF or partitioned summaries;
-// on the GPU pool not a HyperLogLog whose registers live on the device), a batch arriving
+// on the GPU pool not an FCM or HyperLogLog whose table lives on the device), a batch arriving
 // while another is being applied goes
 // to a fresh part instead, and so does the rest of the batch being applied: an empty summary of
 // the same options, updated without any session lock, then merged into the session's summary
@@ -21,8 +21,7 @@
 // merged in order), else a session fed by one stream (and every replay of the log) applies its
 // batches one after another, exactly as before. A part of a Count-Min whose table is on a device
 // is built on the host, and its merge puts the merged table back on the device
-// (core/accel/device_mirror.h, Reload), and so is one of an FCM (its phase detector with it). A
-// session with a summary on a device does not slice: the
+// (core/accel/device_mirror.h, Reload). A session with a summary on a device does not slice: the
 // device takes a batch whole. A batch is acknowledged after its merge, so every question after an
 // acknowledgement sees it. Measured: bench/E2E_RESULTS.md, "16 streams into one session".
 // Count-Min / FCM heavy hitters through parts (each part a sketch with its own candidates, merged
