@@ -279,7 +279,8 @@ class FcmWalk {
   // Cells(ids[j], r, cells + j*r) for j in [0, len), len <= kStageItems: the stage's offsets,
   // gaps and every row's buckets computed hash by hash with the vector kernels
   // (core/sketches/row_cells.h), then each key's walk picked from them. The same cells as
-  // Cells (exact remainders either way); the host's update runs on it.
+  // Cells (exact remainders either way): what tests/core/sketches/fcm_staged_test.cc checks
+  // HashStage through; the host's update walks HashStage's output itself.
   static constexpr size_t kStageItems = 64;
   void StageCells(const uint64_t* ids, size_t len, uint64_t r, uint64_t* cells) const;
 
